@@ -1,0 +1,102 @@
+"""Configuration of an embedded cluster — the `spec.embedded` of a KafkaCluster.
+
+Field names are camelCase on the wire (the custom resource), snake_case in Python.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
+
+TOPIC_NAME_PATTERN = r"^[a-zA-Z0-9._-]{1,249}$"
+
+
+class CamelModel(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+BrokerId = Annotated[int, Field(ge=0, le=2**31 - 1)]
+
+
+class BrokerSpec(CamelModel):
+    id: BrokerId = Field(description="Broker id (node.id); one id space with controllers.")
+    rack: str | None = Field(default=None, description="broker.rack, for rack-aware placement.")
+    replication_bytes_per_second: float | None = Field(
+        default=None, gt=0,
+        description="Fetch bandwidth of this broker; defaults to the cluster's figure.")
+    disk_bytes: int | None = Field(default=None, gt=0, description="Disk capacity (for plans).")
+
+
+class TopicSpec(CamelModel):
+    name: str = Field(pattern=TOPIC_NAME_PATTERN, description="Topic name.")
+    partitions: int = Field(ge=1, le=1_000_000, description="Number of partitions.")
+    replication_factor: int = Field(ge=1, le=64, description="Replicas per partition.")
+    size_bytes_per_partition: int = Field(
+        default=0, ge=0, description="Data each partition holds when the cluster is created.")
+    message_bytes: int = Field(default=1024, ge=1, description="Average message size.")
+    produce_bytes_per_second: float = Field(
+        default=0.0, ge=0, description="Producer rate into each partition.")
+    assignment: list[list[BrokerId]] | None = Field(
+        default=None,
+        description="Explicit replicas per partition (else rack-aware round robin).")
+
+    @model_validator(mode="after")
+    def _assignment_matches(self) -> TopicSpec:
+        if self.assignment is not None:
+            if len(self.assignment) != self.partitions:
+                raise ValueError(
+                    f"assignment has {len(self.assignment)} entries but partitions is "
+                    f"{self.partitions}: give one replica list per partition")
+            for i, replicas in enumerate(self.assignment):
+                if len(replicas) != self.replication_factor or len(set(replicas)) != len(replicas):
+                    raise ValueError(
+                        f"assignment[{i}] must list {self.replication_factor} distinct brokers")
+        return self
+
+
+class EmbeddedClusterSpec(CamelModel):
+    brokers: list[BrokerSpec] = Field(min_length=1, description="The brokers.")
+    controllers: list[BrokerId] = Field(
+        default_factory=list,
+        description="Initial quorum.voters. Empty: the first (up to) three broker ids.")
+    topics: list[TopicSpec] = Field(default_factory=list, description="Topics to create.")
+    replication_bytes_per_second: float = Field(
+        default=100_000_000.0, gt=0, description="Default fetch bandwidth per broker.")
+    replica_lag_time_max_ms: int = Field(default=30_000, ge=1, description="replica.lag.time.max.ms")
+    broker_session_timeout_ms: int = Field(
+        default=9_000, ge=1, description="broker.session.timeout.ms: a silent broker is fenced.")
+    snapshot_every_records: int = Field(
+        default=200_000, ge=1, description="Write a metadata snapshot after this many records.")
+    seed: int = Field(default=0, description="Seed of the cluster's random choices.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> EmbeddedClusterSpec:
+        ids = [b.id for b in self.brokers]
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        if dup:
+            raise ValueError(f"brokers: duplicate broker id(s) {dup}; every id must be unique")
+        if len(set(self.controllers)) != len(self.controllers):
+            raise ValueError("controllers: duplicate node ids")
+        names = [t.name for t in self.topics]
+        dupt = sorted({n for n in names if names.count(n) > 1})
+        if dupt:
+            raise ValueError(f"topics: duplicate topic name(s) {dupt}")
+        known = set(ids)
+        for t in self.topics:
+            if t.replication_factor > len(ids):
+                raise ValueError(
+                    f"topics[{t.name}].replicationFactor {t.replication_factor} exceeds the "
+                    f"{len(ids)} brokers")
+            for replicas in t.assignment or []:
+                unknown = sorted(set(replicas) - known)
+                if unknown:
+                    raise ValueError(f"topics[{t.name}].assignment names unknown broker(s) {unknown}")
+        return self
+
+    @property
+    def voters(self) -> list[int]:
+        return list(self.controllers) or sorted(b.id for b in self.brokers)[:3]

@@ -1,0 +1,3 @@
+"""kraftsman: the Kubernetes-facing application (CLI, custom resources, kopf operator)."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,202 @@
+"""The custom resources of kraftsman.io/v1alpha1 — the spec models both the CLI and the
+operator parse with, and from which the CRD schemas are generated.
+
+Field names follow the Kafka tools' own JSON where one exists (kafka-reassign-partitions,
+kafka-leader-election), so a user's plan files carry over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, ValidationError, model_validator
+
+from controller_core.config import TOPIC_NAME_PATTERN, BrokerId, CamelModel, EmbeddedClusterSpec
+from kraftsman.cli_errors import UsageError
+
+GROUP = "kraftsman.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+K8S_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
+
+
+class ObjectRef(CamelModel):
+    name: str = Field(pattern=K8S_NAME_PATTERN, description="Name of a resource in this namespace.")
+
+
+class KafkaClusterSpec(CamelModel):
+    """How to reach a cluster: exactly one of `embedded` or `bootstrapServers`."""
+
+    embedded: EmbeddedClusterSpec | None = Field(
+        default=None, description="An in-process cluster (demos, tests, rehearsals).")
+    bootstrap_servers: str | None = Field(
+        default=None, min_length=1, description="host:port[,host:port] of a real cluster.")
+    auth_secret_ref: ObjectRef | None = Field(
+        default=None, description="Secret with TLS/SASL settings for bootstrapServers.")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> KafkaClusterSpec:
+        if (self.embedded is None) == (self.bootstrap_servers is None):
+            raise ValueError("set exactly one of spec.embedded or spec.bootstrapServers")
+        if self.auth_secret_ref is not None and self.bootstrap_servers is None:
+            raise ValueError("spec.authSecretRef only applies with spec.bootstrapServers")
+        return self
+
+
+class KafkaQuorumSpec(CamelModel):
+    cluster_ref: ObjectRef = Field(description="The KafkaCluster whose metadata quorum this is.")
+    voters: list[BrokerId] = Field(min_length=1, description="Desired quorum voters (node ids).")
+
+    @model_validator(mode="after")
+    def _distinct(self) -> KafkaQuorumSpec:
+        if len(set(self.voters)) != len(self.voters):
+            raise ValueError("spec.voters lists a node id twice; list each voter once")
+        return self
+
+
+class PartitionMove(CamelModel):
+    """One entry of a kafka-reassign-partitions plan."""
+
+    topic: str = Field(pattern=TOPIC_NAME_PATTERN)
+    partition: int = Field(ge=0)
+    replicas: list[BrokerId] = Field(min_length=1, description="Target replicas, preferred first.")
+    log_dirs: list[str] | None = Field(
+        default=None, alias="log_dirs",
+        description="Accepted for compatibility with kafka-reassign-partitions; only 'any'.")
+
+    @model_validator(mode="after")
+    def _log_dirs_any(self) -> PartitionMove:
+        if self.log_dirs is not None and any(d != "any" for d in self.log_dirs):
+            raise ValueError("log_dirs: only \"any\" is supported (inter-broker moves)")
+        return self
+
+
+class PartitionReassignmentSpec(CamelModel):
+    cluster_ref: ObjectRef
+    partitions: list[PartitionMove] = Field(min_length=1, description="Partition -> target replicas.")
+    throttle_bytes_per_second: int | None = Field(
+        default=None, ge=1, description="Replication throttle on the moving replicas.")
+    max_concurrent_moves: int = Field(default=10, ge=1, description="Partitions moving at once.")
+    max_concurrent_moves_per_broker: int | None = Field(
+        default=None, ge=1, description="Moves touching one broker at once.")
+    elect_preferred_leaders: bool = Field(
+        default=False, description="Elect preferred leaders of the moved partitions at the end.")
+    cancel: bool = Field(default=False, description="Roll back everything in flight.")
+    additional: bool = Field(
+        default=False, description="Allow overlap with reassignments already in progress.")
+    dry_run: bool = Field(default=False, description="Validate and report; move nothing.")
+    paused: bool = Field(default=False, description="Finish the moves in flight, start no more.")
+
+
+class TopicPartitionRef(CamelModel):
+    topic: str = Field(pattern=TOPIC_NAME_PATTERN)
+    partition: int = Field(ge=0)
+
+
+class LeaderElectionSpec(CamelModel):
+    cluster_ref: ObjectRef
+    election_type: Literal["PREFERRED", "UNCLEAN"] = "PREFERRED"
+    partitions: list[TopicPartitionRef] | None = Field(default=None, min_length=1)
+    topics: list[Annotated[str, Field(pattern=TOPIC_NAME_PATTERN)]] | None = Field(
+        default=None, min_length=1)
+    all_topic_partitions: bool = False
+    run_id: str | None = Field(default=None, description="Change it to run the election again.")
+    mode: Literal["OneShot", "Continuous"] = "OneShot"
+    imbalance_threshold_percent: float = Field(
+        default=10.0, ge=0, le=100,
+        description="Continuous: elect when more than this share of partitions is off-preferred.")
+    interval_seconds: int = Field(default=300, ge=1, description="Continuous: how often to check.")
+
+    @model_validator(mode="after")
+    def _one_selector(self) -> LeaderElectionSpec:
+        chosen = [self.partitions is not None, self.topics is not None, self.all_topic_partitions]
+        if sum(chosen) != 1:
+            raise ValueError(
+                "set exactly one of spec.partitions, spec.topics or spec.allTopicPartitions: true")
+        return self
+
+
+KINDS: dict[str, type[CamelModel]] = {
+    "KafkaCluster": KafkaClusterSpec,
+    "KafkaQuorum": KafkaQuorumSpec,
+    "PartitionReassignment": PartitionReassignmentSpec,
+    "LeaderElection": LeaderElectionSpec,
+}
+
+
+class Resource(CamelModel):
+    """A parsed custom resource: kind, name, namespace and its validated spec."""
+
+    kind: str
+    name: str
+    namespace: str = "default"
+    generation: int = 1
+    spec: Any
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}/{self.name}"
+
+
+def format_validation_error(where: str, err: ValidationError) -> list[str]:
+    problems = []
+    for e in err.errors():
+        loc = "spec" + "".join(
+            f"[{p}]" if isinstance(p, int) else f".{p}" for p in e["loc"]) if e["loc"] else "spec"
+        msg = str(e["msg"]).removeprefix("Value error, ")
+        problems.append(f"{where}: {loc}: {msg}")
+    return problems
+
+
+def parse_resource(doc: Any, *, source: str = "input") -> Resource:
+    """Validate one YAML document as a kraftsman resource; UsageError names every problem."""
+    if not isinstance(doc, dict):
+        raise UsageError(f"{source}: a resource must be a mapping, got {type(doc).__name__}")
+    kind = doc.get("kind")
+    meta = doc.get("metadata") or {}
+    name = meta.get("name") if isinstance(meta, dict) else None
+    where = f"{source}: {kind or '?'}/{name or '?'}"
+    problems: list[str] = []
+    if doc.get("apiVersion") != API_VERSION:
+        problems.append(f"{where}: apiVersion must be {API_VERSION!r}, got {doc.get('apiVersion')!r}")
+    if kind not in KINDS:
+        problems.append(f"{where}: unknown kind {kind!r}; expected one of {', '.join(KINDS)}")
+    if not isinstance(name, str) or not name:
+        problems.append(f"{where}: metadata.name is required")
+    if problems:
+        raise UsageError(problems)
+    assert isinstance(kind, str) and isinstance(name, str)
+    spec_doc = doc.get("spec")
+    if not isinstance(spec_doc, dict):
+        raise UsageError(f"{where}: spec is required and must be a mapping")
+    try:
+        spec = KINDS[kind].model_validate(spec_doc)
+    except ValidationError as e:
+        raise UsageError(format_validation_error(where, e)) from None
+    namespace = meta.get("namespace") or "default"
+    generation = int(meta.get("generation") or 1)
+    return Resource(kind=kind, name=name, namespace=namespace, generation=generation, spec=spec)
+
+
+def parse_resources(docs: Iterable[Any], *, source: str = "input") -> list[Resource]:
+    """Parse every document; report all problems of all documents at once."""
+    resources: list[Resource] = []
+    problems: list[str] = []
+    seen: set[str] = set()
+    for doc in docs:
+        if doc is None:
+            continue
+        try:
+            r = parse_resource(doc, source=source)
+        except UsageError as e:
+            problems.extend(e.problems)
+            continue
+        if r.key in seen:
+            problems.append(f"{source}: {r.key} appears twice; give each resource a unique name")
+        seen.add(r.key)
+        resources.append(r)
+    if problems:
+        raise UsageError(problems)
+    return resources
