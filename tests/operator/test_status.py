@@ -1,0 +1,159 @@
+"""Status models: conditions per the API conventions, capped detail, size at 100,000 partitions."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from kraftsman.status import (
+    DEGRADED,
+    DETAIL_CAP,
+    PROGRESSING,
+    READY,
+    RUN_HISTORY_CAP,
+    STATUS_BUDGET_BYTES,
+    Condition,
+    ElectionResult,
+    ElectionRun,
+    KafkaQuorumStatus,
+    LeaderElectionStatus,
+    PartitionProgress,
+    PartitionReassignmentStatus,
+    now_rfc3339,
+    read_status,
+    set_condition,
+)
+from pydantic import ValidationError
+
+T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
+
+
+def test_set_condition_adds_then_keeps_transition_time_while_status_unchanged() -> None:
+    conds = set_condition([], READY, "False", "Reconciling", "starting", generation=1, now=T0)
+    assert [(c.type, c.status, c.last_transition_time) for c in conds] == [(READY, "False", T0)]
+    conds2 = set_condition(conds, READY, "False", "Waiting", "still", generation=2, now=T1)
+    assert conds2[0].last_transition_time == T0  # status unchanged: time kept
+    assert (conds2[0].reason, conds2[0].message, conds2[0].observed_generation) == (
+        "Waiting", "still", 2)
+    conds3 = set_condition(conds2, READY, "True", "Ready", "up", generation=2, now=T1)
+    assert conds3[0].last_transition_time == T1
+    assert conds[0].reason == "Reconciling"  # input untouched (pure)
+
+
+def test_set_condition_is_keyed_by_type_and_keeps_order() -> None:
+    conds = set_condition([], READY, "False", "A", "", generation=1, now=T0)
+    conds = set_condition(conds, PROGRESSING, "True", "B", "", generation=1, now=T0)
+    conds = set_condition(conds, DEGRADED, "False", "C", "", generation=1, now=T0)
+    conds = set_condition(conds, READY, "True", "D", "", generation=1, now=T1)
+    assert [c.type for c in conds] == [READY, PROGRESSING, DEGRADED]
+    assert len({c.type for c in conds}) == 3
+
+
+def test_condition_rejects_bad_status_and_non_camelcase_reason() -> None:
+    with pytest.raises(ValidationError):
+        Condition(type=READY, status="Yes", reason="Ok", last_transition_time=T0)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        Condition(type=READY, status="True", reason="not camel", last_transition_time=T0)
+
+
+def test_wire_form_is_camel_case_and_round_trips() -> None:
+    st = KafkaQuorumStatus(leader_id=1, leader_epoch=5, high_watermark=10, max_follower_lag=0,
+                           max_follower_lag_time_ms=3, current_voters=[0, 1, 2],
+                           target_voters=[0, 1, 3])
+    st.with_condition(READY, "True", "QuorumReady", "ok", generation=3, now=T0)
+    wire = st.to_wire()
+    assert {"leaderId", "leaderEpoch", "highWatermark", "maxFollowerLag", "maxFollowerLagTimeMs",
+            "currentVoters", "targetVoters"} <= wire.keys()
+    assert wire["conditions"][0]["lastTransitionTime"] == T0
+    assert wire["conditions"][0]["observedGeneration"] == 3
+    assert read_status(KafkaQuorumStatus, wire) == st
+
+
+def test_read_status_tolerates_garbage_and_unknown_fields() -> None:
+    assert read_status(KafkaQuorumStatus, None) == KafkaQuorumStatus()
+    assert read_status(KafkaQuorumStatus, {"leaderEpoch": "x"}) == KafkaQuorumStatus()
+    assert read_status(KafkaQuorumStatus, {"kopf": {"progress": {}}, "leaderId": 2}).leader_id == 2
+
+
+def test_now_rfc3339_uses_injected_clock() -> None:
+    assert now_rfc3339(lambda: 0.0) == "1970-01-01T00:00:00Z"
+
+
+def _rows(n: int) -> list[PartitionProgress]:
+    states = ["Done", "Moving", "Pending", "Failed"]
+    return [
+        PartitionProgress(topic=f"topic-{i // 1000:03d}", partition=i % 1000,
+                          state=states[i % 4] if i % 997 else "Failed",  # type: ignore[arg-type]
+                          current_replicas=[1, 2, 3], target_replicas=[4, 5, 6],
+                          adding_replicas=[4, 5, 6], removing_replicas=[1, 2, 3],
+                          bytes_to_move=1000, bytes_moved=1000 if i % 4 == 0 else 250,
+                          error="REASSIGNMENT_IN_PROGRESS" if i % 4 == 3 else None)
+        for i in range(n)
+    ]
+
+
+def test_reassignment_counts_percent_and_failures_first() -> None:
+    st = PartitionReassignmentStatus()
+    rows = _rows(40)
+    st.set_progress(rows, cap=5)
+    assert st.counts.total == 40
+    assert st.counts.done + st.counts.moving + st.counts.pending + st.counts.failed == 40
+    assert [r.state for r in st.partitions] == ["Failed"] * 5
+    assert st.partitions_omitted == 35
+    assert st.bytes_to_move == 40_000
+    assert st.bytes_moved == sum(min(r.bytes_moved or 0, 1000) for r in rows)
+    assert st.percent == round(100 * st.bytes_moved / 40_000, 1)
+    assert st.progress == f"{st.percent:g}%"
+    assert (st.moving, st.done) == (st.counts.moving, st.counts.done)
+
+
+def test_reassignment_percent_by_partitions_when_sizes_unknown() -> None:
+    st = PartitionReassignmentStatus()
+    st.set_progress([PartitionProgress(topic="t", partition=i,
+                                       state="Done" if i < 3 else "Pending") for i in range(4)])
+    assert st.percent == 75.0
+    st.set_progress([], cap=0)
+    assert (st.percent, st.counts.total) == (0.0, 0)
+
+
+def test_zero_cap_still_counts_everything() -> None:
+    st = PartitionReassignmentStatus()
+    st.set_progress(_rows(8), cap=0)
+    assert st.counts.total == 8 and st.partitions == []
+
+
+def test_reassignment_status_under_budget_at_100k_partitions() -> None:
+    st = PartitionReassignmentStatus(cluster="demo", throttle_bytes_per_second=50_000_000)
+    st.set_progress(_rows(100_000))
+    st.with_condition(PROGRESSING, "True", "Moving", "x" * 1000, generation=1, now=T0)
+    size = len(json.dumps(st.to_wire()))
+    assert st.counts.total == 100_000
+    assert len(st.partitions) == DETAIL_CAP
+    assert all(r.state == "Failed" for r in st.partitions)  # 25,100 failures: all shown are
+    assert size < STATUS_BUDGET_BYTES, size
+
+
+def test_election_results_capped_failures_first_under_budget() -> None:
+    st = LeaderElectionStatus(election_type="PREFERRED")
+    rows = [ElectionResult(topic=f"t{i // 1000}", partition=i % 1000,
+                           result="Failed" if i % 500 == 0 else
+                           ("Elected" if i % 3 else "NotNeeded"),
+                           leader=i % 7, error="PREFERRED_LEADER_NOT_AVAILABLE"
+                           if i % 500 == 0 else None)
+            for i in range(100_000)]
+    st.set_results(rows)
+    assert st.counts.total == 100_000
+    assert st.counts.failed == 200 and st.failed == 200
+    assert st.counts.elected + st.counts.not_needed + st.counts.failed == 100_000
+    assert [r.result for r in st.results] == ["Failed"] * DETAIL_CAP
+    assert st.results_omitted == 100_000 - DETAIL_CAP
+    assert len(json.dumps(st.to_wire())) < STATUS_BUDGET_BYTES
+
+
+def test_continuous_run_history_is_capped() -> None:
+    st = LeaderElectionStatus()
+    for i in range(RUN_HISTORY_CAP + 5):
+        st.record_run(ElectionRun(time=f"2026-01-01T00:{i:02d}:00Z", imbalance_percent=1.0))
+    assert st.runs == RUN_HISTORY_CAP + 5
+    assert len(st.recent_runs) == RUN_HISTORY_CAP
+    assert st.last_run_time == st.recent_runs[-1].time
