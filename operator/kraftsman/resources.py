@@ -70,7 +70,21 @@ class PartitionMove(CamelModel):
     def _log_dirs_any(self) -> PartitionMove:
         if self.log_dirs is not None and any(d != "any" for d in self.log_dirs):
             raise ValueError("log_dirs: only \"any\" is supported (inter-broker moves)")
+        if len(set(self.replicas)) != len(self.replicas):
+            raise ValueError(f"replicas {self.replicas} names a broker twice; a partition has "
+                             "at most one replica per broker")
         return self
+
+
+def _duplicate_partitions(entries: Iterable[TopicPartitionRef | PartitionMove]) -> list[str]:
+    seen: set[tuple[str, int]] = set()
+    dups: list[str] = []
+    for e in entries:
+        key = (e.topic, e.partition)
+        if key in seen:
+            dups.append(f"{e.topic}-{e.partition}")
+        seen.add(key)
+    return dups
 
 
 class PartitionReassignmentSpec(CamelModel):
@@ -88,6 +102,14 @@ class PartitionReassignmentSpec(CamelModel):
         default=False, description="Allow overlap with reassignments already in progress.")
     dry_run: bool = Field(default=False, description="Validate and report; move nothing.")
     paused: bool = Field(default=False, description="Finish the moves in flight, start no more.")
+
+    @model_validator(mode="after")
+    def _each_partition_once(self) -> PartitionReassignmentSpec:
+        dups = _duplicate_partitions(self.partitions)
+        if dups:
+            raise ValueError(f"spec.partitions lists {', '.join(dups[:5])} more than once; "
+                             "give each partition one target")
+        return self
 
 
 class TopicPartitionRef(CamelModel):
@@ -115,6 +137,11 @@ class LeaderElectionSpec(CamelModel):
         if sum(chosen) != 1:
             raise ValueError(
                 "set exactly one of spec.partitions, spec.topics or spec.allTopicPartitions: true")
+        dups = _duplicate_partitions(self.partitions or [])
+        if dups:
+            raise ValueError(f"spec.partitions lists {', '.join(dups[:5])} more than once")
+        if self.topics is not None and len(set(self.topics)) != len(self.topics):
+            raise ValueError("spec.topics lists a topic twice; list each topic once")
         return self
 
 

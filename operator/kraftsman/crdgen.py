@@ -1,0 +1,317 @@
+"""Generate the CustomResourceDefinitions from the pydantic models the operator parses with.
+
+pydantic's JSON Schema is mapped onto the structural-schema subset Kubernetes accepts: $refs
+are inlined, `X | None` becomes an optional X, `const` becomes `enum`, draft-2020
+`exclusiveMinimum: n` becomes OpenAPI 3.0's `minimum: n, exclusiveMinimum: true`, titles go.
+What a schema can say but pydantic does not express per field (list uniqueness, "exactly one
+of") is added here as `x-kubernetes-list-type` and CEL `x-kubernetes-validations`, mirroring
+the models' validators, so the API server rejects at admission what it can.
+
+The YAML is rendered with jinja2 templates into `crds/` (plain CRDs, for `kubectl apply`) and
+into the Helm chart (the same CRDs wrapped in `crds.install` / `crds.keep` switches).
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+from pydantic import BaseModel
+
+from kraftsman.resources import GROUP, KINDS, VERSION
+from kraftsman.status import STATUS_MODELS
+
+TEMPLATES = Path(__file__).parent / "templates"
+CHART_CRD_DIR = Path("charts") / "kraftsman" / "templates" / "crds"
+CRD_DIR = Path("crds")
+CATEGORY = "kraftsman"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    json_path: str
+    type: str = "string"
+    description: str = ""
+    priority: int = 0
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    kind: str
+    plural: str
+    singular: str
+    short_names: list[str]
+    description: str
+    columns: list[Column] = field(default_factory=list)
+
+
+def _cond(type_: str) -> str:
+    return f'.status.conditions[?(@.type=="{type_}")].status'
+
+
+CLUSTER_COL = Column("Cluster", ".spec.clusterRef.name", description="KafkaCluster acted on.")
+AGE_COL = Column("Age", ".metadata.creationTimestamp", "date")
+
+KIND_INFO: dict[str, KindInfo] = {
+    "KafkaCluster": KindInfo(
+        "KafkaCluster", "kafkaclusters", "kafkacluster", ["kc"],
+        "A Kafka cluster kraftsman operates on: an embedded (in-process) one or a real one.", [
+        Column("Backend", ".status.backend", description="embedded or kafka."),
+        Column("Brokers", ".status.brokers", "integer"),
+        Column("Partitions", ".status.partitions", "integer"),
+        Column("URP", ".status.underReplicatedPartitions", "integer",
+               "Under-replicated partitions."),
+        Column("Leader", ".status.quorumLeaderId", "integer", "Active controller."),
+        Column("Ready", _cond("Ready")),
+        Column("Phase", ".status.phase"),
+        AGE_COL,
+    ]),
+    "KafkaQuorum": KindInfo(
+        "KafkaQuorum", "kafkaquorums", "kafkaquorum", ["kq"],
+        "The KRaft metadata quorum of a KafkaCluster: its desired voters (KIP-853).", [
+        CLUSTER_COL,
+        Column("Leader", ".status.leaderId", "integer", "LeaderId."),
+        Column("Epoch", ".status.leaderEpoch", "integer", "LeaderEpoch."),
+        Column("HW", ".status.highWatermark", "integer", "HighWatermark."),
+        Column("Voters", ".status.currentVoters", description="CurrentVoters."),
+        Column("Target", ".spec.voters", description="Desired voters."),
+        Column("Lag", ".status.maxFollowerLag", "integer", "MaxFollowerLag.", 1),
+        Column("Phase", ".status.phase", priority=1),
+        AGE_COL,
+    ]),
+    "PartitionReassignment": KindInfo(
+        "PartitionReassignment", "partitionreassignments", "partitionreassignment", ["preas"],
+        "Move partitions to new replicas, as kafka-reassign-partitions does (KIP-455).", [
+            CLUSTER_COL,
+            Column("Phase", ".status.phase"),
+            Column("Progress", ".status.progress", description="Done, by bytes."),
+            Column("Moving", ".status.moving", "integer"),
+            Column("Done", ".status.done", "integer"),
+            Column("Total", ".status.counts.total", "integer", priority=1),
+            Column("Failed", ".status.counts.failed", "integer", priority=1),
+            Column("ETA(s)", ".status.etaSeconds", "number", "Seconds left.", 1),
+            Column("Throttle", ".status.throttleBytesPerSecond", "integer", priority=1),
+            AGE_COL,
+        ]),
+    "LeaderElection": KindInfo(
+        "LeaderElection", "leaderelections", "leaderelection", ["le"],
+        "Elect preferred or unclean leaders, as kafka-leader-election does (KIP-460).", [
+        CLUSTER_COL,
+        Column("Type", ".spec.electionType"),
+        Column("Phase", ".status.phase"),
+        Column("Elected", ".status.elected", "integer"),
+        Column("Failed", ".status.failed", "integer"),
+        Column("Mode", ".spec.mode", priority=1),
+        Column("Imbalance", ".status.imbalancePercent", "number", priority=1),
+        AGE_COL,
+    ]),
+}
+
+# Per (model, field) schema additions that pydantic cannot express.
+_SET = {"x-kubernetes-list-type": "set"}
+FIELD_EXTRAS: dict[tuple[str, str], dict[str, Any]] = {
+    ("KafkaQuorumSpec", "voters"): _SET,
+    ("EmbeddedClusterSpec", "controllers"): _SET,
+    ("EmbeddedClusterSpec", "brokers"): {"x-kubernetes-list-type": "map",
+                                         "x-kubernetes-list-map-keys": ["id"]},
+    ("EmbeddedClusterSpec", "topics"): {"x-kubernetes-list-type": "map",
+                                        "x-kubernetes-list-map-keys": ["name"]},
+    ("PartitionMove", "replicas"): _SET,
+    ("PartitionReassignmentSpec", "partitions"): {
+        "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["topic", "partition"]},
+    ("LeaderElectionSpec", "partitions"): {
+        "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["topic", "partition"]},
+    ("LeaderElectionSpec", "topics"): _SET,
+    ("*", "conditions"): {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+}
+
+# CEL rules mirroring the models' cross-field validators (checked at admission, K8s >= 1.25).
+MODEL_RULES: dict[str, list[dict[str, str]]] = {
+    "KafkaClusterSpec": [
+        {"rule": "has(self.embedded) != has(self.bootstrapServers)",
+         "message": "set exactly one of spec.embedded or spec.bootstrapServers"},
+        {"rule": "!has(self.authSecretRef) || has(self.bootstrapServers)",
+         "message": "spec.authSecretRef only applies with spec.bootstrapServers"},
+    ],
+    "LeaderElectionSpec": [
+        {"rule": "(has(self.partitions) ? 1 : 0) + (has(self.topics) ? 1 : 0) + "
+                 "((has(self.allTopicPartitions) && self.allTopicPartitions) ? 1 : 0) == 1",
+         "message": "set exactly one of spec.partitions, spec.topics or "
+                    "spec.allTopicPartitions: true"},
+    ],
+}
+
+_KEEP = {"type", "description", "properties", "required", "items", "enum", "minimum", "maximum",
+         "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "pattern", "minItems",
+         "maxItems", "default", "format", "additionalProperties", "nullable"}
+
+
+def structural_schema(model: type[BaseModel], *, defaults: bool = True) -> dict[str, Any]:
+    """The OpenAPI v3 structural schema of `model`, on the wire (camelCase).
+
+    `defaults=False` leaves out `default`s (status is written only by the operator; the API
+    server should not invent one).
+    """
+    raw = model.model_json_schema(by_alias=True, mode="validation")
+    defs = raw.pop("$defs", {})
+    return _ordered(_convert(raw, defs, model.__name__), defaults)
+
+
+def _ordered(node: Any, defaults: bool) -> Any:
+    """type and description first (readable YAML); drop defaults when asked."""
+    if isinstance(node, list):
+        return [_ordered(v, defaults) for v in node]
+    if not isinstance(node, dict):
+        return node
+    first = [k for k in ("type", "description") if k in node]
+    out = {k: node[k] for k in first}
+    for k, v in node.items():
+        if k in first or (k == "default" and not defaults):
+            continue
+        out[k] = v if k in ("default", "enum") else _ordered(v, defaults)
+    if "properties" in node:  # property names are data, not keywords: keep their order
+        out["properties"] = {p: _ordered(v, defaults) for p, v in node["properties"].items()}
+    return out
+
+
+def _convert(node: dict[str, Any], defs: dict[str, Any], model_name: str | None) -> dict[str, Any]:
+    node = dict(node)
+    if "$ref" in node:
+        name = node.pop("$ref").rsplit("/", 1)[-1]
+        target = _convert(defs[name], defs, name)
+        target.update({k: v for k, v in _convert(node, defs, None).items() if k != "type"})
+        return target
+    for combiner in ("anyOf", "oneOf"):
+        if combiner in node:
+            options = [o for o in node.pop(combiner) if o.get("type") != "null"]
+            if len(options) != 1:
+                raise ValueError(f"{model_name}: cannot map {combiner} of {options} to a "
+                                 "structural schema")
+            inner = _convert(options[0], defs, None)
+            outer = _convert(node, defs, None)
+            outer.pop("type", None)
+            inner.update(outer)
+            return inner
+    if "allOf" in node and len(node["allOf"]) == 1:
+        inner = _convert(node.pop("allOf")[0], defs, None)
+        inner.update({k: v for k, v in _convert(node, defs, None).items() if k != "type"})
+        return inner
+    if "const" in node:
+        node["enum"] = [node.pop("const")]
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key not in _KEEP:
+            continue
+        if key == "properties":
+            props = {}
+            for prop, sub in value.items():
+                converted = _convert(sub, defs, None)
+                extra = FIELD_EXTRAS.get((model_name or "", prop)) or FIELD_EXTRAS.get(("*", prop))
+                if extra and model_name is not None:
+                    converted.update(copy.deepcopy(extra))
+                props[prop] = converted
+            out["properties"] = props
+        elif key == "items":
+            out["items"] = _convert(value, defs, None)
+        elif key == "additionalProperties":
+            if isinstance(value, dict):
+                out[key] = _convert(value, defs, None)
+        elif key in ("exclusiveMinimum", "exclusiveMaximum") and not isinstance(value, bool):
+            out["minimum" if key == "exclusiveMinimum" else "maximum"] = value
+            out[key] = True
+        elif key == "default":
+            if value is not None:
+                out[key] = value
+        else:
+            out[key] = value
+    if "properties" in out:
+        out.setdefault("type", "object")
+        out["required"] = [r for r in out.get("required", []) if r in out["properties"]]
+        if not out["required"]:
+            del out["required"]
+    if model_name in MODEL_RULES:
+        out["x-kubernetes-validations"] = copy.deepcopy(MODEL_RULES[model_name])
+    if "type" not in out and "enum" in out:
+        out["type"] = "string"
+    return out
+
+
+def crd_schema(kind: str) -> dict[str, Any]:
+    """The whole openAPIV3Schema of a kind: apiVersion, kind, metadata, spec, status."""
+    spec = structural_schema(KINDS[kind])
+    status = structural_schema(STATUS_MODELS[kind], defaults=False)
+    return {
+        "type": "object",
+        "description": KIND_INFO[kind].description,
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": spec,
+            "status": status,
+        },
+    }
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True, autoescape=False)
+    env.filters["toyaml"] = lambda v: yaml.safe_dump(
+        v, sort_keys=False, default_flow_style=False, width=100).rstrip("\n")
+    return env
+
+
+def render_crd(kind: str) -> str:
+    info = KIND_INFO[kind]
+    return _env().get_template("crd.yaml.j2").render(
+        group=GROUP, version=VERSION, info=info, category=CATEGORY,
+        schema=crd_schema(kind))
+
+
+def render_all() -> dict[Path, str]:
+    """Every generated file, by path relative to the repository root."""
+    env = _env()
+    out: dict[Path, str] = {}
+    for kind, info in KIND_INFO.items():
+        text = render_crd(kind)
+        name = f"{info.plural}.{GROUP}.yaml"
+        out[CRD_DIR / name] = text
+        out[CHART_CRD_DIR / name] = env.get_template("chart-crd.yaml.j2").render(crd=text)
+    peering = env.get_template("kopf-peering.yaml.j2").render()
+    out[CRD_DIR / "kopfpeerings.kopf.dev.yaml"] = peering
+    out[CHART_CRD_DIR / "kopfpeerings.kopf.dev.yaml"] = env.get_template(
+        "chart-crd.yaml.j2").render(crd=peering)
+    return out
+
+
+def stale_files(root: Path) -> list[str]:
+    """Unified diffs of every generated file that differs from what is committed under root."""
+    problems = []
+    for rel, text in render_all().items():
+        path = root / rel
+        current = path.read_text() if path.exists() else ""
+        if current != text:
+            diff = difflib.unified_diff(current.splitlines(), text.splitlines(),
+                                        f"{rel} (committed)", f"{rel} (generated)", lineterm="",
+                                        n=1)
+            problems.append("\n".join(list(diff)[:40]))
+    return problems
+
+
+def write_all(root: Path) -> list[Path]:
+    written = []
+    for rel, text in render_all().items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+            written.append(rel)
+    return written
