@@ -29,6 +29,9 @@ from kraftsman.status import STATUS_MODELS
 TEMPLATES = Path(__file__).parent / "templates"
 CHART_CRD_DIR = Path("charts") / "kraftsman" / "templates" / "crds"
 CRD_DIR = Path("crds")
+ARGOCD_DIR = Path("manifests") / "argocd"
+ARGOCD_SCRIPTS = ARGOCD_DIR / "resource_customizations" / GROUP
+CHART_ARGOCD_DIR = Path("charts") / "kraftsman" / "files" / "argocd"
 CATEGORY = "kraftsman"
 
 
@@ -276,8 +279,12 @@ def render_crd(kind: str) -> str:
         schema=crd_schema(kind))
 
 
-def render_all() -> dict[Path, str]:
-    """Every generated file, by path relative to the repository root."""
+def render_all(root: Path | None = None) -> dict[Path, str]:
+    """Every generated file, by path relative to the repository root.
+
+    The Argo CD health scripts are hand-written Lua under `root`; the argocd-cm snippet and
+    the chart's copies are generated from them.
+    """
     env = _env()
     out: dict[Path, str] = {}
     for kind, info in KIND_INFO.items():
@@ -289,13 +296,20 @@ def render_all() -> dict[Path, str]:
     out[CRD_DIR / "kopfpeerings.kopf.dev.yaml"] = peering
     out[CHART_CRD_DIR / "kopfpeerings.kopf.dev.yaml"] = env.get_template(
         "chart-crd.yaml.j2").render(crd=peering)
+    if root is not None:
+        scripts = {kind: (root / ARGOCD_SCRIPTS / kind / "health.lua").read_text().rstrip("\n")
+                   for kind in KIND_INFO if (root / ARGOCD_SCRIPTS / kind / "health.lua").exists()}
+        out[ARGOCD_DIR / "argocd-cm-health.yaml"] = env.get_template(
+            "argocd-cm.yaml.j2").render(group=GROUP, scripts=scripts)
+        for kind, script in scripts.items():
+            out[CHART_ARGOCD_DIR / f"{kind}.lua"] = script + "\n"
     return out
 
 
 def stale_files(root: Path) -> list[str]:
     """Unified diffs of every generated file that differs from what is committed under root."""
     problems = []
-    for rel, text in render_all().items():
+    for rel, text in render_all(root).items():
         path = root / rel
         current = path.read_text() if path.exists() else ""
         if current != text:
@@ -308,7 +322,7 @@ def stale_files(root: Path) -> list[str]:
 
 def write_all(root: Path) -> list[Path]:
     written = []
-    for rel, text in render_all().items():
+    for rel, text in render_all(root).items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists() or path.read_text() != text:

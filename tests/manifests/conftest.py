@@ -88,7 +88,10 @@ def cr_errors(obj: dict[str, Any], index: dict[tuple[str, str], dict[str, Any]])
     key = (obj.get("apiVersion", ""), obj.get("kind", ""))
     if key not in index:
         return [f"no CRD for {key}"]
-    schema = index[key]
+    schema = copy.deepcopy(index[key])
+    for implicit in ("apiVersion", "kind", "metadata"):  # the API server always allows these
+        schema.setdefault("properties", {}).setdefault(
+            implicit, {"type": "object" if implicit == "metadata" else "string"})
     validator = jsonschema.Draft4Validator(_to_jsonschema(copy.deepcopy(schema)))
     errors = [f"{'.'.join(map(str, e.absolute_path))}: {e.message}"
               for e in validator.iter_errors(obj)]

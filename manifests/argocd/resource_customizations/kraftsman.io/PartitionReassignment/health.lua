@@ -1,0 +1,63 @@
+-- Argo CD health of a kraftsman.io PartitionReassignment (bounded operation: Progressing until Succeeded; Suspended while paused).
+-- A sync wave after it waits until it is Healthy, i.e. until the operation Succeeded.
+local function condition(t)
+  if obj.status == nil or obj.status.conditions == nil then
+    return nil
+  end
+  for _, c in ipairs(obj.status.conditions) do
+    if c.type == t then
+      return c
+    end
+  end
+  return nil
+end
+
+local function text(c, fallback)
+  if c ~= nil and c.message ~= nil and c.message ~= "" then
+    return c.message
+  end
+  return fallback
+end
+
+local hs = {}
+if obj.status == nil or obj.status.conditions == nil then
+  hs.status = "Progressing"
+  hs.message = "Waiting for the kraftsman operator to pick this up"
+  return hs
+end
+local gen = obj.metadata.generation
+local seen = obj.status.observedGeneration
+if gen ~= nil and (seen == nil or seen < gen) then
+  hs.status = "Progressing"
+  hs.message = "Waiting for the operator to observe generation " .. gen
+  return hs
+end
+local degraded = condition("Degraded")
+if degraded ~= nil and degraded.status == "True" then
+  hs.status = "Degraded"
+  hs.message = degraded.reason .. ": " .. text(degraded, "")
+  return hs
+end
+local succeeded = condition("Succeeded")
+if succeeded ~= nil and succeeded.status == "True" then
+  hs.status = "Healthy"
+  hs.message = text(succeeded, "Succeeded")
+  return hs
+end
+if succeeded ~= nil and succeeded.status == "False" then
+  hs.status = "Degraded"
+  hs.message = succeeded.reason .. ": " .. text(succeeded, "failed")
+  return hs
+end
+if obj.spec ~= nil and obj.spec.paused == true then
+  hs.status = "Suspended"
+  hs.message = "Paused: the moves in flight finish, no new ones start"
+  return hs
+end
+local progressing = condition("Progressing")
+hs.status = "Progressing"
+hs.message = text(progressing, "Running")
+if obj.status.progress ~= nil then
+  hs.message = hs.message .. " (" .. obj.status.progress .. ")"
+end
+return hs

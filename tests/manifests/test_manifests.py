@@ -1,0 +1,137 @@
+"""manifests/: valid for Kubernetes, least-privilege RBAC, a locked-down Deployment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ROOT, k8s_errors, load_docs
+
+MANIFESTS = sorted((ROOT / "manifests").glob("*.yaml"))
+
+
+def _all() -> list[dict[str, Any]]:
+    return [d for p in MANIFESTS for d in load_docs(p)]
+
+
+def _one(kind: str) -> dict[str, Any]:
+    found = [d for d in _all() if d["kind"] == kind]
+    assert len(found) == 1, kind
+    return found[0]
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
+def test_manifests_validate_against_official_schemas(path: Path, validate_cr: Any) -> None:
+    for doc in load_docs(path):
+        if doc["apiVersion"].startswith("kopf.dev/"):
+            assert validate_cr(doc) == []  # a custom resource: checked against its CRD
+        else:
+            assert k8s_errors(doc) == []
+
+
+def test_install_set_is_complete() -> None:
+    kinds = {d["kind"] for d in _all()}
+    assert {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment",
+            "ClusterKopfPeering", "PersistentVolumeClaim"} <= kinds
+
+
+EXPECTED_RULES = {
+    ("kraftsman.io", "kafkaclusters"): {"get", "list", "watch", "patch", "update"},
+    ("kraftsman.io", "kafkaclusters/status"): {"get", "patch", "update"},
+    ("kraftsman.io", "kafkaclusters/finalizers"): {"update"},
+    ("", "events"): {"create"},
+    ("kopf.dev", "clusterkopfpeerings"): {"get", "list", "watch", "patch"},
+    ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
+    ("", "namespaces"): {"list", "watch"},
+}
+
+
+def rbac_grants(rules: list[dict[str, Any]]) -> dict[tuple[str, str], set[str]]:
+    grants: dict[tuple[str, str], set[str]] = {}
+    for rule in rules:
+        assert "*" not in rule["verbs"] and "*" not in rule["resources"], rule
+        assert "*" not in rule["apiGroups"] and "nonResourceURLs" not in rule
+        assert "resourceNames" not in rule or rule["resourceNames"]
+        for group in rule["apiGroups"]:
+            for res in rule["resources"]:
+                grants.setdefault((group, res), set()).update(rule["verbs"])
+    return grants
+
+
+def check_least_privilege(rules: list[dict[str, Any]]) -> None:
+    grants = rbac_grants(rules)
+    for (group, res), verbs in grants.items():
+        base = res.split("/")[0]
+        sub = res.split("/")[1] if "/" in res else ""
+        if group == "kraftsman.io":
+            assert base in {"kafkaclusters", "kafkaquorums", "partitionreassignments",
+                            "leaderelections"}, res
+            template = EXPECTED_RULES[("kraftsman.io", "kafkaclusters" + (f"/{sub}" if sub
+                                                                          else ""))]
+            assert verbs == template, (res, verbs)
+        else:
+            assert verbs == EXPECTED_RULES[(group, res)], (group, res, verbs)
+    assert len(grants) == 4 * 3 + 4  # 4 kinds x (resource, status, finalizers) + the rest
+    for verbs in grants.values():
+        assert not verbs & {"delete", "deletecollection", "escalate", "bind", "impersonate"}
+
+
+def test_rbac_is_least_privilege() -> None:
+    check_least_privilege(_one("ClusterRole")["rules"])
+    binding = _one("ClusterRoleBinding")
+    sa = _one("ServiceAccount")
+    assert binding["roleRef"]["name"] == _one("ClusterRole")["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"],
+                                    "namespace": sa["metadata"]["namespace"]}]
+
+
+def check_restricted_pod(pod: dict[str, Any]) -> None:
+    """The restricted Pod Security Standard, plus our own rules (read-only fs, limits)."""
+    psc = pod.get("securityContext", {})
+    assert psc.get("runAsNonRoot") is True
+    assert psc.get("seccompProfile", {}).get("type") == "RuntimeDefault"
+    assert not pod.get("hostNetwork") and not pod.get("hostPID") and not pod.get("hostIPC")
+    for vol in pod.get("volumes", []):
+        assert set(vol) - {"name"} <= {"emptyDir", "persistentVolumeClaim", "configMap",
+                                       "secret", "projected", "downwardAPI", "ephemeral"}
+    for c in pod["containers"]:
+        sc = c["securityContext"]
+        assert sc["allowPrivilegeEscalation"] is False
+        assert sc["readOnlyRootFilesystem"] is True
+        assert sc["capabilities"]["drop"] == ["ALL"]
+        assert not sc["capabilities"].get("add")
+        assert sc.get("privileged", False) is False
+        assert sc.get("runAsNonRoot", psc.get("runAsNonRoot")) is True
+        assert {"cpu", "memory"} <= set(c["resources"]["requests"])
+        assert {"cpu", "memory"} <= set(c["resources"]["limits"])
+        probe = c["livenessProbe"]["httpGet"]
+        liveness = next(a for a in c["args"] if a.startswith("--liveness="))
+        assert liveness.endswith(probe["path"])
+        port = probe["port"]
+        ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+        assert f":{ports.get(port, port)}/" in liveness
+        mounts = {m["mountPath"] for m in c["volumeMounts"]}
+        state = next(a for a in c["args"] if a.startswith("--state-dir="))
+        assert state.split("=", 1)[1] in mounts and "/tmp" in mounts
+
+
+def test_deployment_is_locked_down() -> None:
+    dep = _one("Deployment")
+    check_restricted_pod(dep["spec"]["template"]["spec"])
+    assert dep["spec"]["strategy"]["type"] == "Recreate"
+    pvc = _one("PersistentVolumeClaim")
+    claims = [v["persistentVolumeClaim"]["claimName"]
+              for v in dep["spec"]["template"]["spec"]["volumes"] if "persistentVolumeClaim" in v]
+    assert claims == [pvc["metadata"]["name"]]
+    args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert f"--peering={_one('ClusterKopfPeering')['metadata']['name']}" in args
+
+
+def test_dockerfile_runs_non_root_and_installs_the_operator() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    assert "USER 65532:65532" in text
+    assert '".[operator]"' in text
+    assert 'ENTRYPOINT ["kraftsman"]' in text
+    for copied in ("controller_core", "operator", "pyproject.toml"):
+        assert (ROOT / copied).exists()
