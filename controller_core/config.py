@@ -66,7 +66,8 @@ class EmbeddedClusterSpec(CamelModel):
     topics: list[TopicSpec] = Field(default_factory=list, description="Topics to create.")
     replication_bytes_per_second: float = Field(
         default=100_000_000.0, gt=0, description="Default fetch bandwidth per broker.")
-    replica_lag_time_max_ms: int = Field(default=30_000, ge=1, description="replica.lag.time.max.ms")
+    replica_lag_time_max_ms: int = Field(
+        default=30_000, ge=1, description="replica.lag.time.max.ms")
     broker_session_timeout_ms: int = Field(
         default=9_000, ge=1, description="broker.session.timeout.ms: a silent broker is fenced.")
     snapshot_every_records: int = Field(
@@ -94,7 +95,8 @@ class EmbeddedClusterSpec(CamelModel):
             for replicas in t.assignment or []:
                 unknown = sorted(set(replicas) - known)
                 if unknown:
-                    raise ValueError(f"topics[{t.name}].assignment names unknown broker(s) {unknown}")
+                    raise ValueError(
+                        f"topics[{t.name}].assignment names unknown broker(s) {unknown}")
         return self
 
     @property

@@ -63,7 +63,8 @@ def read_frames(path: Path) -> ReadResult:
         if magic != MAGIC or length > MAX_FRAME:
             if _only_padding(data, pos):
                 return ReadResult(frames, pos, end - pos)
-            raise CorruptFileError(path, pos, f"bad frame header (magic {magic:#x}, length {length})")
+            raise CorruptFileError(
+                path, pos, f"bad frame header (magic {magic:#x}, length {length})")
         body_start = pos + HEADER_SIZE
         body_end = body_start + length
         if body_end > end:

@@ -1,0 +1,1 @@
+"""kraftsman controller core: algorithms of the Kafka proposals, the embedded cluster, ports."""

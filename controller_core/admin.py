@@ -1,0 +1,136 @@
+"""The ClusterAdmin port: the admin operations of KIP-455, KIP-179, KIP-183/460 and configs.
+
+The orchestrators are written against this port only, so the same code drives the embedded
+cluster and a real Kafka cluster. Per-item outcomes are :class:`ApiResult` values with Kafka
+error codes; a whole request that fails raises :class:`KafkaApiError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from controller_core.errors import ApiResult
+from controller_core.model import ElectionType, TopicPartition
+
+# KIP-179 replica status words.
+IN_SYNC = "in sync"
+UNKNOWN_TOPIC = "unknown topic"
+UNKNOWN_PARTITION = "unknown partition"
+UNKNOWN_BROKER = "unknown broker"
+NOT_HOSTED = "broker does not host this partition"
+
+
+def behind(messages: int) -> str:
+    return f"behind: {messages} messages"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerDescription:
+    id: int
+    rack: str | None
+    fenced: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterDescription:
+    cluster_id: str
+    controller_id: int
+    brokers: tuple[BrokerDescription, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDescription:
+    tp: TopicPartition
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+    size_bytes: int | None = None  # the leader's log size, when the backend knows it
+    bytes_in_per_second: float | None = None  # producer rate, when known
+    offline: tuple[int, ...] = ()  # replicas on fenced brokers
+
+
+@dataclass(frozen=True, slots=True)
+class OngoingReassignment:
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+
+    @property
+    def target(self) -> tuple[int, ...]:
+        removing = set(self.removing)
+        return tuple(r for r in self.replicas if r not in removing)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaStatus:
+    """KIP-179: where one replica of a partition stands."""
+
+    tp: TopicPartition
+    broker: int
+    status: str
+    lag_messages: int | None = None
+    lag_bytes: int | None = None
+    size_bytes: int | None = None
+    time_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionOutcome:
+    results: dict[TopicPartition, ApiResult]
+    attempted: tuple[TopicPartition, ...] = field(default_factory=tuple)
+
+
+ConfigResource = tuple[str, str]  # ("BROKER", "1") or ("TOPIC", "orders")
+
+
+class ClusterAdmin(Protocol):
+    def describe_cluster(self) -> ClusterDescription: ...
+
+    def describe_partitions(
+        self, topics: Iterable[str] | None = None,
+        partitions: Iterable[TopicPartition] | None = None,
+    ) -> list[PartitionDescription]:
+        """Every partition of ``topics`` (None: all), or exactly ``partitions``; unknown ones
+        are omitted."""
+        ...
+
+    def alter_partition_reassignments(
+        self, changes: Mapping[TopicPartition, Sequence[int] | None]
+    ) -> dict[TopicPartition, ApiResult]:
+        """Incremental: start or re-target (a replica list) or cancel (None) each partition."""
+        ...
+
+    def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, OngoingReassignment]: ...
+
+    def replica_status(
+        self, replicas: Iterable[tuple[TopicPartition, int]] | None = None
+    ) -> list[ReplicaStatus]:
+        """KIP-179 figures; None: every replica of every partition being reassigned."""
+        ...
+
+    def elect_leaders(
+        self, election_type: ElectionType, partitions: Iterable[TopicPartition] | None = None
+    ) -> ElectionOutcome:
+        """Returns once the elections completed; None means every partition."""
+        ...
+
+    def describe_configs(
+        self, resources: Iterable[ConfigResource]
+    ) -> dict[ConfigResource, dict[str, str]]: ...
+
+    def incremental_alter_configs(
+        self, changes: Mapping[ConfigResource, Mapping[str, str | None]]
+    ) -> dict[ConfigResource, ApiResult]:
+        """Set (a value) or delete (None) dynamic configs, such as replication throttles."""
+        ...
+
+    def now_ms(self) -> int:
+        """The cluster's clock (simulated for the embedded cluster, wall time otherwise)."""
+        ...

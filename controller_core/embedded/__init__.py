@@ -1,0 +1,1 @@
+"""The embedded cluster: a durable in-process Kafka cluster on a simulated clock."""

@@ -1,0 +1,368 @@
+"""The embedded cluster: a durable, in-process Kafka cluster on a simulated clock.
+
+It is the system of the KIPs, not a stub: a controller that turns requests into metadata
+records (:mod:`controller_core.metadata.controller`), a metadata log made durable before any
+answer (:mod:`controller_core.storage.metadata_log`), and a data plane whose replicas fetch
+at a configured bandwidth (:mod:`controller_core.embedded.replication`). Time only moves in
+:meth:`EmbeddedCluster.advance`, so a multi-terabyte reassignment runs in seconds and tests
+never sleep.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from controller_core import errors
+from controller_core.admin import (
+    IN_SYNC,
+    NOT_HOSTED,
+    UNKNOWN_BROKER,
+    UNKNOWN_PARTITION,
+    UNKNOWN_TOPIC,
+    BrokerDescription,
+    ClusterDescription,
+    ConfigResource,
+    ElectionOutcome,
+    OngoingReassignment,
+    PartitionDescription,
+    ReplicaStatus,
+    behind,
+)
+from controller_core.config import EmbeddedClusterSpec, TopicSpec
+from controller_core.errors import ApiResult, KafkaApiError
+from controller_core.metadata.controller import Controller
+from controller_core.metadata.image import MetadataImage
+from controller_core.metadata.records import (
+    ClusterRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    Record,
+    TopicRecord,
+    decode_record,
+)
+from controller_core.model import NO_LEADER, ElectionType, TopicPartition
+from controller_core.storage.framing import write_atomically
+from controller_core.storage.metadata_log import MetadataLog
+
+from .replication import DataPlane, LogBase
+
+MAX_STEP = 1.0  # s: the coarsest step of the simulation
+MIN_STEP = 0.05  # s: the finest, so a burst of catch-ups costs a bounded number of steps
+DATAPLANE_FILE = "dataplane.json"
+
+
+class EmbeddedCluster:
+    def __init__(self, spec: EmbeddedClusterSpec, state_dir: Path, *, fsync: bool = True) -> None:
+        self.spec = spec
+        self.state_dir = state_dir
+        self.now = 0.0  # seconds of simulated time
+        self.rng = random.Random(spec.seed)
+        self.image = MetadataImage()
+        self._bandwidth = {b.id: b.replication_bytes_per_second or spec.replication_bytes_per_second
+                           for b in spec.brokers}
+        self.data = DataPlane(self.image, self._broker_bandwidth)
+        self.controller = Controller(self.image, self._emit)
+        self.log = MetadataLog(state_dir / "metadata", fsync=fsync)
+        self._pending: list[Record] = []
+        self._since_snapshot = 0
+        self._next_eta = MAX_STEP
+        self.controller_available = True  # fault injection: the controller cannot be reached
+        self.recovered_torn_bytes = 0
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, state_dir: Path, spec: EmbeddedClusterSpec, *,
+             fsync: bool = True) -> EmbeddedCluster:
+        """Recover the cluster from ``state_dir``, or create it there; then adopt new brokers
+        and topics of ``spec``."""
+        state_dir.mkdir(parents=True, exist_ok=True)
+        cluster = cls(spec, state_dir, fsync=fsync)
+        cluster._recover()
+        cluster._reconcile_spec()
+        cluster.checkpoint()
+        return cluster
+
+    def _recover(self) -> None:
+        rec = self.log.recover()
+        self.recovered_torn_bytes = rec.torn_bytes
+        image = self.image
+        for row in rec.snapshot_rows:
+            image.apply(decode_record(row))
+        image.next_offset = rec.snapshot_offset
+        for batch in rec.batches:
+            for r in batch.records:
+                image.apply(r)
+        self.now = rec.last_timestamp_ms / 1000.0
+        dp = self.state_dir / DATAPLANE_FILE
+        if dp.exists():
+            doc = orjson.loads(dp.read_bytes())
+            self.data.load_json(doc["data"])
+            self.now = max(self.now, float(doc["now"]))
+            self.rng.setstate(_rng_state(doc["rng"]))
+        self._reconcile_data_plane()
+
+    def _reconcile_data_plane(self) -> None:
+        """Bring a data-plane checkpoint older than the metadata log in line with it: replicas
+        the log added since are empty, replicas it removed are gone."""
+        for name in self.image.topics:
+            self.data.topic_base.setdefault(name, LogBase(0.0, self.now))
+        for tp in [tp for tp in self.data.lagging if self.image.partition(tp) is None]:
+            del self.data.lagging[tp]
+        for tp, p in self.image.iter_partitions():
+            stalled = p.leader == NO_LEADER or p.leader in self.data.down
+            if self.data.base(tp).stalled != stalled:
+                self.data.bases[tp] = LogBase(self.data.leader_leo(tp, self.now), self.now, stalled)
+            lagging = self.data.lagging.get(tp, {})
+            for r in list(lagging):
+                if r not in p.replicas:
+                    self.data.caught_up_now(tp, r)
+            for r in p.replicas:
+                if r not in p.isr and r not in lagging:
+                    self.data._lag(tp, r, 0.0, self.now)
+
+    def _reconcile_spec(self) -> None:
+        if not self.image.cluster_id:
+            cid = "".join(self.rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                          "0123456789") for _ in range(22))
+            self._emit(ClusterRecord(cid))
+        for b in self.spec.brokers:
+            self.controller.register_broker(b.id, b.rack)
+        for t in self.spec.topics:
+            if t.name not in self.image.topics:
+                self._create_topic(t)
+        self._flush()
+
+    def _create_topic(self, t: TopicSpec) -> None:
+        result = self.controller.create_topic(
+            t.name, t.partitions, t.replication_factor, rng=self.rng, assignment=t.assignment,
+            message_bytes=t.message_bytes, produce_bytes_per_second=t.produce_bytes_per_second)
+        if not result.ok:
+            raise ValueError(f"topics[{t.name}]: {result.message}")
+        self.data.topic_base[t.name].offset = t.size_bytes_per_partition / t.message_bytes
+
+    def checkpoint(self) -> None:
+        """Persist the data plane and the clock (the metadata log is always durable)."""
+        self._flush()
+        doc = {"now": self.now, "offset": self.log.next_offset, "data": self.data.to_json(),
+               "rng": _rng_json(self.rng.getstate())}
+        write_atomically(self.state_dir / DATAPLANE_FILE, orjson.dumps(doc))
+
+    def snapshot(self) -> Path:
+        self._flush()
+        path = self.log.write_snapshot(self.image.to_records(), timestamp_ms=self.now_ms())
+        self._since_snapshot = 0
+        self.checkpoint()
+        return path
+
+    def close(self) -> None:
+        self.checkpoint()
+        self.log.close()
+
+    # -- the metadata pipeline ------------------------------------------------------------------
+    def _emit(self, record: Record) -> None:
+        if isinstance(record, PartitionChangeRecord | PartitionRecord):
+            tp = TopicPartition(record.topic, record.partition)
+            before = self.image.partition(tp) if isinstance(record, PartitionChangeRecord) else None
+            self.image.apply(record)
+            after = self.image.partition(tp)
+            assert after is not None
+            self.data.on_partition_change(tp, before, after, self.now)
+        else:
+            self.image.apply(record)
+            if isinstance(record, TopicRecord):
+                self.data.topic_base[record.name] = LogBase(0.0, self.now)
+        self._pending.append(record)
+
+    def _flush(self) -> None:
+        """Make the records of this step durable — before anything is answered."""
+        if not self._pending:
+            return
+        self.log.append(self._pending, epoch=0, timestamp_ms=self.now_ms())
+        self._since_snapshot += len(self._pending)
+        self._pending = []
+        if self._since_snapshot >= self.spec.snapshot_every_records:
+            self.snapshot()
+
+    def _require_controller(self) -> None:
+        if not self.controller_available:
+            raise KafkaApiError(errors.REQUEST_TIMED_OUT,
+                                "the controller did not answer within the request timeout")
+
+    # -- time -------------------------------------------------------------------------------------
+    def now_ms(self) -> int:
+        return round(self.now * 1000)
+
+    def _broker_bandwidth(self, broker: int) -> float:
+        return self._bandwidth.get(broker, self.spec.replication_bytes_per_second)
+
+    def advance(self, seconds: float) -> None:
+        """Run the cluster for ``seconds`` of simulated time."""
+        end = self.now + seconds
+        while self.now < end - 1e-9:
+            step = min(end - self.now, MAX_STEP, max(MIN_STEP, self._next_eta))
+            self.now += step
+            self._step(step)
+        self.now = max(self.now, end)
+
+    def _step(self, dt: float) -> None:
+        caught_up, self._next_eta = self.data.fetch(dt, self.now)
+        for tp, broker in caught_up:
+            self.data.caught_up_now(tp, broker)
+            self.controller.replica_caught_up(tp, broker)
+        lag_max = self.spec.replica_lag_time_max_ms / 1000.0
+        behind_too_long = [
+            (tp, broker) for tp, broker, lag in self.data.fetchers()
+            if self.now - lag.caught_up_at > lag_max
+        ]
+        for tp, broker in behind_too_long:
+            p = self.image.partition(tp)
+            if p is not None and broker in p.isr:
+                self.controller.replica_fell_behind(tp, broker)
+        session = self.spec.broker_session_timeout_ms / 1000.0
+        for broker, since in list(self.data.down.items()):
+            reg = self.image.brokers.get(broker)
+            if reg is not None and not reg.fenced and self.now - since >= session:
+                self.controller.fence_broker(broker)
+        self._flush()
+
+    # -- fault injection ------------------------------------------------------------------------
+    def fail_broker(self, broker: int) -> None:
+        """The broker process dies; the controller fences it after the session timeout."""
+        self._known_broker(broker)
+        self.data.on_broker_down(broker, self.now)
+
+    def restore_broker(self, broker: int) -> None:
+        """The broker comes back: it re-registers and its replicas catch up."""
+        self._known_broker(broker)
+        self.data.on_broker_up(broker, self.now)
+        self.controller.unfence_broker(broker)
+        self._flush()
+
+    def _known_broker(self, broker: int) -> None:
+        if broker not in self.image.brokers:
+            raise ValueError(f"unknown broker {broker}; brokers are {sorted(self.image.brokers)}")
+
+    def alive(self, broker: int) -> bool:
+        return broker in self.image.brokers and broker not in self.data.down
+
+    # -- admin operations (the ClusterAdmin port) -------------------------------------------
+    def describe_cluster(self) -> ClusterDescription:
+        self._require_controller()
+        voters = self.spec.voters
+        return ClusterDescription(
+            self.image.cluster_id, voters[0] if voters else -1,
+            tuple(BrokerDescription(b.id, b.rack, b.fenced)
+                  for b in sorted(self.image.brokers.values(), key=lambda b: b.id)))
+
+    def describe_partitions(self, topics: Iterable[str] | None = None,
+                            partitions: Iterable[TopicPartition] | None = None
+                            ) -> list[PartitionDescription]:
+        self._require_controller()
+        if partitions is not None:
+            pairs = [(tp, self.image.partition(tp)) for tp in partitions]
+        elif topics is not None:
+            wanted = set(topics)
+            pairs = [(tp, p) for tp, p in self.image.iter_partitions() if tp.topic in wanted]
+        else:
+            pairs = list(self.image.iter_partitions())
+        fenced = {b.id for b in self.image.brokers.values() if b.fenced}
+        out = []
+        for tp, p in pairs:
+            if p is None:
+                continue
+            topic = self.image.topics[tp.topic]
+            out.append(PartitionDescription(
+                tp, p.replicas, p.isr, p.leader, p.leader_epoch, p.adding, p.removing,
+                int(self.data.leader_leo(tp, self.now) * topic.message_bytes),
+                topic.produce_bytes_per_second,
+                tuple(r for r in p.replicas if r in fenced)))
+        return out
+
+    def alter_partition_reassignments(self, changes: Mapping[TopicPartition, Sequence[int] | None]
+                                      ) -> dict[TopicPartition, ApiResult]:
+        self._require_controller()
+        results = self.controller.alter_partition_reassignments(changes)
+        self._flush()
+        return results
+
+    def list_partition_reassignments(self, partitions: Iterable[TopicPartition] | None = None
+                                     ) -> dict[TopicPartition, OngoingReassignment]:
+        self._require_controller()
+        tps = sorted(self.image.reassigning) if partitions is None else [
+            tp for tp in partitions if tp in self.image.reassigning]
+        out = {}
+        for tp in tps:
+            p = self.image.partition(tp)
+            assert p is not None
+            out[tp] = OngoingReassignment(p.replicas, p.adding, p.removing)
+        return out
+
+    def replica_status(self, replicas: Iterable[tuple[TopicPartition, int]] | None = None
+                       ) -> list[ReplicaStatus]:
+        self._require_controller()
+        if replicas is None:
+            replicas = [(tp, r) for tp in sorted(self.image.reassigning)
+                        for r in self.image.partition(tp).replicas]  # type: ignore[union-attr]
+        now_ms = self.now_ms()
+        out = []
+        for tp, broker in replicas:
+            topic = self.image.topics.get(tp.topic)
+            p = self.image.partition(tp)
+            if topic is None:
+                out.append(ReplicaStatus(tp, broker, UNKNOWN_TOPIC, time_ms=now_ms))
+            elif p is None:
+                out.append(ReplicaStatus(tp, broker, UNKNOWN_PARTITION, time_ms=now_ms))
+            elif broker not in self.image.brokers:
+                out.append(ReplicaStatus(tp, broker, UNKNOWN_BROKER, time_ms=now_ms))
+            elif broker not in p.replicas:
+                out.append(ReplicaStatus(tp, broker, NOT_HOSTED, time_ms=now_ms))
+            else:
+                leo = self.data.replica_leo(tp, p, broker, self.now) or 0.0
+                lag = max(0, int(self.data.leader_leo(tp, self.now)) - int(leo))
+                out.append(ReplicaStatus(
+                    tp, broker, IN_SYNC if lag == 0 else behind(lag), lag,
+                    lag * topic.message_bytes, int(leo * topic.message_bytes), now_ms))
+        return out
+
+    def elect_leaders(self, election_type: ElectionType,
+                      partitions: Iterable[TopicPartition] | None = None) -> ElectionOutcome:
+        self._require_controller()
+        results, attempted = self.controller.elect_leaders(election_type, partitions)
+        self._flush()  # the answer comes only once the new leaders are committed
+        return ElectionOutcome(results, tuple(attempted) if partitions is None else ())
+
+    def describe_configs(self, resources: Iterable[ConfigResource]
+                         ) -> dict[ConfigResource, dict[str, str]]:
+        self._require_controller()
+        return {r: dict(self.image.config(*r)) for r in resources}
+
+    def incremental_alter_configs(self, changes: Mapping[ConfigResource, Mapping[str, str | None]]
+                                  ) -> dict[ConfigResource, ApiResult]:
+        self._require_controller()
+        results = self.controller.incremental_alter_configs(changes)
+        self._flush()
+        return results
+
+    # -- views ------------------------------------------------------------------------------------
+    def high_watermark(self, tp: TopicPartition) -> int:
+        p = self.image.partition(tp)
+        if p is None:
+            raise KeyError(str(tp))
+        return int(self.data.high_watermark(tp, p, self.now))
+
+    def replica_log_end(self, tp: TopicPartition, broker: int) -> float | None:
+        p = self.image.partition(tp)
+        return None if p is None else self.data.replica_leo(tp, p, broker, self.now)
+
+
+def _rng_json(state: tuple[Any, ...]) -> list[Any]:
+    return [state[0], list(state[1]), state[2]]
+
+
+def _rng_state(doc: list[Any]) -> tuple[Any, ...]:
+    return (doc[0], tuple(doc[1]), doc[2])

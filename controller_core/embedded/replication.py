@@ -1,0 +1,254 @@
+"""The data plane of the embedded cluster: replica logs, producers and follower fetching.
+
+A leader's log end offset (LEO, in messages) grows with its producer rate, computed on
+demand from a base offset and time, so an idle million-partition cluster costs nothing per
+step. Followers in the ISR track their leader; only replicas that are behind — new replicas
+of a reassignment, replicas of a broker that failed or came back — are simulated, each
+fetching an equal share of its broker's bandwidth, capped by the replication throttles in
+force (``follower.replication.throttled.rate`` of the fetching broker and
+``leader.replication.throttled.rate`` of the leader's, for the replicas listed in the topic's
+``*.replication.throttled.replicas``). Steady-state replication of in-sync followers is not
+charged against bandwidth — a simplification stated in the README.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from controller_core.metadata.controller import parse_throttled_replicas
+from controller_core.metadata.image import MetadataImage
+from controller_core.model import NO_LEADER, PartitionRegistration, TopicPartition
+
+
+@dataclass(slots=True)
+class Lagging:
+    leo: float  # messages this replica holds
+    caught_up_at: float  # the last time (s) it was caught up
+
+
+@dataclass(slots=True)
+class LogBase:
+    """LEO(t) = offset + rate * (t - time), or just ``offset`` while the partition is stalled."""
+
+    offset: float
+    time: float
+    stalled: bool = False
+
+
+class DataPlane:
+    def __init__(self, image: MetadataImage, bandwidth: Callable[[int], float]) -> None:
+        self.image = image
+        self.bandwidth = bandwidth
+        self.topic_base: dict[str, LogBase] = {}
+        self.bases: dict[TopicPartition, LogBase] = {}
+        self.lagging: dict[TopicPartition, dict[int, Lagging]] = {}
+        self.down: dict[int, float] = {}  # brokers that are down, and since when
+
+    # -- logs ---------------------------------------------------------------------------------
+    def base(self, tp: TopicPartition) -> LogBase:
+        b = self.bases.get(tp)
+        return b if b is not None else self.topic_base[tp.topic]
+
+    def rate_msgs(self, topic: str) -> float:
+        t = self.image.topics[topic]
+        return t.produce_bytes_per_second / t.message_bytes
+
+    def leader_leo(self, tp: TopicPartition, now: float) -> float:
+        b = self.base(tp)
+        if b.stalled:
+            return b.offset
+        return b.offset + self.rate_msgs(tp.topic) * (now - b.time)
+
+    def replica_leo(self, tp: TopicPartition, p: PartitionRegistration, broker: int,
+                    now: float) -> float | None:
+        """Messages the replica on ``broker`` holds; None if the broker hosts no replica."""
+        if broker not in p.replicas:
+            return None
+        lag = self.lagging.get(tp, {}).get(broker)
+        if lag is not None:
+            return lag.leo
+        return self.leader_leo(tp, now)
+
+    def high_watermark(self, tp: TopicPartition, p: PartitionRegistration, now: float) -> float:
+        hw = self.leader_leo(tp, now)
+        lagging = self.lagging.get(tp)
+        if lagging:
+            for r in p.isr:
+                lag = lagging.get(r)
+                if lag is not None and lag.leo < hw:
+                    hw = lag.leo
+        return hw
+
+    def create_topic(self, topic: str, initial_messages: float, now: float) -> None:
+        self.topic_base[topic] = LogBase(initial_messages, now)
+
+    def _freeze(self, tp: TopicPartition, now: float, *, stalled: bool) -> None:
+        self.bases[tp] = LogBase(self.leader_leo(tp, now), now, stalled)
+
+    def _lag(self, tp: TopicPartition, broker: int, leo: float, now: float) -> None:
+        self.lagging.setdefault(tp, {})[broker] = Lagging(leo, now)
+
+    def _unlag(self, tp: TopicPartition, broker: int) -> None:
+        lagging = self.lagging.get(tp)
+        if lagging is not None:
+            lagging.pop(broker, None)
+            if not lagging:
+                del self.lagging[tp]
+
+    # -- reacting to metadata changes -----------------------------------------------------------
+    def on_partition_change(self, tp: TopicPartition, before: PartitionRegistration | None,
+                            after: PartitionRegistration, now: float) -> None:
+        old_replicas = set(before.replicas) if before else set()
+        for r in after.replicas:
+            if r not in old_replicas and before is not None:
+                self._lag(tp, r, 0.0, now)  # a new replica starts with an empty log
+        for r in old_replicas - set(after.replicas):
+            self._unlag(tp, r)  # a removed replica stops; its log is deleted
+        if before is None:
+            if after.leader == NO_LEADER:
+                self._freeze(tp, now, stalled=True)
+            return
+        if after.leader != before.leader:
+            self._on_leader_change(tp, after, now)
+        for r in set(before.isr) - set(after.isr):
+            if r in after.replicas and r not in self.lagging.get(tp, {}):
+                self._lag(tp, r, self.leader_leo(tp, now), now)
+
+    def _on_leader_change(self, tp: TopicPartition, after: PartitionRegistration,
+                          now: float) -> None:
+        if after.leader == NO_LEADER or after.leader in self.down:
+            self._freeze(tp, now, stalled=True)
+            return
+        lag = self.lagging.get(tp, {}).get(after.leader)
+        if lag is None:
+            if self.base(tp).stalled:
+                self._freeze(tp, now, stalled=False)  # writes resume from where they stopped
+            return
+        # The new leader was behind (an unclean election, or an in-sync replica that had not
+        # fetched the uncommitted tail): its log becomes the partition's; others truncate.
+        self.bases[tp] = LogBase(lag.leo, now)
+        self._unlag(tp, after.leader)
+        for other in self.lagging.get(tp, {}).values():
+            other.leo = min(other.leo, lag.leo)
+
+    def on_broker_down(self, broker: int, now: float) -> None:
+        if broker in self.down:
+            return
+        self.down[broker] = now
+        for tp, p in self.image.iter_partitions():
+            if broker not in p.replicas:
+                continue
+            if p.leader == broker:
+                self._freeze(tp, now, stalled=True)
+            elif broker not in self.lagging.get(tp, {}):
+                self._lag(tp, broker, self.replica_leo(tp, p, broker, now) or 0.0, now)
+
+    def on_broker_up(self, broker: int, now: float) -> None:
+        if self.down.pop(broker, None) is None:
+            return
+        for tp, p in self.image.iter_partitions():
+            if p.leader == broker:
+                base = self.base(tp)
+                self.bases[tp] = LogBase(base.offset, now, stalled=False)
+            elif broker in self.lagging.get(tp, {}):
+                self.lagging[tp][broker].caught_up_at = now
+
+    # -- fetching -----------------------------------------------------------------------------
+    def fetchers(self) -> Iterator[tuple[TopicPartition, int, Lagging]]:
+        for tp, replicas in self.lagging.items():
+            for broker, lag in replicas.items():
+                yield tp, broker, lag
+
+    def fetch(self, dt: float, now: float) -> tuple[list[tuple[TopicPartition, int]], float]:
+        """Advance every fetching replica by ``dt`` seconds ending at ``now``.
+
+        Returns the replicas that caught up and the time (s) until the next one would.
+        """
+        image = self.image
+        plans: list[tuple[TopicPartition, int, Lagging, int, bool]] = []
+        per_broker: dict[int, int] = {}
+        per_broker_throttled: dict[int, int] = {}
+        per_leader_throttled: dict[int, int] = {}
+        throttle_cache: dict[str, tuple[Any, Any]] = {}
+        for tp, broker, lag in self.fetchers():
+            if broker in self.down:
+                continue
+            p = image.partition(tp)
+            if p is None or p.leader == NO_LEADER or p.leader == broker or p.leader in self.down:
+                continue
+            throttled = self._throttled(tp, broker, p.leader, throttle_cache)
+            plans.append((tp, broker, lag, p.leader, throttled))
+            per_broker[broker] = per_broker.get(broker, 0) + 1
+            if throttled:
+                per_broker_throttled[broker] = per_broker_throttled.get(broker, 0) + 1
+                per_leader_throttled[p.leader] = per_leader_throttled.get(p.leader, 0) + 1
+        caught_up: list[tuple[TopicPartition, int]] = []
+        next_eta = float("inf")
+        for tp, broker, lag, leader, throttled in plans:
+            rate = self.bandwidth(broker) / per_broker[broker]
+            if throttled:
+                f_limit = self._rate(broker, "follower.replication.throttled.rate")
+                if f_limit is not None:
+                    rate = min(rate, f_limit / per_broker_throttled[broker])
+                l_limit = self._rate(leader, "leader.replication.throttled.rate")
+                if l_limit is not None:
+                    rate = min(rate, l_limit / per_leader_throttled[leader])
+            msg_bytes = image.topics[tp.topic].message_bytes
+            target = self.leader_leo(tp, now)
+            lag.leo = min(target, lag.leo + rate * dt / msg_bytes)
+            if lag.leo >= target - 1e-9:
+                caught_up.append((tp, broker))
+            else:
+                gain = rate / msg_bytes - (0.0 if self.base(tp).stalled
+                                          else self.rate_msgs(tp.topic))
+                if gain > 0:
+                    next_eta = min(next_eta, (target - lag.leo) / gain)
+        return caught_up, next_eta
+
+    def _rate(self, broker: int, key: str) -> float | None:
+        value = self.image.config("BROKER", str(broker)).get(key)
+        return float(value) if value is not None else None
+
+    def _throttled(self, tp: TopicPartition, broker: int, leader: int,
+                   cache: dict[str, tuple[Any, Any]]) -> bool:
+        parsed = cache.get(tp.topic)
+        if parsed is None:
+            cfg = self.image.config("TOPIC", tp.topic)
+            parsed = (
+                parse_throttled_replicas(cfg.get("follower.replication.throttled.replicas", "")),
+                parse_throttled_replicas(cfg.get("leader.replication.throttled.replicas", "")),
+            )
+            cache[tp.topic] = parsed
+        follower, leader_side = parsed
+        return bool(
+            follower == "*" or (isinstance(follower, set) and (tp.partition, broker) in follower)
+            or leader_side == "*"
+            or (isinstance(leader_side, set) and (tp.partition, leader) in leader_side))
+
+    def caught_up_now(self, tp: TopicPartition, broker: int) -> None:
+        self._unlag(tp, broker)
+
+    # -- persistence ----------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic_base": {t: [b.offset, b.time, b.stalled] for t, b in self.topic_base.items()},
+            "bases": [[tp.topic, tp.partition, b.offset, b.time, b.stalled]
+                      for tp, b in self.bases.items()],
+            "lagging": [[tp.topic, tp.partition, broker, lag.leo, lag.caught_up_at]
+                        for tp, replicas in self.lagging.items()
+                        for broker, lag in replicas.items()],
+            "down": {str(b): t for b, t in self.down.items()},
+        }
+
+    def load_json(self, doc: dict[str, Any]) -> None:
+        self.topic_base = {t: LogBase(float(o), float(tm), bool(s))
+                           for t, (o, tm, s) in doc["topic_base"].items()}
+        self.bases = {TopicPartition(t, int(p)): LogBase(float(o), float(tm), bool(s))
+                      for t, p, o, tm, s in doc["bases"]}
+        self.lagging = {}
+        for t, p, broker, leo, at in doc["lagging"]:
+            self.lagging.setdefault(TopicPartition(t, int(p)), {})[int(broker)] = Lagging(
+                float(leo), float(at))
+        self.down = {int(b): float(t) for b, t in doc["down"].items()}

@@ -1,0 +1,264 @@
+"""The controller's request logic: validate a request against the image, emit records.
+
+``emit`` applies a record to the image at once and queues it for the log, so later steps of
+the same request see its effect; the caller makes the queued records durable (or commits them
+through the quorum) before it answers. Concurrent requests are serialised by the caller — one
+request runs to completion before the next starts, which is the check-and-set guard KIP-183
+asks for.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from random import Random
+
+from controller_core import errors
+from controller_core.errors import OK, ApiResult, KafkaApiError
+from controller_core.metadata import partition_change as pc
+from controller_core.metadata.image import MetadataImage
+from controller_core.metadata.placement import assign_replicas
+from controller_core.metadata.records import (
+    BrokerFencingRecord,
+    ConfigRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    Record,
+    RegisterBrokerRecord,
+    TopicRecord,
+)
+from controller_core.model import NO_LEADER, ElectionType, TopicPartition
+
+Emit = Callable[[Record], None]
+
+THROTTLE_RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+THROTTLE_REPLICA_KEYS = (
+    "leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+ALTERABLE_CONFIGS = {"BROKER": set(THROTTLE_RATE_KEYS), "TOPIC": set(THROTTLE_REPLICA_KEYS)}
+
+
+class Controller:
+    def __init__(self, image: MetadataImage, emit: Emit) -> None:
+        self.image = image
+        self._emit = emit
+
+    def _change(self, record: PartitionChangeRecord | None) -> None:
+        if record is not None:
+            self._emit(record)
+
+    # -- brokers and topics --------------------------------------------------------------------
+    def register_broker(self, broker_id: int, rack: str | None) -> None:
+        existing = self.image.brokers.get(broker_id)
+        if existing is None or existing.rack != rack:
+            self._emit(RegisterBrokerRecord(broker_id, rack, fenced=False))
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int, *,
+                     rng: Random, assignment: Sequence[Sequence[int]] | None = None,
+                     message_bytes: int = 1024, produce_bytes_per_second: float = 0.0) -> ApiResult:
+        if name in self.image.topics:
+            return ApiResult(errors.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        live = {b.id: b.rack for b in self.image.brokers.values() if not b.fenced}
+        if assignment is None:
+            if replication_factor > len(live):
+                return ApiResult(errors.INVALID_REPLICATION_FACTOR,
+                                 f"replication factor {replication_factor} exceeds the "
+                                 f"{len(live)} live brokers")
+            assignment = assign_replicas(live, partitions, replication_factor, rng)
+        unknown = sorted({b for rs in assignment for b in rs} - set(self.image.brokers))
+        if unknown:
+            return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT,
+                             f"topic {name!r}: assignment names unknown broker(s) {unknown}")
+        topic_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+        self._emit(TopicRecord(name, topic_id, message_bytes, produce_bytes_per_second))
+        live_ids = set(live)
+        for i, replicas in enumerate(assignment):
+            isr = tuple(r for r in replicas if r in live_ids)
+            leader = isr[0] if isr else NO_LEADER
+            self._emit(PartitionRecord(name, i, tuple(replicas), isr or tuple(replicas), leader))
+        return OK
+
+    def fence_broker(self, broker_id: int) -> None:
+        """A broker stopped heartbeating: out of every ISR, leadership moves to in-sync peers."""
+        b = self.image.brokers.get(broker_id)
+        if b is None or b.fenced:
+            return
+        self._emit(BrokerFencingRecord(broker_id, fenced=True))
+        live = self.image.live_brokers()
+        for tp, p in list(self.image.iter_partitions()):
+            if broker_id in p.isr:
+                self._change(pc.shrink_isr(tp, p, broker_id, live))
+
+    def unfence_broker(self, broker_id: int) -> None:
+        b = self.image.brokers.get(broker_id)
+        if b is None or not b.fenced:
+            return
+        self._emit(BrokerFencingRecord(broker_id, fenced=False))
+        live = self.image.live_brokers()
+        for tp, p in list(self.image.iter_partitions()):
+            if p.leader == NO_LEADER and broker_id in p.isr:
+                self._change(pc.elect_if_leaderless(tp, p, live))
+
+    # -- ISR (AlterPartition from partition leaders) -------------------------------------------
+    def replica_caught_up(self, tp: TopicPartition, broker: int) -> None:
+        p = self.image.partition(tp)
+        if p is None:
+            return
+        live = self.image.live_brokers()
+        self._change(pc.expand_isr(tp, p, broker, live))
+        p = self.image.partition(tp)
+        assert p is not None
+        self._change(pc.maybe_complete_reassignment(tp, p, live))
+
+    def replica_fell_behind(self, tp: TopicPartition, broker: int) -> None:
+        p = self.image.partition(tp)
+        if p is None or broker == p.leader:
+            return
+        self._change(pc.shrink_isr(tp, p, broker, self.image.live_brokers()))
+
+    # -- KIP-455 ------------------------------------------------------------------------------
+    def validate_target(self, tp: TopicPartition, target: Sequence[int] | None) -> ApiResult:
+        p = self.image.partition(tp)
+        if p is None:
+            what = "topic" if tp.topic not in self.image.topics else "partition"
+            return ApiResult(errors.UNKNOWN_TOPIC_OR_PARTITION, f"{tp}: unknown {what}")
+        if target is None:
+            if not p.is_reassigning:
+                return ApiResult(errors.NO_REASSIGNMENT_IN_PROGRESS,
+                                 f"{tp}: no reassignment in progress to cancel")
+            return OK
+        if not target:
+            return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT,
+                             f"{tp}: the target replica list is empty")
+        negative = sorted({r for r in target if r < 0})
+        if negative:
+            return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT,
+                             f"{tp}: negative broker id(s) {negative}")
+        dup = sorted({r for r in target if list(target).count(r) > 1})
+        if dup:
+            return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT,
+                             f"{tp}: broker id(s) {dup} listed more than once")
+        unknown = sorted(set(target) - set(self.image.brokers))
+        if unknown:
+            return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT,
+                             f"{tp}: unknown broker id(s) {unknown}; the cluster has "
+                             f"{sorted(self.image.brokers)}")
+        return OK
+
+    def alter_partition_reassignments(
+        self, changes: Mapping[TopicPartition, Sequence[int] | None]
+    ) -> dict[TopicPartition, ApiResult]:
+        results: dict[TopicPartition, ApiResult] = {}
+        for tp, target in changes.items():
+            check = self.validate_target(tp, target)
+            if not check.ok:
+                results[tp] = check
+                continue
+            p = self.image.partition(tp)
+            assert p is not None
+            live = self.image.live_brokers()
+            outcome = (pc.cancel_reassignment(tp, p, live) if target is None
+                       else pc.start_reassignment(tp, p, target, live))
+            if isinstance(outcome, ApiResult):
+                results[tp] = outcome
+                continue
+            self._change(outcome)
+            p = self.image.partition(tp)
+            assert p is not None
+            self._change(pc.maybe_complete_reassignment(tp, p, live))
+            results[tp] = OK
+        return results
+
+    # -- KIP-183 / KIP-460 -----------------------------------------------------------------------
+    def elect_leaders(self, election_type: ElectionType,
+                      partitions: Iterable[TopicPartition] | None
+                      ) -> tuple[dict[TopicPartition, ApiResult], list[TopicPartition]]:
+        """Returns the per-partition results and the partitions an election was attempted for."""
+        if partitions is None:
+            targets = [tp for tp, _ in self.image.iter_partitions()]
+        else:
+            targets = list(dict.fromkeys(partitions))  # a duplicate is not an error
+        live = self.image.live_brokers()
+        elect = pc.elect_preferred if election_type is ElectionType.PREFERRED else pc.elect_unclean
+        results: dict[TopicPartition, ApiResult] = {}
+        for tp in targets:
+            p = self.image.partition(tp)
+            if p is None:
+                results[tp] = ApiResult(errors.UNKNOWN_TOPIC_OR_PARTITION,
+                                        f"{tp}: unknown topic or partition")
+                continue
+            outcome = elect(tp, p, live)
+            if isinstance(outcome, ApiResult):
+                results[tp] = outcome
+            else:
+                self._emit(outcome)
+                results[tp] = OK
+        return results, targets
+
+    # -- configs (throttles) ---------------------------------------------------------------------
+    def incremental_alter_configs(
+        self, changes: Mapping[tuple[str, str], Mapping[str, str | None]]
+    ) -> dict[tuple[str, str], ApiResult]:
+        """Set (value) or delete (None) dynamic configs; all keys of a resource or none."""
+        results: dict[tuple[str, str], ApiResult] = {}
+        for (rtype, rname), entries in changes.items():
+            problem = self._validate_config(rtype, rname, entries)
+            if problem is not None:
+                results[(rtype, rname)] = problem
+                continue
+            current = self.image.config(rtype, rname)
+            for key, value in entries.items():
+                if current.get(key) != value:
+                    self._emit(ConfigRecord(rtype, rname, key, value))
+            results[(rtype, rname)] = OK
+        return results
+
+    def _validate_config(self, rtype: str, rname: str,
+                         entries: Mapping[str, str | None]) -> ApiResult | None:
+        if rtype == "BROKER":
+            if not rname.isdigit() or int(rname) not in self.image.brokers:
+                return ApiResult(errors.INVALID_REQUEST, f"broker {rname!r} is not registered")
+        elif rtype == "TOPIC":
+            if rname not in self.image.topics:
+                return ApiResult(errors.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {rname!r}")
+        else:
+            return ApiResult(errors.INVALID_REQUEST, f"unsupported resource type {rtype!r}")
+        for key, value in entries.items():
+            if key not in ALTERABLE_CONFIGS[rtype]:
+                return ApiResult(errors.INVALID_CONFIG,
+                                 f"{rtype.lower()} {rname}: {key!r} is not a dynamic config here; "
+                                 f"supported: {sorted(ALTERABLE_CONFIGS[rtype])}")
+            if value is None:
+                continue
+            if key in THROTTLE_RATE_KEYS:
+                if not value.isdigit():
+                    return ApiResult(errors.INVALID_CONFIG,
+                                     f"{key}={value!r}: must be a whole number of bytes/second")
+            elif parse_throttled_replicas(value) is None:
+                return ApiResult(errors.INVALID_CONFIG,
+                                 f"{key}={value!r}: expected '*' or 'partition:broker,...'")
+        return None
+
+
+def parse_throttled_replicas(value: str) -> set[tuple[int, int]] | str | None:
+    """``"0:1,0:2"`` → {(0, 1), (0, 2)}; ``"*"`` → "*"; malformed → None."""
+    value = value.strip()
+    if value == "*":
+        return "*"
+    if not value:
+        return set()
+    out: set[tuple[int, int]] = set()
+    for item in value.split(","):
+        part, sep, broker = item.strip().partition(":")
+        if not sep or not part.isdigit() or not broker.isdigit():
+            return None
+        out.add((int(part), int(broker)))
+    return out
+
+
+def format_throttled_replicas(entries: Iterable[tuple[int, int]]) -> str:
+    return ",".join(f"{p}:{b}" for p, b in sorted(entries))
+
+
+def require(condition: bool, error: errors.ErrorCode, message: str) -> None:
+    if not condition:
+        raise KafkaApiError(error, message)

@@ -1,0 +1,141 @@
+"""The metadata image: cluster state built only by applying records, in log order.
+
+Replaying the same records always yields the same image — that is what makes a restart from
+snapshot + log, and later a Raft replica, reproduce the controller's state exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from controller_core.metadata.records import (
+    BrokerFencingRecord,
+    ClusterRecord,
+    ConfigRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    Record,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+from controller_core.model import BrokerRegistration, PartitionRegistration, TopicPartition
+
+
+@dataclass(slots=True)
+class TopicImage:
+    name: str
+    topic_id: str
+    message_bytes: int
+    produce_bytes_per_second: float
+    partitions: list[PartitionRegistration] = field(default_factory=list)
+
+
+class MetadataImage:
+    def __init__(self) -> None:
+        self.cluster_id = ""
+        self.brokers: dict[int, BrokerRegistration] = {}
+        self.topics: dict[str, TopicImage] = {}
+        self.configs: dict[tuple[str, str], dict[str, str]] = {}
+        self.reassigning: set[TopicPartition] = set()
+        self.next_offset = 0
+
+    # -- reading ---------------------------------------------------------------------------
+    def partition(self, tp: TopicPartition) -> PartitionRegistration | None:
+        topic = self.topics.get(tp.topic)
+        if topic is None or not 0 <= tp.partition < len(topic.partitions):
+            return None
+        return topic.partitions[tp.partition]
+
+    def live_brokers(self) -> set[int]:
+        return {b.id for b in self.brokers.values() if not b.fenced}
+
+    def iter_partitions(self) -> Iterator[tuple[TopicPartition, PartitionRegistration]]:
+        for name, topic in self.topics.items():
+            for i, p in enumerate(topic.partitions):
+                yield TopicPartition(name, i), p
+
+    def partition_count(self) -> int:
+        return sum(len(t.partitions) for t in self.topics.values())
+
+    def config(self, resource_type: str, name: str) -> dict[str, str]:
+        return self.configs.get((resource_type, name), {})
+
+    # -- writing (records only) --------------------------------------------------------------
+    def apply(self, record: Record) -> None:
+        if isinstance(record, PartitionChangeRecord):
+            self._apply_change(record)
+        elif isinstance(record, PartitionRecord):
+            topic = self.topics[record.topic]
+            reg = PartitionRegistration(
+                record.replicas, record.isr, record.leader, record.leader_epoch,
+                record.partition_epoch, record.adding, record.removing)
+            if record.partition == len(topic.partitions):
+                topic.partitions.append(reg)
+            else:
+                topic.partitions[record.partition] = reg
+            self._track_reassignment(TopicPartition(record.topic, record.partition), reg)
+        elif isinstance(record, TopicRecord):
+            self.topics[record.name] = TopicImage(
+                record.name, record.topic_id, record.message_bytes, record.produce_bytes_per_second)
+        elif isinstance(record, RegisterBrokerRecord):
+            self.brokers[record.broker_id] = BrokerRegistration(
+                record.broker_id, record.rack, record.fenced)
+        elif isinstance(record, BrokerFencingRecord):
+            b = self.brokers[record.broker_id]
+            self.brokers[record.broker_id] = BrokerRegistration(b.id, b.rack, record.fenced)
+        elif isinstance(record, ConfigRecord):
+            key = (record.resource_type, record.resource_name)
+            entries = self.configs.setdefault(key, {})
+            if record.value is None:
+                entries.pop(record.name, None)
+                if not entries:
+                    del self.configs[key]
+            else:
+                entries[record.name] = record.value
+        elif isinstance(record, RemoveTopicRecord):
+            topic = self.topics.pop(record.name)
+            for i in range(len(topic.partitions)):
+                self.reassigning.discard(TopicPartition(record.name, i))
+            self.configs.pop(("TOPIC", record.name), None)
+        elif isinstance(record, ClusterRecord):
+            self.cluster_id = record.cluster_id
+        self.next_offset += 1
+
+    def _apply_change(self, c: PartitionChangeRecord) -> None:
+        partitions = self.topics[c.topic].partitions
+        p = partitions[c.partition]
+        reg = PartitionRegistration(
+            p.replicas if c.replicas is None else c.replicas,
+            p.isr if c.isr is None else c.isr,
+            p.leader if c.leader is None else c.leader,
+            p.leader_epoch if c.leader_epoch is None else c.leader_epoch,
+            p.partition_epoch + 1,
+            p.adding if c.adding is None else c.adding,
+            p.removing if c.removing is None else c.removing,
+        )
+        partitions[c.partition] = reg
+        self._track_reassignment(TopicPartition(c.topic, c.partition), reg)
+
+    def _track_reassignment(self, tp: TopicPartition, reg: PartitionRegistration) -> None:
+        if reg.is_reassigning:
+            self.reassigning.add(tp)
+        else:
+            self.reassigning.discard(tp)
+
+    # -- snapshot ------------------------------------------------------------------------------
+    def to_records(self) -> Iterator[Record]:
+        """The records that rebuild this image from nothing (the content of a snapshot)."""
+        if self.cluster_id:
+            yield ClusterRecord(self.cluster_id)
+        for b in self.brokers.values():
+            yield RegisterBrokerRecord(b.id, b.rack, b.fenced)
+        for t in self.topics.values():
+            yield TopicRecord(t.name, t.topic_id, t.message_bytes, t.produce_bytes_per_second)
+            for i, p in enumerate(t.partitions):
+                yield PartitionRecord(t.name, i, p.replicas, p.isr, p.leader, p.leader_epoch,
+                                      p.partition_epoch, p.adding, p.removing)
+        for (rtype, rname), entries in self.configs.items():
+            for k, v in entries.items():
+                yield ConfigRecord(rtype, rname, k, v)

@@ -1,0 +1,214 @@
+"""Pure partition transitions, modelled on Kafka's PartitionChangeBuilder.
+
+Every function takes a partition's registration and the set of live (unfenced) brokers and
+returns either a :class:`PartitionChangeRecord` or a reason it must not happen. None of them
+touch state; the controller applies the records. The invariants every result keeps:
+
+* the ISR never holds a replica outside the replica set (KAFKA-6638, KAFKA-9672);
+* a leader is always a live member of the ISR (or there is no leader);
+* the leader epoch bumps on every leader change and whenever a reassignment starts, completes
+  or is cancelled, so stale and removed replicas are fenced (KAFKA-12803/13972/16120);
+* a reassignment or its cancellation never leaves a partition leaderless while a suitable
+  replica is in sync (KAFKA-14808, KAFKA-14424) — it is refused instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence, Set
+
+from controller_core import errors
+from controller_core.errors import ApiResult
+from controller_core.metadata.records import PartitionChangeRecord
+from controller_core.model import NO_LEADER, PartitionRegistration, TopicPartition
+
+
+def _eligible_leader(order: Sequence[int], isr: Sequence[int], live: Set[int]) -> int:
+    in_sync = set(isr)
+    for r in order:
+        if r in in_sync and r in live:
+            return r
+    return NO_LEADER
+
+
+def _record(tp: TopicPartition, p: PartitionRegistration, *, replicas: tuple[int, ...],
+            isr: tuple[int, ...], leader: int, adding: tuple[int, ...],
+            removing: tuple[int, ...], bump_leader_epoch: bool) -> PartitionChangeRecord | None:
+    """A record carrying only the fields that change; ``None`` when nothing does."""
+    replicas_set = set(replicas)
+    isr = tuple(r for r in isr if r in replicas_set)
+    assert leader == NO_LEADER or leader in isr, "a leader must be in the ISR"
+    leader_changed = leader != p.leader
+    new_epoch = p.leader_epoch + 1 if (leader_changed or bump_leader_epoch) else None
+    change = PartitionChangeRecord(
+        tp.topic, tp.partition,
+        replicas=replicas if replicas != p.replicas else None,
+        isr=isr if isr != p.isr else None,
+        leader=leader if leader_changed else None,
+        leader_epoch=new_epoch,
+        adding=adding if adding != p.adding else None,
+        removing=removing if removing != p.removing else None,
+    )
+    if (change.replicas is None and change.isr is None and change.leader is None
+            and change.leader_epoch is None and change.adding is None
+            and change.removing is None):
+        return None
+    return change
+
+
+# -- reassignment (KIP-455) -------------------------------------------------------------------
+def start_reassignment(tp: TopicPartition, p: PartitionRegistration, target: Sequence[int],
+                       live: Set[int]) -> PartitionChangeRecord | ApiResult | None:
+    """Begin moving ``p`` to ``target``; a partition already moving is first rolled back.
+
+    R becomes TR followed by the original replicas not in TR, AR = TR - R, RR = R - TR.
+    Returns ``None`` when the partition already sits exactly on the target.
+    """
+    base = p.original
+    base_isr = tuple(r for r in p.isr if r in set(base))
+    target = tuple(target)
+    target_set = set(target)
+    base_set = set(base)
+    adding = tuple(r for r in target if r not in base_set)
+    removing = tuple(r for r in base if r not in target_set)
+    leader = p.leader
+    if leader not in base_set or leader not in base_isr or leader not in live:
+        # The leader is an adding replica of the move being replaced (KAFKA-14808), or gone:
+        # lead from an original in-sync replica, or refuse rather than strand the partition.
+        leader = _eligible_leader(base, base_isr, live)
+        if leader == NO_LEADER and p.leader != NO_LEADER:
+            return ApiResult(
+                errors.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                f"{tp}: leader {p.leader} would be dropped and none of the original replicas "
+                f"{list(base)} is alive and in sync; wait for one to catch up")
+    if not adding and not removing:
+        if target == p.replicas and not p.is_reassigning:
+            return None
+        return _record(tp, p, replicas=target, isr=base_isr, leader=leader, adding=(),
+                       removing=(), bump_leader_epoch=p.is_reassigning)
+    replicas = target + removing
+    return _record(tp, p, replicas=replicas, isr=base_isr, leader=leader, adding=adding,
+                   removing=removing, bump_leader_epoch=True)
+
+
+def cancel_reassignment(tp: TopicPartition, p: PartitionRegistration,
+                        live: Set[int]) -> PartitionChangeRecord | ApiResult:
+    """Roll back: R = R - AR, AR = RR = []; refuse if no original replica could lead."""
+    if not p.is_reassigning:
+        return ApiResult(errors.NO_REASSIGNMENT_IN_PROGRESS, f"{tp} is not being reassigned")
+    original = p.original
+    isr = tuple(r for r in p.isr if r in set(original))
+    leader = p.leader
+    if leader not in isr or leader not in live:
+        leader = _eligible_leader(original, isr, live)
+        if leader == NO_LEADER:
+            return ApiResult(
+                errors.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                f"{tp}: cannot cancel — none of the original replicas {list(original)} is alive "
+                "and in sync, so the rollback would leave the partition leaderless "
+                "(KAFKA-14424); bring an original replica back or let the move finish")
+    change = _record(tp, p, replicas=original, isr=isr, leader=leader, adding=(), removing=(),
+                     bump_leader_epoch=True)
+    assert change is not None
+    return change
+
+
+def maybe_complete_reassignment(tp: TopicPartition, p: PartitionRegistration,
+                                live: Set[int]) -> PartitionChangeRecord | None:
+    """Once every adding replica is in sync: R = TR, ISR = ISR ∩ TR, AR = RR = [] at once."""
+    if not p.is_reassigning or not set(p.adding) <= set(p.isr):
+        return None
+    target = p.target
+    isr = tuple(r for r in p.isr if r in set(target))
+    leader = p.leader
+    if leader not in isr or leader not in live:
+        leader = _eligible_leader(target, isr, live)
+        if leader == NO_LEADER:
+            return None  # no live in-sync target replica yet: wait rather than go leaderless
+    return _record(tp, p, replicas=target, isr=isr, leader=leader, adding=(), removing=(),
+                   bump_leader_epoch=True)
+
+
+# -- elections (KIP-183, KIP-460) -------------------------------------------------------------
+def elect_preferred(tp: TopicPartition, p: PartitionRegistration,
+                    live: Set[int]) -> PartitionChangeRecord | ApiResult:
+    preferred = p.preferred
+    if p.leader == preferred:
+        return ApiResult(errors.ELECTION_NOT_NEEDED,
+                         f"{tp}: already led by its preferred replica {preferred}")
+    if preferred not in live:
+        return ApiResult(errors.PREFERRED_LEADER_NOT_AVAILABLE,
+                         f"{tp}: preferred replica {preferred} is offline")
+    if preferred not in p.isr:
+        return ApiResult(errors.PREFERRED_LEADER_NOT_AVAILABLE,
+                         f"{tp}: preferred replica {preferred} is not in the ISR {list(p.isr)}")
+    change = _record(tp, p, replicas=p.replicas, isr=p.isr, leader=preferred, adding=p.adding,
+                     removing=p.removing, bump_leader_epoch=True)
+    assert change is not None
+    return change
+
+
+def elect_unclean(tp: TopicPartition, p: PartitionRegistration,
+                  live: Set[int]) -> PartitionChangeRecord | ApiResult:
+    """Elect any live replica of a leaderless partition, even outside the ISR (data may be lost)."""
+    if p.leader != NO_LEADER:
+        return ApiResult(errors.ELECTION_NOT_NEEDED, f"{tp}: already has leader {p.leader}")
+    leader = _eligible_leader(p.replicas, p.isr, live)
+    isr = p.isr
+    if leader == NO_LEADER:
+        adding = set(p.adding)
+        # Prefer a replica that held the data before this move over one still copying it.
+        candidates = [r for r in p.replicas if r not in adding] + [r for r in p.adding]
+        leader = next((r for r in candidates if r in live), NO_LEADER)
+        if leader == NO_LEADER:
+            return ApiResult(errors.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                             f"{tp}: none of the replicas {list(p.replicas)} is alive")
+        isr = (leader,)
+    change = _record(tp, p, replicas=p.replicas, isr=isr, leader=leader, adding=p.adding,
+                     removing=p.removing, bump_leader_epoch=True)
+    assert change is not None
+    return change
+
+
+# -- ISR changes (AlterPartition) and broker fencing ----------------------------------------------
+def expand_isr(tp: TopicPartition, p: PartitionRegistration, broker: int,
+               live: Set[int]) -> PartitionChangeRecord | None:
+    """A caught-up replica joins the ISR; a leaderless partition gets it as leader."""
+    if broker not in p.replicas or broker in p.isr or broker not in live:
+        return None
+    isr = (*p.isr, broker)
+    leader = p.leader if p.leader != NO_LEADER else _eligible_leader(p.replicas, isr, live)
+    return _record(tp, p, replicas=p.replicas, isr=isr, leader=leader, adding=p.adding,
+                   removing=p.removing, bump_leader_epoch=False)
+
+
+def shrink_isr(tp: TopicPartition, p: PartitionRegistration, broker: int,
+               live: Set[int]) -> PartitionChangeRecord | None:
+    """Drop ``broker`` from the ISR (lagging too long, or fenced); re-elect if it led.
+
+    The last ISR member is kept when no other replica can lead (as KRaft does), so a later
+    clean election can still pick it when it comes back.
+    """
+    if broker not in p.isr:
+        return None
+    isr = tuple(r for r in p.isr if r != broker)
+    leader = p.leader
+    if leader in (broker, NO_LEADER):
+        leader = _eligible_leader(p.replicas, isr, live)
+    if not isr:
+        if p.leader == NO_LEADER:
+            return None
+        isr, leader = p.isr, NO_LEADER
+    return _record(tp, p, replicas=p.replicas, isr=isr, leader=leader, adding=p.adding,
+                   removing=p.removing, bump_leader_epoch=False)
+
+
+def elect_if_leaderless(tp: TopicPartition, p: PartitionRegistration,
+                        live: Set[int]) -> PartitionChangeRecord | None:
+    """Clean election for a leaderless partition whose in-sync replica came back."""
+    if p.leader != NO_LEADER:
+        return None
+    leader = _eligible_leader(p.replicas, p.isr, live)
+    if leader == NO_LEADER:
+        return None
+    return _record(tp, p, replicas=p.replicas, isr=p.isr, leader=leader, adding=p.adding,
+                   removing=p.removing, bump_leader_epoch=False)

@@ -1,0 +1,71 @@
+"""The domain vocabulary shared by every layer: partitions, brokers, election types."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+NO_LEADER = -1
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+class ElectionType(StrEnum):
+    PREFERRED = "PREFERRED"
+    UNCLEAN = "UNCLEAN"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRegistration:
+    """The controller's view of one partition (KRaft's PartitionRegistration).
+
+    While a reassignment runs, ``replicas`` is the full set (target first, then the replicas
+    being removed), ``adding`` the target replicas not yet in the original set and
+    ``removing`` the original replicas not in the target.
+    """
+
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+
+    @property
+    def is_reassigning(self) -> bool:
+        return bool(self.adding or self.removing)
+
+    @property
+    def target(self) -> tuple[int, ...]:
+        """Where the partition is heading: the replicas minus those being removed."""
+        if not self.removing:
+            return self.replicas
+        removing = set(self.removing)
+        return tuple(r for r in self.replicas if r not in removing)
+
+    @property
+    def original(self) -> tuple[int, ...]:
+        """The replica set a cancellation restores: the replicas minus those being added."""
+        if not self.adding:
+            return self.replicas
+        adding = set(self.adding)
+        return tuple(r for r in self.replicas if r not in adding)
+
+    @property
+    def preferred(self) -> int:
+        return self.replicas[0] if self.replicas else NO_LEADER
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    id: int
+    rack: str | None
+    fenced: bool

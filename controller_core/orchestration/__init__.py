@@ -1,0 +1,1 @@
+"""Orchestrators over the ClusterAdmin port: the same code drives every backend."""

@@ -1,0 +1,627 @@
+"""The reassignment executor: runs a plan in batches under limits, throttled, cancellable.
+
+Level-based: the truth is the cluster. The executor keeps only a small state the caller
+persists (:class:`ExecutorState` — phase, failures, the throttles it placed, rate samples);
+which partitions are done, moving or pending is re-derived from the cluster when it resumes.
+Each :meth:`ReassignmentExecutor.step` is one reconcile pass: notice finished moves, start new
+ones within ``max_concurrent_moves`` (and the per-broker limit), keep throttles on exactly
+the moving replicas, and at the end elect preferred leaders and remove every throttle it
+placed — however the run ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+from controller_core import errors
+from controller_core.admin import ClusterAdmin, PartitionDescription
+from controller_core.errors import ApiResult, ErrorCode
+from controller_core.metadata.controller import (
+    THROTTLE_RATE_KEYS,
+    format_throttled_replicas,
+    parse_throttled_replicas,
+)
+from controller_core.model import ElectionType, TopicPartition
+
+LEADER_REPLICAS, FOLLOWER_REPLICAS = (
+    "leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+MAX_RECORDED_FAILURES = 1000
+RATE_SAMPLES = 30
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    PAUSED = "Paused"
+    CANCELLING = "Cancelling"
+    COMPLETED = "Completed"
+    CANCELLED = "Cancelled"
+    FAILED = "Failed"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (Phase.COMPLETED, Phase.CANCELLED, Phase.FAILED)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    throttle_bytes_per_second: int | None = None
+    max_concurrent_moves: int = 10
+    max_concurrent_moves_per_broker: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignmentPlan:
+    moves: dict[TopicPartition, tuple[int, ...]]
+    limits: Limits = Limits()
+    elect_preferred_leaders: bool = False
+    additional: bool = False
+
+    @classmethod
+    def from_moves(cls, moves: Iterable[tuple[TopicPartition, Sequence[int]]], *,
+                   limits: Limits = Limits(), elect_preferred_leaders: bool = False,
+                   additional: bool = False) -> tuple[ReassignmentPlan, list[PlanProblem]]:
+        """Build a plan; a partition listed twice is a problem (which target would win?)."""
+        out: dict[TopicPartition, tuple[int, ...]] = {}
+        problems = []
+        for tp, replicas in moves:
+            if tp in out:
+                problems.append(PlanProblem(tp, errors.INVALID_REQUEST,
+                                            f"{tp} is listed more than once in the plan"))
+            out[tp] = tuple(replicas)
+        return cls(out, limits, elect_preferred_leaders, additional), problems
+
+
+@dataclass(frozen=True, slots=True)
+class PlanProblem:
+    tp: TopicPartition
+    error: ErrorCode
+    message: str
+
+
+class ExecutorState(BaseModel):
+    """What the executor must remember across restarts; small at any plan size."""
+
+    phase: Phase = Phase.PENDING
+    cancel_requested: bool = False
+    paused: bool = False
+    started_ms: int | None = None
+    finished_ms: int | None = None
+    message: str = ""
+    failed: dict[str, str] = Field(default_factory=dict)  # "topic-partition" -> why
+    failed_count: int = 0
+    # broker id -> {config key: the value before we set it (None: there was none)}
+    placed_rates: dict[str, dict[str, str | None]] = Field(default_factory=dict)
+    # topic -> {config key: the "partition:broker" entries we added}
+    placed_replicas: dict[str, dict[str, list[str]]] = Field(default_factory=dict)
+    bytes_total: int = 0
+    bytes_done: int = 0  # bytes of the moves this run finished
+    samples: list[tuple[int, int]] = Field(default_factory=list)  # (ms, bytes moved)
+    elected: int | None = None
+    election_failed: int | None = None
+    cancelled: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class MoveDetail:
+    tp: TopicPartition
+    state: str  # moving | failed | cancelled
+    target: tuple[int, ...]
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    phase: Phase
+    total: int
+    done: int
+    moving: int
+    pending: int
+    failed: int
+    cancelled: int
+    bytes_total: int
+    bytes_moved: int
+    eta_seconds: float | None
+    rate_bytes_per_second: float | None
+    message: str
+    details: tuple[MoveDetail, ...] = ()  # failures first, capped
+
+    @property
+    def percent(self) -> float:
+        if self.bytes_total:
+            return min(100.0, 100.0 * self.bytes_moved / self.bytes_total)
+        return 100.0 * self.done / self.total if self.total else 100.0
+
+
+@dataclass(frozen=True, slots=True)
+class DryRunReport:
+    problems: tuple[PlanProblem, ...]
+    replica_moves: int  # replicas to add (each is a copy of the partition)
+    replicas_removed: int
+    partitions_moving: int
+    partitions_unchanged: int
+    leader_moves: int
+    bytes_to_move: int
+    estimated_seconds: float | None  # at the throttle; None when unthrottled
+    per_broker_in_bytes: dict[int, int] = field(default_factory=dict)
+
+
+def _plan_problems(admin: ClusterAdmin, plan: ReassignmentPlan,
+                   current: Mapping[TopicPartition, PartitionDescription]) -> list[PlanProblem]:
+    brokers = {b.id for b in admin.describe_cluster().brokers}
+    in_flight = admin.list_partition_reassignments(list(plan.moves))
+    problems: list[PlanProblem] = []
+    for tp, target in plan.moves.items():
+        if tp not in current:
+            problems.append(PlanProblem(tp, errors.UNKNOWN_TOPIC_OR_PARTITION,
+                                        f"{tp}: unknown topic or partition"))
+            continue
+        bad = _target_problem(tp, target, brokers)
+        if bad is not None:
+            problems.append(bad)
+            continue
+        ongoing = in_flight.get(tp)
+        if ongoing is not None and ongoing.target != target and not plan.additional:
+            problems.append(PlanProblem(
+                tp, errors.REASSIGNMENT_IN_PROGRESS,
+                f"{tp} is already being reassigned to {list(ongoing.target)}; wait for it, "
+                "cancel it, or mark this plan additional to re-target it"))
+    return problems
+
+
+def _target_problem(tp: TopicPartition, target: Sequence[int],
+                    brokers: set[int]) -> PlanProblem | None:
+    def bad(msg: str) -> PlanProblem:
+        return PlanProblem(tp, errors.INVALID_REPLICA_ASSIGNMENT, f"{tp}: {msg}")
+
+    if not target:
+        return bad("the target replica list is empty")
+    if any(r < 0 for r in target):
+        return bad(f"negative broker id(s) {sorted(r for r in target if r < 0)}")
+    if len(set(target)) != len(target):
+        return bad(f"broker id(s) {sorted({r for r in target if list(target).count(r) > 1})} "
+                   "listed more than once")
+    unknown = sorted(set(target) - brokers)
+    if unknown:
+        return bad(f"unknown broker id(s) {unknown}; the cluster has {sorted(brokers)}")
+    return None
+
+
+def _describe(admin: ClusterAdmin,
+              tps: Iterable[TopicPartition]) -> dict[TopicPartition, PartitionDescription]:
+    return {d.tp: d for d in admin.describe_partitions(partitions=list(tps))}
+
+
+def _original(d: PartitionDescription) -> tuple[int, ...]:
+    adding = set(d.adding)
+    return tuple(r for r in d.replicas if r not in adding)
+
+
+def validate_plan(admin: ClusterAdmin, plan: ReassignmentPlan) -> list[PlanProblem]:
+    """Every problem of the plan at once, per partition; an empty list means it may start."""
+    return _plan_problems(admin, plan, _describe(admin, plan.moves))
+
+
+def dry_run(admin: ClusterAdmin, plan: ReassignmentPlan) -> DryRunReport:
+    """What the plan would do — replica and leader movements, bytes, time — moving nothing."""
+    current = _describe(admin, plan.moves)
+    problems = _plan_problems(admin, plan, current)
+    bad = {p.tp for p in problems}
+    adds = removes = moving = unchanged = leader_moves = total = 0
+    per_broker: dict[int, int] = {}
+    for tp, target in plan.moves.items():
+        d = current.get(tp)
+        if d is None or tp in bad:
+            continue
+        original = _original(d)
+        added = [r for r in target if r not in original]
+        removed = [r for r in original if r not in target]
+        if not added and not removed and tuple(target) == original:
+            unchanged += 1
+            continue
+        moving += 1
+        adds += len(added)
+        removes += len(removed)
+        size = d.size_bytes or 0
+        total += size * len(added)
+        for r in added:
+            per_broker[r] = per_broker.get(r, 0) + size
+        if d.leader not in target or (plan.elect_preferred_leaders and d.leader != target[0]):
+            leader_moves += 1
+    throttle = plan.limits.throttle_bytes_per_second
+    estimate = max((b / throttle for b in per_broker.values()), default=0.0) if throttle else None
+    return DryRunReport(tuple(problems), adds, removes, moving, unchanged, leader_moves, total,
+                        estimate, per_broker)
+
+
+class ReassignmentExecutor:
+    def __init__(self, admin: ClusterAdmin, plan: ReassignmentPlan,
+                 state: ExecutorState | None = None) -> None:
+        self.admin = admin
+        self.plan = plan
+        self.limits = plan.limits
+        self.state = state if state is not None else ExecutorState()
+        self.pending: list[TopicPartition] = []
+        self.moving: dict[TopicPartition, tuple[int, ...]] = {}
+        self.done: set[TopicPartition] = set()
+        self.failed: set[TopicPartition] = set()
+        self.cancelled: set[TopicPartition] = set()
+        self.original: dict[TopicPartition, tuple[int, ...]] = {}  # replicas before the move
+        self.move_bytes: dict[TopicPartition, int] = {}  # bytes the move copies
+        self._loaded = False
+
+    # -- starting and resuming ------------------------------------------------------------------
+    def start(self) -> list[PlanProblem]:
+        """Validate the whole plan; start it only when it has no problem at all."""
+        if self.state.phase is not Phase.PENDING:
+            self._load()
+            return []
+        current = _describe(self.admin, self.plan.moves)
+        problems = _plan_problems(self.admin, self.plan, current)
+        if problems:
+            return problems
+        self.state.phase = Phase.RUNNING
+        self.state.started_ms = self.admin.now_ms()
+        self._classify(current)
+        self.state.bytes_total = sum(self.move_bytes.values())
+        self._place_rates()
+        return []
+
+    def _load(self) -> None:
+        if not self._loaded:
+            self._classify(_describe(self.admin, self.plan.moves))
+
+    def _classify(self, current: Mapping[TopicPartition, PartitionDescription]) -> None:
+        """Derive done / moving / pending from the cluster (on start and on resume)."""
+        self.pending, self.moving, self.done = [], {}, set()
+        self.failed = {tp for tp in self.plan.moves if str(tp) in self.state.failed}
+        for tp, target in self.plan.moves.items():
+            d = current.get(tp)
+            if tp in self.failed or d is None:
+                if d is None and tp not in self.failed:
+                    self._fail(tp, f"{tp}: the partition no longer exists")
+                continue
+            original = _original(d)
+            self.original[tp] = original
+            self.move_bytes[tp] = (d.size_bytes or 0) * len(set(target) - set(original))
+            if d.adding or d.removing:
+                if _target_of(d) == target:
+                    self.moving[tp] = target
+                    continue
+            elif d.replicas == target:
+                self.done.add(tp)
+                continue
+            self.pending.append(tp)
+        # Small moves first: a batch is only as fast as its slowest move (KIP-236).
+        self.pending.sort(key=lambda tp: (self.move_bytes.get(tp, 0), tp))
+        self._loaded = True
+
+    # -- control --------------------------------------------------------------------------------
+    def cancel(self) -> None:
+        """Roll back every move in flight at the next step; start nothing more."""
+        if not self.state.phase.terminal:
+            self.state.cancel_requested = True
+
+    def set_paused(self, paused: bool) -> None:
+        self.state.paused = paused
+
+    def set_limits(self, limits: Limits) -> None:
+        """New throttle and concurrency limits take effect at once."""
+        old = self.limits
+        self.limits = limits
+        if self.state.phase.terminal:
+            return
+        if limits.throttle_bytes_per_second != old.throttle_bytes_per_second:
+            if limits.throttle_bytes_per_second is None:
+                self._remove_rates()
+            else:
+                self._place_rates(update=True)
+
+    # -- the reconcile pass -----------------------------------------------------------------------
+    def step(self) -> Progress:
+        if self.state.phase.terminal or self.state.phase is Phase.PENDING:
+            return self.progress()
+        self._load()
+        self._notice_finished()
+        if self.state.cancel_requested:
+            self._cancel_in_flight()
+        elif self.state.paused:
+            self.state.phase = Phase.PAUSED
+        else:
+            self.state.phase = Phase.RUNNING
+            self._start_moves()
+        self._sync_replica_throttles()
+        if not self.moving and (not self.pending or self.state.cancel_requested):
+            self._finish()
+        return self.progress(sample=True)
+
+    def _notice_finished(self) -> None:
+        if not self.moving:
+            return
+        listing = self.admin.list_partition_reassignments(list(self.moving))
+        ended = []
+        for tp, target in list(self.moving.items()):
+            ongoing = listing.get(tp)
+            if ongoing is None:
+                ended.append(tp)
+            elif ongoing.target != target:
+                del self.moving[tp]
+                self._fail(tp, f"{tp} was re-targeted to {list(ongoing.target)} by another "
+                               "tool; kraftsman leaves it alone")
+        if ended:
+            current = _describe(self.admin, ended)
+            for tp in ended:
+                target = self.moving.pop(tp)
+                d = current.get(tp)
+                if d is not None and d.replicas == target:
+                    self.done.add(tp)
+                    self.state.bytes_done += self.move_bytes.get(tp, 0)
+                elif self.state.cancel_requested:
+                    self.cancelled.add(tp)
+                else:
+                    where = list(d.replicas) if d is not None else "nowhere (deleted)"
+                    self._fail(tp, f"{tp}: the move ended outside kraftsman with replicas "
+                                   f"{where}, not {list(target)}")
+
+    def _start_moves(self) -> None:
+        slots = self.limits.max_concurrent_moves - len(self.moving)
+        if slots <= 0 or not self.pending:
+            return
+        per_broker_limit = self.limits.max_concurrent_moves_per_broker
+        load: dict[int, int] = {}
+        if per_broker_limit is not None:
+            for tp in self.moving:
+                for b in self._touched(tp):
+                    load[b] = load.get(b, 0) + 1
+        chosen: list[TopicPartition] = []
+        skipped: list[TopicPartition] = []
+        scan_limit = max(100, 20 * slots)
+        while self.pending and len(chosen) < slots and len(skipped) < scan_limit:
+            tp = self.pending.pop(0)
+            touched = self._touched(tp)
+            if per_broker_limit is not None and any(
+                    load.get(b, 0) >= per_broker_limit for b in touched):
+                skipped.append(tp)
+                continue
+            for b in touched:
+                load[b] = load.get(b, 0) + 1
+            chosen.append(tp)
+        self.pending[:0] = skipped
+        if not chosen:
+            return
+        foreign = self.admin.list_partition_reassignments(chosen)
+        changes: dict[TopicPartition, Sequence[int] | None] = {}
+        for tp in chosen:
+            ongoing = foreign.get(tp)
+            if ongoing is not None and not self.plan.additional \
+                    and ongoing.target != self.plan.moves[tp]:
+                self._fail(tp, f"{tp} is being reassigned by another tool to "
+                               f"{list(ongoing.target)}; not fought over")
+                continue
+            changes[tp] = self.plan.moves[tp]
+        before = _describe(self.admin, changes)
+        results = self.admin.alter_partition_reassignments(changes)
+        for tp, result in results.items():
+            if not result.ok:
+                self._fail(tp, result.message or result.error.name)
+                continue
+            d = before.get(tp)
+            if d is not None:
+                self.original[tp] = _original(d)
+            self.moving[tp] = self.plan.moves[tp]
+        # A move that needed no copying (only a reorder or a shrink) completes at once.
+        self._notice_finished()
+
+    def _touched(self, tp: TopicPartition) -> set[int]:
+        """Brokers a move loads: those receiving a replica and those giving one up."""
+        return set(self.plan.moves[tp]) ^ set(self.original.get(tp, ()))
+
+    def _adding(self, tp: TopicPartition) -> list[int]:
+        original = set(self.original.get(tp, ()))
+        return [r for r in self.plan.moves[tp] if r not in original]
+
+    def _cancel_in_flight(self) -> None:
+        self.state.phase = Phase.CANCELLING
+        self.cancelled.update(self.pending)
+        self.pending = []
+        if not self.moving:
+            return
+        results = self.admin.alter_partition_reassignments({tp: None for tp in self.moving})
+        refused = []
+        for tp, result in results.items():
+            if result.ok:
+                self.moving.pop(tp, None)
+                self.cancelled.add(tp)
+            elif result.error == errors.NO_REASSIGNMENT_IN_PROGRESS:
+                continue  # finished meanwhile; _notice_finished records it next pass
+            else:
+                refused.append(f"{tp}: {result.message or result.error.name}")
+        self.state.message = (
+            f"{len(refused)} move(s) cannot be rolled back yet; retrying: " + "; ".join(refused[:5])
+            if refused else "")
+
+    def _finish(self) -> None:
+        if self.state.cancel_requested:
+            self.state.phase = Phase.CANCELLED
+            self.state.cancelled = len(self.cancelled)
+        else:
+            if self.plan.elect_preferred_leaders and self.done:
+                outcome = self.admin.elect_leaders(ElectionType.PREFERRED, sorted(self.done))
+                self.state.elected = sum(1 for r in outcome.results.values() if r.ok)
+                self.state.election_failed = sum(
+                    1 for r in outcome.results.values()
+                    if not r.ok and r.error != errors.ELECTION_NOT_NEEDED)
+            self.state.phase = Phase.FAILED if self.failed else Phase.COMPLETED
+            if self.failed:
+                self.state.message = (f"{len(self.failed)} partition(s) failed; "
+                                      f"{len(self.done)} moved")
+        self.cleanup()
+
+    def fail(self, reason: str) -> None:
+        """End the run for good (e.g. the resource is invalid now); throttles are removed."""
+        self.state.phase = Phase.FAILED
+        self.state.message = reason
+        self.cleanup()
+
+    def cleanup(self) -> None:
+        """Remove every throttle this executor placed — and only those."""
+        self._remove_replica_throttles()
+        self._remove_rates()
+        if self.state.finished_ms is None and self.state.phase.terminal:
+            self.state.finished_ms = self.admin.now_ms()
+
+    def _fail(self, tp: TopicPartition, message: str) -> None:
+        self.failed.add(tp)
+        self.state.failed_count += 1
+        if len(self.state.failed) < MAX_RECORDED_FAILURES:
+            self.state.failed[str(tp)] = message
+
+    # -- throttles --------------------------------------------------------------------------------
+    def _brokers_in_plan(self) -> set[int]:
+        brokers: set[int] = set()
+        for tp, target in self.plan.moves.items():
+            if tp not in self.done:
+                brokers.update(target)
+        current = _describe(self.admin, [tp for tp in self.plan.moves if tp not in self.done])
+        for d in current.values():
+            brokers.update(d.replicas)
+        return brokers
+
+    def _place_rates(self, *, update: bool = False) -> None:
+        rate = self.limits.throttle_bytes_per_second
+        if rate is None:
+            return
+        brokers = [str(b) for b in sorted(self._brokers_in_plan())] if not update else sorted(
+            set(self.state.placed_rates) | {str(b) for b in self._brokers_in_plan()})
+        resources = [("BROKER", b) for b in brokers]
+        existing = self.admin.describe_configs(resources)
+        changes: dict[tuple[str, str], dict[str, str | None]] = {}
+        for res in resources:
+            placed = self.state.placed_rates.setdefault(res[1], {})
+            for key in THROTTLE_RATE_KEYS:
+                if key not in placed:
+                    placed[key] = existing.get(res, {}).get(key)
+            changes[res] = {key: str(rate) for key in THROTTLE_RATE_KEYS}
+        self._alter(changes)
+
+    def _remove_rates(self) -> None:
+        if not self.state.placed_rates:
+            return
+        resources = [("BROKER", b) for b in self.state.placed_rates]
+        existing = self.admin.describe_configs(resources)
+        changes: dict[tuple[str, str], dict[str, str | None]] = {}
+        ours = str(self.limits.throttle_bytes_per_second)
+        for res in resources:
+            for key, previous in self.state.placed_rates[res[1]].items():
+                now = existing.get(res, {}).get(key)
+                if now is None or now == ours or previous == now:
+                    changes.setdefault(res, {})[key] = previous
+                # else someone changed it after us: theirs now, left alone
+        self._alter(changes)
+        self.state.placed_rates = {}
+
+    def _sync_replica_throttles(self) -> None:
+        """Throttle exactly the replicas of moves in flight: existing ones as leaders,
+        adding ones as followers (what kafka-reassign-partitions does)."""
+        if self.limits.throttle_bytes_per_second is None and not self.state.placed_replicas:
+            return
+        want: dict[str, dict[str, set[str]]] = {}
+        if self.limits.throttle_bytes_per_second is not None:
+            for tp in self.moving:
+                topic = want.setdefault(
+                    tp.topic, {LEADER_REPLICAS: set(), FOLLOWER_REPLICAS: set()})
+                for r in self._adding(tp):
+                    topic[FOLLOWER_REPLICAS].add(f"{tp.partition}:{r}")
+                for r in self.original.get(tp, ()):
+                    topic[LEADER_REPLICAS].add(f"{tp.partition}:{r}")
+        have = {t: {k: set(v) for k, v in keys.items()}
+                for t, keys in self.state.placed_replicas.items()}
+        topics = sorted(set(want) | set(have))
+        if all(want.get(t) == have.get(t) for t in topics):
+            return
+        resources = [("TOPIC", t) for t in topics]
+        existing = self.admin.describe_configs(resources)
+        changes: dict[tuple[str, str], dict[str, str | None]] = {}
+        for t in topics:
+            for key in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
+                ours_now = want.get(t, {}).get(key, set())
+                ours_before = have.get(t, {}).get(key, set())
+                if ours_now == ours_before:
+                    continue
+                current = parse_throttled_replicas(existing.get(("TOPIC", t), {}).get(key, ""))
+                if not isinstance(current, set):
+                    continue  # someone throttles everything or wrote junk: not ours to edit
+                others = {f"{p}:{b}" for p, b in current} - ours_before
+                merged = others | ours_now
+                value = format_throttled_replicas(
+                    (int(e.split(":")[0]), int(e.split(":")[1])) for e in merged)
+                changes.setdefault(("TOPIC", t), {})[key] = value or None
+        self._alter(changes)
+        self.state.placed_replicas = {
+            t: {k: sorted(v) for k, v in keys.items() if v}
+            for t, keys in want.items() if any(keys.values())}
+
+    def _remove_replica_throttles(self) -> None:
+        saved_moving = self.moving
+        self.moving = {}
+        try:
+            self._sync_replica_throttles()
+        finally:
+            self.moving = saved_moving
+
+    def _alter(self, changes: Mapping[tuple[str, str], Mapping[str, str | None]]) -> None:
+        if not changes:
+            return
+        results = self.admin.incremental_alter_configs(changes)
+        bad = [f"{r[0].lower()} {r[1]}: {res.message or res.error.name}"
+               for r, res in results.items() if not res.ok]
+        if bad:
+            self.state.message = "could not set throttles: " + "; ".join(bad[:5])
+
+    # -- reporting --------------------------------------------------------------------------------
+    def progress(self, *, sample: bool = False) -> Progress:
+        bytes_moved = self._bytes_moved()
+        now = self.admin.now_ms()
+        samples = self.state.samples
+        if sample and not self.state.phase.terminal and (not samples or samples[-1][0] != now):
+            samples.append((now, bytes_moved))
+            del samples[:-RATE_SAMPLES]
+        rate = eta = None
+        if len(samples) >= 2 and samples[-1][0] > samples[0][0]:
+            rate = (samples[-1][1] - samples[0][1]) * 1000.0 / (samples[-1][0] - samples[0][0])
+            remaining = max(0, self.state.bytes_total - bytes_moved)
+            if rate > 0:
+                eta = remaining / rate
+        details = [MoveDetail(tp, "failed", self.plan.moves[tp],
+                              self.state.failed.get(str(tp), "failed"))
+                   for tp in sorted(self.failed)]
+        details += [MoveDetail(tp, "moving", target) for tp, target in sorted(self.moving.items())]
+        return Progress(
+            self.state.phase, len(self.plan.moves), len(self.done), len(self.moving),
+            len(self.pending), max(len(self.failed), self.state.failed_count),
+            len(self.cancelled) or self.state.cancelled, self.state.bytes_total,
+            bytes_moved, eta, rate, self.state.message, tuple(details[:100]))
+
+    def _bytes_moved(self) -> int:
+        moved = self.state.bytes_done
+        if self.moving and not self.state.phase.terminal:
+            wanted = [(tp, r) for tp in self.moving for r in self._adding(tp)]
+            for status in self.admin.replica_status(wanted):
+                moved += status.size_bytes or 0
+        return min(moved, self.state.bytes_total) if self.state.bytes_total else moved
+
+
+def _target_of(d: PartitionDescription) -> tuple[int, ...]:
+    removing = set(d.removing)
+    return tuple(r for r in d.replicas if r not in removing)
+
+
+def results_by_error(results: Mapping[TopicPartition, ApiResult]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for r in results.values():
+        counts[r.error.name] = counts.get(r.error.name, 0) + 1
+    return counts

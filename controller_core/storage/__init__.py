@@ -1,0 +1,1 @@
+"""Crash-safe storage: framed append-only files, the metadata log and snapshots."""
