@@ -27,7 +27,8 @@ from kraftsman.resources import GROUP, KINDS, VERSION
 from kraftsman.status import STATUS_MODELS
 
 TEMPLATES = Path(__file__).parent / "templates"
-CHART_CRD_DIR = Path("charts") / "kraftsman" / "templates" / "crds"
+CHART_DIR = Path("charts") / "kraftsman"
+CHART_CRD_DIR = CHART_DIR / "templates" / "crds"
 CRD_DIR = Path("crds")
 ARGOCD_DIR = Path("manifests") / "argocd"
 ARGOCD_SCRIPTS = ARGOCD_DIR / "resource_customizations" / GROUP
@@ -294,8 +295,9 @@ def render_all(root: Path | None = None) -> dict[Path, str]:
         out[CHART_CRD_DIR / name] = env.get_template("chart-crd.yaml.j2").render(crd=text)
     peering = env.get_template("kopf-peering.yaml.j2").render()
     out[CRD_DIR / "kopfpeerings.kopf.dev.yaml"] = peering
-    out[CHART_CRD_DIR / "kopfpeerings.kopf.dev.yaml"] = env.get_template(
-        "chart-crd.yaml.j2").render(crd=peering)
+    # kopf's peering CRD never changes, and the chart's ClusterKopfPeering object needs it
+    # before templates are applied: Helm's crds/ directory does exactly that.
+    out[CHART_DIR / "crds" / "kopfpeerings.kopf.dev.yaml"] = peering
     if root is not None:
         scripts = {kind: (root / ARGOCD_SCRIPTS / kind / "health.lua").read_text().rstrip("\n")
                    for kind in KIND_INFO if (root / ARGOCD_SCRIPTS / kind / "health.lua").exists()}

@@ -1,0 +1,145 @@
+"""charts/kraftsman: rendered and linted with Helm's own engine; every object is valid."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import helm_python as helm
+import pytest
+import yaml
+from conftest import ROOT, k8s_errors, load_docs
+from test_argocd_health import SCRIPTS
+from test_manifests import check_least_privilege, check_restricted_pod
+
+CHART = ROOT / "charts" / "kraftsman"
+
+VARIANTS: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "pvc": {"state": {"type": "persistentVolumeClaim",
+                      "persistentVolumeClaim": {"storageClassName": "fast", "size": "5Gi"}}},
+    "existing-claim": {"state": {"type": "persistentVolumeClaim",
+                                 "persistentVolumeClaim": {"existingClaim": "mine"}}},
+    "standalone-no-crds": {"peering": {"enabled": False}, "crds": {"install": False}},
+    "argocd-and-two-replicas": {"argocd": {"healthChecksConfigMap": True}, "replicaCount": 2,
+                                "state": {"type": "persistentVolumeClaim",
+                                          "persistentVolumeClaim": {
+                                              "accessModes": ["ReadWriteMany"]}}},
+}
+
+
+@pytest.fixture(scope="module")
+def chart() -> helm.Chart:
+    return helm.Chart.load(CHART)
+
+
+def render(chart: helm.Chart, values: dict[str, Any]) -> list[dict[str, Any]]:
+    out = chart.render(values, name="kraftsman", namespace="kraftsman-system", is_install=True)
+    docs = []
+    for path, text in sorted(out.items()):
+        if path.endswith("NOTES.txt"):
+            continue
+        docs += [d for d in yaml.safe_load_all(text) if d]
+    return docs
+
+
+def test_lint_is_clean_in_strict_mode() -> None:
+    for values in VARIANTS.values():
+        report = helm.lint(CHART, values, strict=True, kube_version="v1.30.0")
+        assert report["errors"] == []
+        assert [m for m in report["messages"] if m["severity"] >= 2] == []
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_every_rendered_object_is_valid(chart: helm.Chart, variant: str,
+                                        validate_cr: Any) -> None:
+    docs = render(chart, VARIANTS[variant])
+    assert docs
+    for doc in docs:
+        if doc["apiVersion"].startswith("kopf.dev/"):
+            assert validate_cr(doc) == []
+        else:
+            assert k8s_errors(doc) == [], doc["kind"]
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_rendered_pod_is_restricted_and_rbac_least_privilege(chart: helm.Chart,
+                                                             variant: str) -> None:
+    docs = render(chart, VARIANTS[variant])
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for d in docs:
+        by_kind.setdefault(d["kind"], []).append(d)
+    (dep,) = by_kind["Deployment"]
+    pod = dep["spec"]["template"]["spec"]
+    check_restricted_pod(pod)
+    (role,) = by_kind["ClusterRole"]
+    peering = VARIANTS[variant].get("peering", {}).get("enabled", True)
+    if peering:
+        check_least_privilege(role["rules"])
+        assert "--peering=kraftsman" in pod["containers"][0]["args"]
+        assert [p["metadata"]["name"] for p in by_kind["ClusterKopfPeering"]] == ["kraftsman"]
+    else:
+        assert "--standalone" in pod["containers"][0]["args"]
+        assert "ClusterKopfPeering" not in by_kind
+        assert all("kopf.dev" not in r["apiGroups"] for r in role["rules"])
+    (sa,) = by_kind["ServiceAccount"]
+    assert pod["serviceAccountName"] == sa["metadata"]["name"]
+
+
+def test_state_volume_is_a_value(chart: helm.Chart) -> None:
+    def state_volume(values: dict[str, Any]) -> dict[str, Any]:
+        dep = next(d for d in render(chart, values) if d["kind"] == "Deployment")
+        return next(v for v in dep["spec"]["template"]["spec"]["volumes"] if v["name"] == "state")
+
+    assert "emptyDir" in state_volume({})
+    pvc_docs = [d for d in render(chart, VARIANTS["pvc"]) if d["kind"] == "PersistentVolumeClaim"]
+    assert [d["spec"]["resources"]["requests"]["storage"] for d in pvc_docs] == ["5Gi"]
+    assert pvc_docs[0]["spec"]["storageClassName"] == "fast"
+    assert state_volume(VARIANTS["pvc"])["persistentVolumeClaim"]["claimName"] == \
+        pvc_docs[0]["metadata"]["name"]
+    assert state_volume(VARIANTS["existing-claim"])["persistentVolumeClaim"] == {
+        "claimName": "mine"}
+    assert not [d for d in render(chart, VARIANTS["existing-claim"])
+                if d["kind"] == "PersistentVolumeClaim"]
+
+
+def test_crds_are_templates_upgraded_with_the_release_and_kept(chart: helm.Chart) -> None:
+    rendered = {d["metadata"]["name"]: d for d in render(chart, {})
+                if d["kind"] == "CustomResourceDefinition"}
+    committed = {d["metadata"]["name"]: d for p in (ROOT / "crds").glob("*.kraftsman.io.yaml")
+                 for d in load_docs(p)}
+    assert set(rendered) == set(committed) and len(committed) == 4
+    for name, crd in rendered.items():
+        assert crd["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+        assert crd["spec"] == committed[name]["spec"]
+    no_keep = [d for d in render(chart, {"crds": {"keep": False}})
+               if d["kind"] == "CustomResourceDefinition"]
+    assert no_keep and all("annotations" not in d["metadata"] for d in no_keep)
+    assert not [d for d in render(chart, {"crds": {"install": False}})
+                if d["kind"] == "CustomResourceDefinition"]
+    # kopf's peering CRD sits in the chart's crds/ (installed before templates).
+    assert [c["name"].rsplit("/", 1)[-1] for c in chart.crds] == [
+        "kopfpeerings.kopf.dev.yaml"]
+
+
+def test_argocd_configmap_ships_the_health_scripts(chart: helm.Chart) -> None:
+    cm = next(d for d in render(chart, VARIANTS["argocd-and-two-replicas"])
+              if d["kind"] == "ConfigMap")
+    for kind in ("KafkaCluster", "KafkaQuorum", "PartitionReassignment", "LeaderElection"):
+        script = cm["data"][f"resource.customizations.health.kraftsman.io_{kind}"]
+        assert script.strip() == (SCRIPTS / kind / "health.lua").read_text().strip()
+
+
+@pytest.mark.parametrize(("values", "where"), [
+    ({"state": {"type": "hostPath"}}, "/state/type"),
+    ({"replicaCount": 0}, "/replicaCount"),
+    ({"replicaCount": 2, "peering": {"enabled": False}}, "/peering/enabled"),
+    ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
+    ({"resources": {"limits": None}}, "limits"),
+    ({"health": {"port": 80}}, "/health/port"),
+    ({"unknownKey": 1}, "unknownKey"),
+])
+def test_values_schema_rejects_bad_values(chart: helm.Chart, values: dict[str, Any],
+                                          where: str) -> None:
+    with pytest.raises(helm.HelmValuesError, match=where):
+        chart.validate_schema(values)
+    chart.validate_schema({})
