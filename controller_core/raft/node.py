@@ -1,0 +1,1058 @@
+"""A sans-IO KIP-595 Raft node, shaped like etcd-io/raft.
+
+The caller drives it: :meth:`RaftNode.step` hands it a message, :meth:`RaftNode.tick`
+tells it the time; :meth:`RaftNode.ready` returns what it wants done — persist the quorum
+state, truncate/append the log, fsync, *then* send messages and apply committed batches —
+and :meth:`RaftNode.advance` confirms that the Ready was carried out. The node never reads a
+clock, never sleeps and draws randomness only from the injected ``random.Random``.
+
+Voter changes are single-server steps recorded as VoterAssignment control records; a
+configuration is used as soon as it is appended (and reverts when truncated), a leader
+appends a step only once an entry of its own epoch is committed and only when no other
+step is uncommitted, and walks from CurrentVoters to TargetVoters one step at a time.
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import kafka.errors as _kerr
+
+from controller_core.errors import (
+    INCONSISTENT_CLUSTER_ID,
+    INVALID_REQUEST,
+    NONE,
+    ErrorCode,
+    KafkaApiError,
+)
+from controller_core.raft.config import RaftConfig
+from controller_core.raft.describe import DescribeQuorumResponse, QuorumStatus, ReplicaStatus
+from controller_core.raft.log import RaftLog
+from controller_core.raft.messages import (
+    NO_LEADER,
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    Body,
+    BrokerInfo,
+    DiscoverBrokersRequest,
+    DiscoverBrokersResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    Envelope,
+    FetchRequest,
+    FetchResponse,
+    VoteRequest,
+    VoteResponse,
+)
+from controller_core.raft.records import Batch, LeaderChange, VoterAssignment
+from controller_core.raft.state import QuorumState, Role
+
+NOT_LEADER_OR_FOLLOWER = ErrorCode.of(_kerr.NotLeaderForPartitionError)
+UNKNOWN_LEADER_EPOCH = ErrorCode.of(_kerr.UnknownLeaderEpochError)
+DUPLICATE_VOTER = ErrorCode.of(_kerr.DuplicateVoterError)
+VOTER_NOT_FOUND = ErrorCode.of(_kerr.VoterNotFoundError)
+NOT_ENOUGH_REPLICAS = ErrorCode.of(_kerr.NotEnoughReplicasError)
+FENCED_LEADER_EPOCH = ErrorCode.of(_kerr.FencedLeaderEpochError)
+
+NEVER = 1 << 62
+
+
+class NotLeaderError(KafkaApiError):
+    """A proposal reached a node that is not the leader; names the leader it knows."""
+
+    def __init__(self, node_id: int, leader_id: int | None, epoch: int) -> None:
+        hint = f"the leader is node {leader_id}" if leader_id is not None else "no leader known"
+        super().__init__(NOT_LEADER_OR_FOLLOWER,
+                         f"node {node_id} is not the quorum leader (epoch {epoch}; {hint})")
+        self.leader_id = leader_id
+        self.epoch = epoch
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """What the caller must do, in this order, before handing the node anything else."""
+
+    quorum_state: QuorumState | None  # 1. write atomically (None: unchanged)
+    truncate_to: int | None  # 2. truncate the log at this offset
+    appends: tuple[Batch, ...]  # 3. append
+    sync: bool  # 4. fsync the log
+    messages: tuple[Envelope, ...]  # 5. send
+    committed: tuple[Batch, ...]  # 6. apply (the high watermark passed them)
+    high_watermark: int
+
+    @property
+    def empty(self) -> bool:
+        return (self.quorum_state is None and self.truncate_to is None and not self.appends
+                and not self.sync and not self.messages and not self.committed)
+
+
+@dataclass(slots=True)
+class ReplicaProgress:
+    """What the leader knows of one fetcher (voter or observer)."""
+
+    log_end_offset: int = -1
+    last_fetch_ms: int = -1
+    last_caught_up_ms: int = -1
+    leader_end_at_last_fetch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class AlterQuorumResult:
+    error: ErrorCode
+    message: str
+    leader_id: int
+    leader_epoch: int
+    current_voters: tuple[int, ...]
+    target_voters: tuple[int, ...] | None
+
+    @property
+    def ok(self) -> bool:
+        return self.error == NONE
+
+
+@dataclass(slots=True)
+class _Parked:
+    src: int
+    request: FetchRequest
+    expires_ms: int
+
+
+@dataclass(slots=True)
+class _LeaderState:
+    epoch_start_offset: int
+    since_ms: int
+    progress: dict[int, ReplicaProgress] = field(default_factory=dict)
+    begin_acked: set[int] = field(default_factory=set)
+    begin_resend_ms: int = 0
+    parked: dict[int, _Parked] = field(default_factory=dict)
+    flush_at_ms: int = NEVER
+    last_discover_ms: int = -NEVER
+
+
+def majority(n: int) -> int:
+    return n // 2 + 1
+
+
+class RaftNode:
+    def __init__(
+        self,
+        node_id: int,
+        *,
+        voters: Sequence[int],
+        rng: random.Random,
+        now_ms: int,
+        config: RaftConfig | None = None,
+        quorum_state: QuorumState | None = None,
+        log: Iterable[Batch] = (),
+        cluster_id: str | None = None,
+        bootstrap_servers: Sequence[int] = (),
+        host: str = "",
+        port: int = 0,
+    ) -> None:
+        if node_id < 0:
+            raise ValueError(f"node_id must be >= 0, got {node_id}")
+        if len(set(voters)) != len(voters) or any(v < 0 for v in voters):
+            raise ValueError(f"quorum.voters must be distinct ids >= 0, got {list(voters)}")
+        self.id = node_id
+        self.cfg = config or RaftConfig()
+        self.rng = rng
+        self.now = now_ms
+        self.bootstrap_voters = tuple(sorted(voters))
+        self.bootstrap_servers = tuple(s for s in bootstrap_servers if s != node_id)
+        self.log = RaftLog(list(log))
+        self._configured_cluster_id = cluster_id
+        self.qs = quorum_state or QuorumState()
+        self.role = Role.UNATTACHED
+        self.hw = 0
+        self._durable_end = self.log.end_offset
+        self._applied = 0
+        self.boot_timestamp = now_ms
+        self.brokers: dict[int, BrokerInfo] = {
+            node_id: BrokerInfo(node_id, now_ms, host, port)}
+        # output buffers
+        self._out: list[Envelope] = []
+        self._qs_dirty = False
+        self._persisted_end = self.log.end_offset
+        self._truncate_to: int | None = None
+        self._sync_needed = False
+        # timers (node-local ms)
+        self._election_deadline = NEVER
+        self._fetch_deadline = NEVER  # follower: fetch timeout
+        self._last_leader_contact = -NEVER
+        self._fetch_inflight_since: int | None = None
+        self._next_fetch_ms = NEVER
+        self._next_discover_ms = now_ms
+        self._backoff_attempts = 0
+        # role state
+        self._votes_granted: set[int] = set()
+        self._votes_rejected: set[int] = set()
+        self._leader: _LeaderState | None = None
+        self._end_successors: tuple[int, ...] = ()
+        self._end_pending: set[int] = set()
+        self._end_resend_ms = NEVER
+        self._recover_role()
+
+    # ================================================================== public queries
+    @property
+    def epoch(self) -> int:
+        return self.qs.epoch
+
+    @property
+    def leader_id(self) -> int | None:
+        return self.qs.leader_id
+
+    @property
+    def is_leader(self) -> bool:
+        return self.role is Role.LEADER
+
+    @property
+    def durable_end(self) -> int:
+        return self._durable_end
+
+    def cluster_id(self) -> str | None:
+        return self.log.cluster_id() or self._configured_cluster_id
+
+    def voters(self) -> tuple[int, ...]:
+        """Voters in force on this node: the latest configuration in its log (even uncommitted)."""
+        latest = self.log.latest_config()
+        return latest[1].current_voters if latest else self.bootstrap_voters
+
+    def target_voters(self) -> tuple[int, ...] | None:
+        latest = self.log.latest_config()
+        return latest[1].target_voters if latest else None
+
+    @property
+    def is_voter(self) -> bool:
+        return self.id in self.voters()
+
+    def role_name(self) -> str:
+        if self.role in (Role.FOLLOWER, Role.UNATTACHED) and not self.is_voter:
+            return "Observer"
+        return self.role.value
+
+    def next_deadline(self) -> int:
+        """The earliest local time at which :meth:`tick` has something to do."""
+        d = min(self._election_deadline, self._fetch_deadline, self._next_fetch_ms,
+                self._next_discover_ms, self._end_resend_ms)
+        if self._fetch_inflight_since is not None:
+            d = min(d, self._fetch_inflight_since + self.cfg.request_timeout_ms)
+        ls = self._leader
+        if ls is not None:
+            d = min(d, ls.begin_resend_ms if len(ls.begin_acked) + 1 < len(self.voters())
+                    else NEVER, ls.flush_at_ms, self._check_quorum_deadline(ls))
+            for p in ls.parked.values():
+                d = min(d, p.expires_ms)
+        return d
+
+    # ================================================================== ready / advance
+    def has_ready(self) -> bool:
+        return (self._qs_dirty or self._truncate_to is not None
+                or self._persisted_end < self.log.end_offset or self._sync_needed
+                or bool(self._out) or self._applied < self.hw)
+
+    def ready(self) -> Ready:
+        appends = tuple(self.log.batches_from(self._persisted_end))
+        committed: tuple[Batch, ...] = ()
+        if self._applied < self.hw:
+            committed = tuple(b.slice(b.base_offset, self.hw)
+                              for b in self.log.read(self._applied, 1 << 62)
+                              if b.base_offset < self.hw)
+        r = Ready(
+            quorum_state=self.qs if self._qs_dirty else None,
+            truncate_to=self._truncate_to,
+            appends=appends,
+            sync=self._sync_needed,
+            messages=tuple(self._out),
+            committed=committed,
+            high_watermark=self.hw,
+        )
+        self._out = []
+        self._qs_dirty = False
+        self._truncate_to = None
+        self._persisted_end = self.log.end_offset
+        self._sync_needed = False
+        self._applied = self.hw
+        return r
+
+    def advance(self, ready: Ready) -> None:
+        """The caller carried out ``ready`` (persisted, synced, sent)."""
+        if ready.truncate_to is not None:
+            self._durable_end = min(self._durable_end, ready.truncate_to)
+        if ready.sync:
+            end = ready.appends[-1].end_offset if ready.appends else self._durable_end
+            self._durable_end = max(self._durable_end, min(end, self.log.end_offset),
+                                    min(self._persisted_end, self.log.end_offset))
+            if self._leader is not None:
+                self._leader_update_hw()
+
+    # ================================================================== inputs
+    def tick(self, now_ms: int) -> None:
+        self._set_now(now_ms)
+        now = self.now
+        if self.role is Role.LEADER:
+            self._leader_tick(now)
+            return
+        if self.role is Role.FOLLOWER:
+            if now >= self._fetch_deadline:
+                self._on_fetch_timeout(now)
+            elif self._fetch_inflight_since is not None and (
+                    now >= self._fetch_inflight_since + self.cfg.request_timeout_ms):
+                self._fetch_inflight_since = None
+                self._send_fetch(now)
+            elif self._fetch_inflight_since is None and now >= self._next_fetch_ms:
+                self._send_fetch(now)
+            return
+        if self.role is Role.RESIGNED and now >= self._end_resend_ms:
+            self._send_end_quorum(now)
+        if now >= self._next_discover_ms:
+            self._discover(now)
+        if now >= self._election_deadline:
+            self._on_election_timeout(now)
+
+    def step(self, env: Envelope, now_ms: int) -> None:
+        self._set_now(now_ms)
+        b = env.body
+        src = env.src
+        if isinstance(b, FetchRequest):
+            self._on_fetch_request(src, b)
+        elif isinstance(b, FetchResponse):
+            self._on_fetch_response(src, b)
+        elif isinstance(b, VoteRequest):
+            self._on_vote_request(src, b)
+        elif isinstance(b, VoteResponse):
+            self._on_vote_response(src, b)
+        elif isinstance(b, BeginQuorumEpochRequest):
+            self._on_begin_request(src, b)
+        elif isinstance(b, BeginQuorumEpochResponse):
+            self._on_begin_response(src, b)
+        elif isinstance(b, EndQuorumEpochRequest):
+            self._on_end_request(src, b)
+        elif isinstance(b, EndQuorumEpochResponse):
+            self._on_end_response(src, b)
+        elif isinstance(b, DiscoverBrokersRequest):
+            self._on_discover_request(src, b)
+        elif isinstance(b, DiscoverBrokersResponse):
+            self._on_discover_response(src, b)
+        else:  # pragma: no cover - exhaustive over Body
+            raise TypeError(f"unknown message {type(b).__name__}")
+
+    def propose(self, records: Sequence[bytes], now_ms: int) -> int:
+        """Append ``records`` as one batch; returns the offset of the last one.
+
+        It is committed once the high watermark passes that offset. Raises
+        :class:`NotLeaderError` on any node but the leader.
+        """
+        self._set_now(now_ms)
+        if self.role is not Role.LEADER:
+            raise NotLeaderError(self.id, self.qs.leader_id, self.qs.epoch)
+        if not records:
+            raise ValueError("propose: records must not be empty")
+        b = Batch(self.log.end_offset, self.qs.epoch, tuple(records))
+        self._leader_append(b)
+        return b.end_offset - 1
+
+    def resign(self, now_ms: int) -> None:
+        """Graceful leader shutdown: EndQuorumEpoch to the voters, best successor first."""
+        self._set_now(now_ms)
+        if self.role is Role.LEADER:
+            self._become_resigned(self.now)
+
+    # ================================================================== admin APIs
+    def describe_quorum(self, now_ms: int) -> DescribeQuorumResponse:
+        self._set_now(now_ms)
+        now = self.now
+        leader_hint = self.qs.leader_id if self.qs.leader_id is not None else NO_LEADER
+        ls = self._leader
+        if ls is None:
+            return DescribeQuorumResponse(NOT_LEADER_OR_FOLLOWER, leader_hint, self.qs.epoch)
+        voters = self.voters()
+        target = self.target_voters()
+        leo = self.log.end_offset
+        rows: list[ReplicaStatus] = []
+        ordered = ([self.id] if self.id in voters else []) + [v for v in voters if v != self.id]
+        observers = sorted(set(ls.progress) - set(voters) - {self.id})
+        if self.id not in voters:
+            observers = [self.id, *observers]
+        for rid in ordered + observers:
+            is_target = target is not None and rid in target
+            if rid == self.id:
+                rows.append(ReplicaStatus(rid, leo, 0, 0, "Leader", is_target, now, now))
+                continue
+            p = ls.progress.get(rid, ReplicaProgress())
+            lag = leo - p.log_end_offset if p.log_end_offset >= 0 else leo
+            parked = ls.parked.get(rid)
+            if parked is not None and parked.request.fetch_offset >= leo:
+                p.last_caught_up_ms = now  # waiting in a long poll at our log end
+            caught = p.last_caught_up_ms if p.last_caught_up_ms >= 0 else ls.since_ms
+            rows.append(ReplicaStatus(
+                rid, p.log_end_offset, lag, max(0, now - caught),
+                "Follower" if rid in voters else "Observer", is_target,
+                p.last_fetch_ms, p.last_caught_up_ms))
+        followers = [r for r in rows if r.status == "Follower"]
+        status = QuorumStatus(
+            leader_id=self.id, leader_epoch=self.qs.epoch, high_watermark=self.hw,
+            max_follower_lag=max((r.lag for r in followers), default=0),
+            max_follower_lag_time_ms=max((r.lag_time_ms for r in followers), default=0),
+            current_voters=voters, target_voters=target, replicas=tuple(rows))
+        return DescribeQuorumResponse(NONE, self.id, self.qs.epoch, status)
+
+    def known_node_ids(self) -> set[int]:
+        ids = set(self.bootstrap_voters) | set(self.brokers) | {self.id}
+        for _, c in self.log.configs:
+            ids |= set(c.current_voters) | set(c.target_voters or ())
+        if self._leader is not None:
+            ids |= set(self._leader.progress)
+        return ids
+
+    def is_live(self, node: int) -> bool:
+        """Leader's view: the node is itself or fetched within the fetch timeout."""
+        if node == self.id:
+            return True
+        ls = self._leader
+        if ls is None:
+            return False
+        p = ls.progress.get(node)
+        return p is not None and p.last_fetch_ms >= 0 and (
+            self.now - p.last_fetch_ms <= self.cfg.fetch_timeout_ms)
+
+    def alter_quorum(self, target: Sequence[int] | None, now_ms: int) -> AlterQuorumResult:
+        """Set TargetVoters (``None`` or the current voters cancel); validated, or no change."""
+        self._set_now(now_ms)
+        voters = self.voters()
+
+        def result(err: ErrorCode, msg: str) -> AlterQuorumResult:
+            return AlterQuorumResult(
+                err, msg,
+                self.qs.leader_id if self.qs.leader_id is not None else NO_LEADER,
+                self.qs.epoch, self.voters(), self.target_voters())
+
+        if self.role is not Role.LEADER:
+            hint = (f"node {self.qs.leader_id}" if self.qs.leader_id is not None
+                    else "unknown (election in progress)")
+            return result(NOT_LEADER_OR_FOLLOWER,
+                          f"node {self.id} is not the quorum leader; the leader is {hint}")
+        if target is not None:
+            ids = list(target)
+            if not ids:
+                return result(INVALID_REQUEST,
+                              "targetVoters is empty: give at least one voter id, or null to "
+                              "cancel")
+            if any((not isinstance(i, int)) or i < 0 for i in ids):
+                return result(INVALID_REQUEST,
+                              f"targetVoters {ids}: voter ids must be integers >= 0")
+            dups = sorted({i for i in ids if ids.count(i) > 1})
+            if dups:
+                return result(DUPLICATE_VOTER,
+                              f"targetVoters lists node id(s) {dups} more than once")
+            unknown = sorted(set(ids) - self.known_node_ids())
+            if unknown:
+                return result(VOTER_NOT_FOUND,
+                              f"targetVoters names unknown node id(s) {unknown}: the quorum has "
+                              f"never heard of them (known: {sorted(self.known_node_ids())}); "
+                              f"start them as observers first")
+            live = sorted(i for i in ids if self.is_live(i))
+            if len(live) < majority(len(ids)):
+                return result(NOT_ENOUGH_REPLICAS,
+                              f"targetVoters {sorted(ids)} cannot form a majority of live "
+                              f"nodes: only {live} are live, {majority(len(ids))} needed")
+        cancel = target is None or set(target) == set(voters)
+        pending = self.target_voters()
+        if cancel:
+            if pending is None:
+                return result(NONE, "no voter change in progress; nothing to cancel")
+            self._append_config(voters, None)
+            return result(NONE, "voter change cancelled; the current voters stay")
+        assert target is not None
+        new_target = tuple(sorted(target))
+        if pending == new_target:
+            return result(NONE, "this target is already in progress")
+        self._append_config(voters, new_target)
+        self._leader_advance_reassignment()
+        return result(NONE, "target accepted; the leader walks the voters one at a time")
+
+    # ================================================================== transitions
+    def _set_now(self, now_ms: int) -> None:
+        # a node's clock never runs back, even if the caller's does
+        self.now = max(self.now, now_ms)
+
+    def _persist(self, qs: QuorumState) -> None:
+        if qs.epoch < self.qs.epoch:
+            raise AssertionError(f"node {self.id}: epoch would go back {self.qs.epoch}->{qs.epoch}")
+        if qs != self.qs:
+            self.qs = qs
+            self._qs_dirty = True
+
+    def _recover_role(self) -> None:
+        qs = self.qs
+        now = self.now
+        if qs.leader_id == self.id:
+            # we led this epoch before the restart; we cannot lead it again
+            self.role = Role.RESIGNED
+            self._end_successors = ()
+            self._election_deadline = now + self._random_election_timeout()
+        elif qs.leader_id is not None:
+            self._become_follower(qs.epoch, qs.leader_id, now)
+        elif qs.voted_for is not None:
+            self.role = Role.VOTED
+            self._election_deadline = now + self._random_election_timeout()
+        else:
+            self.role = Role.UNATTACHED
+            self._election_deadline = now + self._random_election_timeout()
+
+    def _random_election_timeout(self) -> int:
+        t = self.cfg.election_timeout_ms
+        return t + self.rng.randrange(t)
+
+    def _reset_role_state(self) -> None:
+        if self._leader is not None:
+            # tell parked fetchers we are no longer their leader
+            for p in self._leader.parked.values():
+                self._reply_fetch_error(p.src, p.request, NOT_LEADER_OR_FOLLOWER)
+            self._leader = None
+        self._votes_granted = set()
+        self._votes_rejected = set()
+        self._fetch_inflight_since = None
+        self._next_fetch_ms = NEVER
+        self._fetch_deadline = NEVER
+        self._election_deadline = NEVER
+        self._end_resend_ms = NEVER
+
+    def _become_unattached(self, epoch: int, now: int, election_delay: int | None = None) -> None:
+        self._reset_role_state()
+        self._persist(QuorumState(epoch, None, None))
+        self.role = Role.UNATTACHED
+        delay = self._random_election_timeout() if election_delay is None else election_delay
+        self._election_deadline = now + delay
+        self._next_discover_ms = now
+
+    def _become_voted(self, epoch: int, candidate: int, now: int) -> None:
+        self._reset_role_state()
+        self._persist(QuorumState(epoch, None, candidate))
+        self.role = Role.VOTED
+        self._election_deadline = now + self._random_election_timeout()
+
+    def _become_follower(self, epoch: int, leader: int, now: int) -> None:
+        self._reset_role_state()
+        voted = self.qs.voted_for if epoch == self.qs.epoch else None
+        self._persist(QuorumState(epoch, leader, voted))
+        self.role = Role.FOLLOWER
+        self._backoff_attempts = 0
+        self._touch_leader(now)
+        self._next_fetch_ms = now
+        self._next_discover_ms = NEVER
+
+    def _touch_leader(self, now: int) -> None:
+        self._last_leader_contact = now
+        # KIP-595: fetch.timeout is the *maximum* silence; randomising it below that
+        # keeps followers the long poll synchronised from timing out together (split votes)
+        spread = min(self.cfg.election_timeout_ms, self.cfg.fetch_timeout_ms // 2)
+        self._fetch_deadline = now + self.cfg.fetch_timeout_ms - self.rng.randrange(spread + 1)
+
+    def _become_candidate(self, now: int) -> None:
+        self._reset_role_state()
+        epoch = self.qs.epoch + 1
+        self._persist(QuorumState(epoch, None, self.id))
+        self.role = Role.CANDIDATE
+        self._votes_granted = {self.id}
+        self._election_deadline = now + self._random_election_timeout()
+        self._next_discover_ms = NEVER
+        if self._candidate_won():
+            self._become_leader(now)
+            return
+        req = VoteRequest(self.cluster_id(), epoch, self.id, self.log.last_epoch,
+                          self.log.end_offset)
+        for v in self.voters():
+            if v != self.id:
+                self._send(v, req)
+
+    def _become_leader(self, now: int) -> None:
+        self._reset_role_state()
+        self._persist(QuorumState(self.qs.epoch, self.id, self.qs.voted_for))
+        self.role = Role.LEADER
+        self._backoff_attempts = 0
+        ls = _LeaderState(epoch_start_offset=self.log.end_offset, since_ms=now)
+        self._leader = ls
+        for v in self.voters():
+            if v != self.id:
+                ls.progress[v] = ReplicaProgress(last_fetch_ms=-1)
+        ls.last_discover_ms = now
+        if self.log.cluster_id() is None:
+            cid = self._configured_cluster_id or self._new_cluster_id()
+            self._leader_append(Batch(self.log.end_offset, self.qs.epoch, control=VoterAssignment(
+                cid, self.voters(), None)))
+        self._leader_append(Batch(self.log.end_offset, self.qs.epoch, control=LeaderChange(
+            self.id, self.qs.epoch, self.voters())))
+        self._send_begin(now)
+
+    def _new_cluster_id(self) -> str:
+        raw = bytes(self.rng.getrandbits(8) for _ in range(16))
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    def _become_resigned(self, now: int) -> None:
+        ls = self._leader
+        succ: list[tuple[int, int]] = []
+        if ls is not None:
+            for v in self.voters():
+                if v != self.id:
+                    p = ls.progress.get(v, ReplicaProgress())
+                    succ.append((-p.log_end_offset, v))
+        self._reset_role_state()
+        self.role = Role.RESIGNED
+        self._end_successors = tuple(v for _, v in sorted(succ))
+        self._end_pending = set(self._end_successors)
+        self._send_end_quorum(now)
+        self._election_deadline = now + self._random_election_timeout()
+        self._next_discover_ms = now + self.cfg.election_timeout_ms
+
+    def _observe_epoch(self, epoch: int, leader: int | None, now: int) -> None:
+        """A message showed ``epoch`` (and maybe its leader): move there if it is news."""
+        if epoch > self.qs.epoch:
+            if leader is not None and leader != self.id:
+                self._become_follower(epoch, leader, now)
+            else:
+                self._become_unattached(epoch, now)
+        elif epoch == self.qs.epoch and leader is not None and leader != self.id and (
+                self.role is not Role.FOLLOWER and self.role is not Role.LEADER):
+            self._become_follower(epoch, leader, now)
+
+    # ================================================================== timers
+    def _on_fetch_timeout(self, now: int) -> None:
+        if self.is_voter and self._may_campaign():
+            self._become_candidate(now)
+        else:
+            # an observer (or a voter that knows too few peers) looks for the leader
+            self._become_unattached(self.qs.epoch, now)
+
+    def _on_election_timeout(self, now: int) -> None:
+        if self.role is Role.RESIGNED:
+            self._end_resend_ms = NEVER
+        if self.is_voter and self._may_campaign():
+            self._become_candidate(now)
+        else:
+            self._election_deadline = now + self._random_election_timeout()
+            self._next_discover_ms = min(self._next_discover_ms, now)
+
+    def _may_campaign(self) -> bool:
+        """KIP-595 bootstrap: vote only once connection info of a majority of voters is known."""
+        voters = self.voters()
+        known = sum(1 for v in voters if v in self.brokers)
+        return known >= majority(len(voters))
+
+    def _election_backoff(self) -> int:
+        self._backoff_attempts += 1
+        cap = self.cfg.election_backoff_max_ms
+        exp = min(cap, self.cfg.retry_backoff_ms * (1 << min(self._backoff_attempts, 20)))
+        return 1 + self.rng.randrange(max(1, exp))
+
+    def _discover(self, now: int) -> None:
+        targets = set(self.bootstrap_servers) | (set(self.brokers) - {self.id})
+        targets |= set(self.voters()) - {self.id}
+        me = self.brokers[self.id]
+        req = DiscoverBrokersRequest(self.id, me.boot_timestamp, me.host, me.port)
+        for t in sorted(targets):
+            self._send(t, req)
+        self._next_discover_ms = now + max(self.cfg.retry_backoff_ms,
+                                           self.cfg.election_timeout_ms // 4)
+
+    # ================================================================== helpers
+    def _send(self, dst: int, body: Body) -> None:
+        self._out.append(Envelope(self.id, dst, body))
+
+    def _cluster_ok(self, cid: str | None) -> bool:
+        mine = self.cluster_id()
+        return cid is None or mine is None or cid == mine
+
+    def _candidate_won(self) -> bool:
+        voters = self.voters()
+        return sum(1 for v in voters if v in self._votes_granted) >= majority(len(voters))
+
+    def _log_up_to_date(self, last_epoch: int, end_offset: int) -> bool:
+        return (last_epoch, end_offset) >= (self.log.last_epoch, self.log.end_offset)
+
+    def _leader_hint(self) -> int:
+        return self.qs.leader_id if self.qs.leader_id is not None else NO_LEADER
+
+    # ================================================================== Vote
+    def _on_vote_request(self, src: int, r: VoteRequest) -> None:
+        now = self.now
+        if not self._cluster_ok(r.cluster_id):
+            self._send(src, VoteResponse(INCONSISTENT_CLUSTER_ID, self._leader_hint(),
+                                         self.qs.epoch, False, r.candidate_epoch))
+            return
+        if r.candidate_epoch < self.qs.epoch:
+            self._send(src, VoteResponse(FENCED_LEADER_EPOCH, self._leader_hint(),
+                                         self.qs.epoch, False, r.candidate_epoch))
+            return
+        if (r.candidate_epoch > self.qs.epoch and self.role is Role.FOLLOWER
+                and now - self._last_leader_contact < self.cfg.election_timeout_ms):
+            # leader stickiness (Raft thesis 4.2.3): our leader is alive, a stray candidate
+            # (e.g. a removed voter that missed its removal) must not disrupt it
+            self._send(src, VoteResponse(NONE, self._leader_hint(), self.qs.epoch, False,
+                                         r.candidate_epoch))
+            return
+        if r.candidate_epoch > self.qs.epoch:
+            self._become_unattached(r.candidate_epoch, now)
+        grant = False
+        if self.qs.voted_for == r.candidate_id and self.qs.leader_id is None:
+            grant = True  # a retransmission of a request we already granted
+        elif (self.role is Role.UNATTACHED and self.qs.voted_for is None
+              and self.qs.leader_id is None and self.is_voter
+              and self._log_up_to_date(r.last_epoch, r.last_epoch_end_offset)):
+            grant = True
+            self._become_voted(r.candidate_epoch, r.candidate_id, now)
+        self._send(src, VoteResponse(NONE, self._leader_hint(), self.qs.epoch, grant,
+                                     r.candidate_epoch))
+
+    def _on_vote_response(self, src: int, r: VoteResponse) -> None:
+        now = self.now
+        if r.leader_epoch > self.qs.epoch:
+            self._observe_epoch(r.leader_epoch,
+                                r.leader_id if r.leader_id != NO_LEADER else None, now)
+            return
+        if self.role is not Role.CANDIDATE or r.candidate_epoch != self.qs.epoch:
+            return
+        if r.vote_granted:
+            self._votes_granted.add(src)
+            if self._candidate_won():
+                self._become_leader(now)
+            return
+        self._votes_rejected.add(src)
+        voters = self.voters()
+        rejected = sum(1 for v in voters if v in self._votes_rejected)
+        if len(voters) - rejected < majority(len(voters)):
+            # lost: back off (exponentially, jittered) before the next attempt
+            self._election_deadline = now + self._election_backoff()
+
+    # ================================================================== Begin / End
+    def _on_begin_request(self, src: int, r: BeginQuorumEpochRequest) -> None:
+        now = self.now
+        if not self._cluster_ok(r.cluster_id):
+            self._send(src, BeginQuorumEpochResponse(INCONSISTENT_CLUSTER_ID, self._leader_hint(),
+                                                     self.qs.epoch))
+            return
+        if r.leader_epoch < self.qs.epoch:
+            self._send(src, BeginQuorumEpochResponse(FENCED_LEADER_EPOCH, self._leader_hint(),
+                                                     self.qs.epoch))
+            return
+        if r.leader_epoch > self.qs.epoch or self.qs.leader_id != r.leader_id:
+            self._become_follower(r.leader_epoch, r.leader_id, now)
+        elif self.role is Role.FOLLOWER:
+            self._touch_leader(now)
+        self._send(src, BeginQuorumEpochResponse(NONE, r.leader_id, r.leader_epoch))
+
+    def _on_begin_response(self, src: int, r: BeginQuorumEpochResponse) -> None:
+        if r.leader_epoch > self.qs.epoch:
+            self._observe_epoch(r.leader_epoch,
+                                r.leader_id if r.leader_id != NO_LEADER else None, self.now)
+            return
+        if self._leader is not None and r.error == NONE and r.leader_epoch == self.qs.epoch:
+            self._leader.begin_acked.add(src)
+
+    def _send_begin(self, now: int) -> None:
+        ls = self._leader
+        assert ls is not None
+        req = BeginQuorumEpochRequest(self.cluster_id(), self.id, self.qs.epoch)
+        for v in self.voters():
+            if v != self.id and v not in ls.begin_acked:
+                self._send(v, req)
+        ls.begin_resend_ms = now + max(self.cfg.retry_backoff_ms,
+                                       self.cfg.election_timeout_ms // 4)
+
+    def _send_end_quorum(self, now: int) -> None:
+        req = EndQuorumEpochRequest(self.cluster_id(), self.id, self.id, self.qs.epoch,
+                                    self._end_successors)
+        for v in sorted(self._end_pending):
+            self._send(v, req)
+        self._end_resend_ms = (now + max(self.cfg.retry_backoff_ms,
+                                         self.cfg.election_timeout_ms // 4)
+                               if self._end_pending else NEVER)
+
+    def _on_end_request(self, src: int, r: EndQuorumEpochRequest) -> None:
+        now = self.now
+        if not self._cluster_ok(r.cluster_id):
+            self._send(src, EndQuorumEpochResponse(INCONSISTENT_CLUSTER_ID, self._leader_hint(),
+                                                   self.qs.epoch))
+            return
+        if r.leader_epoch < self.qs.epoch:
+            self._send(src, EndQuorumEpochResponse(FENCED_LEADER_EPOCH, self._leader_hint(),
+                                                   self.qs.epoch))
+            return
+        if r.leader_epoch > self.qs.epoch or (
+                self.qs.leader_id == r.leader_id and self.role is Role.FOLLOWER):
+            # the leader resigned: the first preferred successor campaigns at once, the
+            # others wait a little longer each, everyone else a normal election timeout
+            if self.id in r.preferred_successors:
+                pos = r.preferred_successors.index(self.id)
+                delay = self.cfg.retry_backoff_ms * (1 + 4 * pos) + self.rng.randrange(
+                    self.cfg.retry_backoff_ms)
+            else:
+                delay = self._random_election_timeout()
+            self._become_unattached(r.leader_epoch, now, election_delay=delay)
+            self._next_discover_ms = now + delay
+        self._send(src, EndQuorumEpochResponse(NONE, self._leader_hint(), self.qs.epoch))
+
+    def _on_end_response(self, src: int, r: EndQuorumEpochResponse) -> None:
+        if r.leader_epoch > self.qs.epoch:
+            self._observe_epoch(r.leader_epoch,
+                                r.leader_id if r.leader_id != NO_LEADER else None, self.now)
+            return
+        self._end_pending.discard(src)
+
+    # ================================================================== DiscoverBrokers
+    def _learn_broker(self, info: BrokerInfo) -> None:
+        if info.node_id < 0 or info.node_id == self.id:
+            return
+        known = self.brokers.get(info.node_id)
+        if known is None or info.boot_timestamp > known.boot_timestamp:
+            self.brokers[info.node_id] = info
+
+    def _on_discover_request(self, src: int, r: DiscoverBrokersRequest) -> None:
+        if r.replica_id >= 0:
+            self._learn_broker(BrokerInfo(r.replica_id, r.boot_timestamp, r.host, r.port))
+        self._send(src, DiscoverBrokersResponse(
+            NONE, self.cluster_id(), self._leader_hint(), self.qs.epoch,
+            tuple(self.brokers[k] for k in sorted(self.brokers))))
+
+    def _on_discover_response(self, src: int, r: DiscoverBrokersResponse) -> None:
+        for info in r.brokers:
+            self._learn_broker(info)
+        if not self._cluster_ok(r.cluster_id):
+            return
+        leader = r.leader_id if r.leader_id != NO_LEADER else None
+        if r.leader_epoch > self.qs.epoch:
+            # also how a zombie leader learns it was replaced
+            self._observe_epoch(r.leader_epoch, leader, self.now)
+        elif (r.leader_epoch == self.qs.epoch and leader is not None
+              and self.role in (Role.UNATTACHED, Role.VOTED)):
+            self._become_follower(r.leader_epoch, leader, self.now)
+
+    # ================================================================== Fetch (follower)
+    def _send_fetch(self, now: int) -> None:
+        leader = self.qs.leader_id
+        if leader is None:
+            return
+        self._send(leader, FetchRequest(self.cluster_id(), self.id, self.qs.epoch,
+                                        self.log.end_offset, self.log.last_epoch,
+                                        self.cfg.fetch_max_bytes))
+        self._fetch_inflight_since = now
+        self._next_fetch_ms = NEVER
+
+    def _on_fetch_response(self, src: int, r: FetchResponse) -> None:
+        now = self.now
+        leader = r.leader_id if r.leader_id != NO_LEADER else None
+        if r.leader_epoch > self.qs.epoch:
+            self._observe_epoch(r.leader_epoch, leader, now)
+            return
+        if self.role is not Role.FOLLOWER or src != self.qs.leader_id:
+            return
+        if r.error != NONE:
+            if r.leader_epoch == self.qs.epoch and leader is not None and leader != src:
+                self._become_follower(r.leader_epoch, leader, now)
+                return
+            self._fetch_inflight_since = None
+            self._next_fetch_ms = now + self.cfg.retry_backoff_ms
+            return
+        if r.leader_epoch != self.qs.epoch or (
+                r.fetch_offset != self.log.end_offset
+                or r.last_fetched_epoch != self.log.last_epoch):
+            return  # stale or duplicated answer to an older fetch
+        self._fetch_inflight_since = None
+        self._touch_leader(now)
+        if r.diverging:
+            _, own_end = self.log.end_offset_for_epoch(r.diverging_epoch)
+            cut = min(r.diverging_end_offset, own_end)
+            if cut < self.hw:
+                raise AssertionError(
+                    f"node {self.id}: leader {src} asked to truncate to {cut} below the "
+                    f"high watermark {self.hw}")
+            self._truncate(cut)
+        else:
+            for b in r.batches:
+                if b.base_offset < self.log.end_offset:
+                    if b.end_offset <= self.log.end_offset:
+                        continue
+                    b = b.slice(self.log.end_offset, b.end_offset)
+                self.log.append(b)
+                self._sync_needed = True
+            new_hw = min(r.high_watermark, self.log.end_offset)
+            if new_hw > self.hw:
+                self.hw = new_hw
+        self._next_fetch_ms = now
+
+    def _truncate(self, offset: int) -> None:
+        if offset >= self.log.end_offset:
+            return
+        self.log.truncate(offset)
+        if offset < self._persisted_end:
+            self._truncate_to = (offset if self._truncate_to is None
+                                 else min(self._truncate_to, offset))
+            self._persisted_end = offset
+        self._durable_end = min(self._durable_end, offset)
+        self._sync_needed = True
+
+    # ================================================================== Fetch (leader)
+    def _reply_fetch_error(self, src: int, r: FetchRequest, err: ErrorCode) -> None:
+        self._send(src, FetchResponse(err, self._leader_hint(), self.qs.epoch, self.hw,
+                                      fetch_offset=r.fetch_offset,
+                                      last_fetched_epoch=r.last_fetched_epoch))
+
+    def _on_fetch_request(self, src: int, r: FetchRequest) -> None:
+        if not self._cluster_ok(r.cluster_id):
+            self._reply_fetch_error(src, r, INCONSISTENT_CLUSTER_ID)
+            return
+        if r.leader_epoch < self.qs.epoch:
+            self._reply_fetch_error(src, r, FENCED_LEADER_EPOCH)
+            return
+        if r.leader_epoch > self.qs.epoch:
+            self._reply_fetch_error(src, r, UNKNOWN_LEADER_EPOCH)
+            return
+        ls = self._leader
+        if ls is None:
+            self._reply_fetch_error(src, r, NOT_LEADER_OR_FOLLOWER)
+            return
+        now = self.now
+        ls.begin_acked.add(src)
+        ls.parked.pop(src, None)
+        if r.fetch_offset > 0:
+            found, end = self.log.end_offset_for_epoch(r.last_fetched_epoch)
+            if found != r.last_fetched_epoch or end < r.fetch_offset:
+                self._send(src, FetchResponse(
+                    NONE, self.id, self.qs.epoch, self.hw, (), found, end,
+                    r.fetch_offset, r.last_fetched_epoch))
+                return
+        p = ls.progress.setdefault(src, ReplicaProgress())
+        if r.fetch_offset >= self.log.end_offset:
+            p.last_caught_up_ms = now
+        elif p.leader_end_at_last_fetch >= 0 and r.fetch_offset >= p.leader_end_at_last_fetch:
+            p.last_caught_up_ms = max(p.last_caught_up_ms, p.last_fetch_ms)
+        p.log_end_offset = r.fetch_offset
+        p.last_fetch_ms = now
+        p.leader_end_at_last_fetch = self.log.end_offset
+        self._leader_update_hw()
+        if self._leader is None:
+            return  # resigned while updating (removed itself)
+        if r.fetch_offset >= self.log.end_offset and r.fetch_offset >= self.hw:
+            # nothing to send: park (long poll) until data arrives or max wait passes;
+            # an answer is due at once if the fetcher lags the high watermark
+            ls.parked[src] = _Parked(src, r, now + self.cfg.fetch_max_wait_ms)
+            return
+        self._answer_fetch(src, r)
+
+    def _answer_fetch(self, src: int, r: FetchRequest) -> None:
+        batches = tuple(self.log.read(r.fetch_offset, r.max_bytes))
+        self._send(src, FetchResponse(NONE, self.id, self.qs.epoch, self.hw, batches,
+                                      fetch_offset=r.fetch_offset,
+                                      last_fetched_epoch=r.last_fetched_epoch))
+
+    def _wake_parked(self, only_expired: bool) -> None:
+        ls = self._leader
+        if ls is None or not ls.parked:
+            return
+        for src, p in list(ls.parked.items()):
+            if not only_expired or self.now >= p.expires_ms:
+                del ls.parked[src]
+                self._answer_fetch(src, p.request)
+
+    # ================================================================== leader internals
+    def _leader_append(self, b: Batch) -> None:
+        ls = self._leader
+        assert ls is not None
+        self.log.append(b)
+        ls.flush_at_ms = min(ls.flush_at_ms, self.now + self.cfg.leader_flush_delay_ms)
+        self._wake_parked(only_expired=False)
+
+    def _append_config(self, current: Sequence[int], target: Sequence[int] | None) -> None:
+        cid = self.cluster_id()
+        assert cid is not None
+        self._leader_append(Batch(self.log.end_offset, self.qs.epoch, control=VoterAssignment(
+            cid, tuple(sorted(current)), None if target is None else tuple(sorted(target)))))
+
+    def _leader_update_hw(self) -> None:
+        ls = self._leader
+        if ls is None:
+            return
+        voters = self.voters()
+        matches = sorted(
+            (self._durable_end if v == self.id else
+             ls.progress.get(v, ReplicaProgress()).log_end_offset for v in voters),
+            reverse=True)
+        candidate = matches[majority(len(voters)) - 1]
+        # only once an entry of our own epoch is committed (Raft 5.4.2 / KIP-595)
+        if candidate > self.hw and candidate > ls.epoch_start_offset:
+            self.hw = candidate
+            self._wake_parked(only_expired=False)
+            self._leader_after_commit()
+
+    def _leader_after_commit(self) -> None:
+        latest = self.log.latest_config()
+        if latest is not None and latest[0] < self.hw and self.id not in latest[1].current_voters:
+            # we removed ourselves and the removal is committed: hand over
+            self._become_resigned(self.now)
+            return
+        self._leader_advance_reassignment()
+
+    def _check_quorum_deadline(self, ls: _LeaderState) -> int:
+        return ls.last_discover_ms + self.cfg.fetch_timeout_ms
+
+    def _leader_tick(self, now: int) -> None:
+        ls = self._leader
+        assert ls is not None
+        if now >= ls.flush_at_ms:
+            ls.flush_at_ms = NEVER
+            if self.log.end_offset > self._durable_end:
+                self._sync_needed = True
+        self._wake_parked(only_expired=True)
+        if now >= ls.begin_resend_ms and len(ls.begin_acked) + 1 < len(self.voters()):
+            self._send_begin(now)
+        if now >= self._check_quorum_deadline(ls):
+            # zombie check: without fetches from a majority within the fetch timeout, ask
+            # around for a newer epoch (DiscoverBrokers); we step down once we hear of one
+            heard = sum(1 for v in self.voters() if self.is_live(v) and (
+                v == self.id or ls.progress[v].last_fetch_ms >= now - self.cfg.fetch_timeout_ms))
+            if heard < majority(len(self.voters())):
+                self._discover(now)
+                ls.last_discover_ms = now - self.cfg.fetch_timeout_ms + self.cfg.election_timeout_ms
+            else:
+                ls.last_discover_ms = now
+        self._leader_advance_reassignment()
+
+    def _caught_up(self, node: int) -> bool:
+        ls = self._leader
+        assert ls is not None
+        p = ls.progress.get(node)
+        return (p is not None and p.log_end_offset >= self.hw and p.last_caught_up_ms >= 0
+                and self.now - p.last_caught_up_ms <= self.cfg.fetch_timeout_ms
+                and self.is_live(node))
+
+    def _leader_advance_reassignment(self) -> None:
+        """Take the next single-server step from CurrentVoters towards TargetVoters."""
+        ls = self._leader
+        if ls is None or self.hw <= ls.epoch_start_offset:
+            return  # Ongaro's fix: first commit an entry of our own epoch
+        latest = self.log.latest_config()
+        if latest is None or latest[0] >= self.hw:
+            return  # one change in flight at a time
+        target = latest[1].target_voters
+        if target is None:
+            return
+        cur = list(latest[1].current_voters)
+        adds = sorted(n for n in target if n not in cur)
+        removes = [n for n in cur if n not in target]
+        new: list[int] | None = None
+        ready_adds = [n for n in adds if self._caught_up(n)]
+        if ready_adds and (len(cur) <= len(target) or not removes):
+            new = [*cur, ready_adds[0]]
+        elif removes and (len(cur) > len(target) or not adds):
+            def removal_order(n: int) -> tuple[int, int, int, int]:
+                p = ls.progress.get(n, ReplicaProgress())
+                return (n == self.id, self.is_live(n), p.log_end_offset, n)
+            new = [n for n in cur if n != min(removes, key=removal_order)]
+        if new is None:
+            return
+        live = sum(1 for n in new if self.is_live(n))
+        if live < majority(len(new)):
+            return  # the step would leave no live majority: wait
+        self._append_config(new, None if set(new) == set(target) else target)
