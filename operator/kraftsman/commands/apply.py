@@ -1,0 +1,342 @@
+"""`kraftsman apply -f FILE`: reconcile custom resources against a local embedded cluster.
+
+The same resources the operator reconciles, with no Kubernetes: the state lives in a
+directory (default ``.kraftsman/``). Resources are applied in the order given; a bounded
+operation (a reassignment) runs to its end before the next starts unless ``--no-wait``.
+Everything is validated before anything is applied.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from controller_core.config import EmbeddedClusterSpec
+from controller_core.embedded.cluster import EmbeddedCluster
+from controller_core.model import ElectionType
+from controller_core.orchestration.election import leader_imbalance
+from controller_core.orchestration.reassignment import DryRunReport, Progress, dry_run
+from kraftsman import reconcile
+from kraftsman.cli_errors import UsageError
+from kraftsman.local_store import DEFAULT_STATE_DIR, LocalStore
+from kraftsman.progress_view import ProgressView, format_bytes, format_election, format_seconds
+from kraftsman.resources import (
+    KafkaClusterSpec,
+    LeaderElectionSpec,
+    PartitionReassignmentSpec,
+    Resource,
+    parse_resources,
+)
+
+ORDER = {"KafkaCluster": 0, "KafkaQuorum": 1, "PartitionReassignment": 2, "LeaderElection": 3}
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "apply", help="reconcile resources against a local embedded cluster",
+        description="Reconcile KafkaCluster (embedded), PartitionReassignment and "
+                    "LeaderElection resources against a local embedded cluster, with live "
+                    "progress, until done.")
+    p.add_argument("-f", "--filename", action="append", required=True, type=Path,
+                   help="YAML file of resources (repeatable)")
+    p.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR,
+                   help="where the local clusters and resources live (default .kraftsman)")
+    p.add_argument("--no-wait", action="store_true",
+                   help="start the operations and return; a later apply goes on from there")
+    p.add_argument("--for", dest="for_seconds", type=float, default=None, metavar="SECONDS",
+                   help="run at most this many simulated seconds, then leave the rest in flight")
+    p.add_argument("--tick", type=float, default=1.0, metavar="SECONDS",
+                   help="simulated seconds between two reconcile passes (default 1)")
+    p.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    p.set_defaults(handler=run)
+
+
+def load_documents(paths: list[Path]) -> list[tuple[str, Any]]:
+    docs: list[tuple[str, Any]] = []
+    problems: list[str] = []
+    for path in paths:
+        try:
+            text = sys.stdin.read() if str(path) == "-" else path.read_text()
+        except OSError as e:
+            problems.append(f"{path}: cannot read: {e.strerror}")
+            continue
+        try:
+            docs.extend((str(path), d) for d in yaml.safe_load_all(text) if d is not None)
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "?"
+            problems.append(f"{path}: malformed YAML at {where}: "
+                            f"{getattr(e, 'problem', None) or e}")
+    if problems:
+        raise UsageError(problems)
+    if not docs:
+        raise UsageError("no resources in the given file(s)")
+    return docs
+
+
+@dataclass
+class Known:
+    """What a cluster will hold once the KafkaClusters of this apply are in place."""
+
+    brokers: set[int] = field(default_factory=set)
+    partitions: dict[str, int] = field(default_factory=dict)  # topic -> partition count
+
+
+def _known(spec: EmbeddedClusterSpec) -> Known:
+    return Known({b.id for b in spec.brokers}, {t.name: t.partitions for t in spec.topics})
+
+
+def validate(resources: list[Resource], store: LocalStore) -> dict[str, EmbeddedClusterSpec]:
+    """Check everything a schema cannot: references, brokers, topics, spec changes."""
+    problems: list[str] = []
+    clusters: dict[str, EmbeddedClusterSpec] = {}
+    for r in resources:
+        if r.kind != "KafkaCluster":
+            continue
+        spec: KafkaClusterSpec = r.spec
+        if spec.embedded is None:
+            problems.append(
+                f"{r.key}: spec.bootstrapServers: the local CLI drives embedded clusters only; "
+                "the kafka backend for real clusters is not supported yet — use spec.embedded")
+            continue
+        saved = store.saved_cluster_spec(r.name)
+        if saved is not None:
+            problems.extend(_spec_change_problems(r.key, saved, spec.embedded))
+        clusters[r.name] = spec.embedded
+    known = {name: _known(s) for name, s in clusters.items()}
+    for name in store.cluster_names():
+        if name not in known:
+            saved_spec = store.saved_cluster_spec(name)
+            assert saved_spec is not None
+            known[name] = _known(saved_spec)
+    for r in resources:
+        if r.kind == "KafkaCluster":
+            continue
+        if r.kind == "KafkaQuorum":
+            problems.append(f"{r.key}: KafkaQuorum is not supported by `kraftsman apply` yet "
+                            "(the metadata quorum arrives with the Raft backend)")
+            continue
+        ref = r.spec.cluster_ref.name
+        k = known.get(ref)
+        if k is None:
+            problems.append(f"{r.key}: spec.clusterRef.name: cluster {ref!r} not found; apply "
+                            "its KafkaCluster first or in the same file")
+            continue
+        if r.kind == "PartitionReassignment":
+            problems.extend(_reassignment_problems(r.key, ref, r.spec, k))
+        elif r.kind == "LeaderElection":
+            problems.extend(_election_problems(r.key, ref, r.spec, k))
+    if problems:
+        raise UsageError(problems)
+    return clusters
+
+
+def _spec_change_problems(key: str, old: EmbeddedClusterSpec,
+                          new: EmbeddedClusterSpec) -> list[str]:
+    problems = []
+    removed = sorted({b.id for b in old.brokers} - {b.id for b in new.brokers})
+    if removed:
+        problems.append(f"{key}: spec.embedded.brokers: broker(s) {removed} were removed; "
+                        "removing brokers is not supported — move their replicas away first")
+    old_topics = {t.name: t for t in old.topics}
+    for t in new.topics:
+        o = old_topics.get(t.name)
+        if o is not None and (o.partitions, o.replication_factor) != (
+                t.partitions, t.replication_factor):
+            problems.append(
+                f"{key}: spec.embedded.topics[{t.name}]: partitions/replicationFactor of an "
+                "existing topic cannot change here; use a PartitionReassignment")
+    return problems
+
+
+def _reassignment_problems(key: str, cluster: str, spec: PartitionReassignmentSpec,
+                           k: Known) -> list[str]:
+    problems = []
+    for i, m in enumerate(spec.partitions):
+        where = f"{key}: spec.partitions[{i}]"
+        if m.topic not in k.partitions:
+            problems.append(f"{where}.topic: topic {m.topic!r} does not exist in cluster "
+                            f"{cluster!r}")
+        elif m.partition >= k.partitions[m.topic]:
+            problems.append(f"{where}.partition: {m.topic} has partitions 0.."
+                            f"{k.partitions[m.topic] - 1}, not {m.partition}")
+        unknown = sorted(set(m.replicas) - k.brokers)
+        if unknown:
+            problems.append(f"{where}.replicas: unknown broker id(s) {unknown}; cluster "
+                            f"{cluster!r} has brokers {sorted(k.brokers)}")
+    return problems
+
+
+def _election_problems(key: str, cluster: str, spec: LeaderElectionSpec, k: Known) -> list[str]:
+    problems = []
+    for i, p in enumerate(spec.partitions or []):
+        if p.topic not in k.partitions:
+            problems.append(f"{key}: spec.partitions[{i}].topic: topic {p.topic!r} does not "
+                            f"exist in cluster {cluster!r}")
+        elif p.partition >= k.partitions[p.topic]:
+            problems.append(f"{key}: spec.partitions[{i}].partition: {p.topic} has partitions "
+                            f"0..{k.partitions[p.topic] - 1}, not {p.partition}")
+    for i, t in enumerate(spec.topics or []):
+        if t not in k.partitions:
+            problems.append(f"{key}: spec.topics[{i}]: topic {t!r} does not exist in cluster "
+                            f"{cluster!r}")
+    return problems
+
+
+class Session:
+    """One `apply`: the clusters it opened and how it reports."""
+
+    def __init__(self, args: argparse.Namespace, store: LocalStore) -> None:
+        self.args = args
+        self.store = store
+        self.clusters: dict[str, EmbeddedCluster] = {}
+        self.view = ProgressView(json_mode=args.output == "json")
+        self.summary: list[dict[str, Any]] = []
+        self.failed = False
+
+    def cluster(self, name: str, spec: EmbeddedClusterSpec | None = None) -> EmbeddedCluster:
+        if name not in self.clusters:
+            self.clusters[name] = self.store.open_cluster(name, spec)
+        return self.clusters[name]
+
+    def close(self) -> None:
+        for c in self.clusters.values():
+            c.close()
+
+    # -- per kind -------------------------------------------------------------------------------
+    def apply_cluster(self, r: Resource, spec: EmbeddedClusterSpec) -> None:
+        existed = self.store.saved_cluster_spec(r.name) is not None
+        c = self.cluster(r.name, spec)
+        verb = "configured" if existed else "created"
+        self.view.line(f"{r.key} {verb}: {len(c.image.brokers)} brokers, "
+                       f"{len(c.image.topics)} topics, {c.image.partition_count()} partitions")
+        self.summary.append({"resource": r.key, "phase": "Ready",
+                             "clusterId": c.image.cluster_id})
+
+    def apply_reassignment(self, r: Resource) -> None:
+        spec: PartitionReassignmentSpec = r.spec
+        cluster = self.cluster(spec.cluster_ref.name)
+        stored = self.store.load(r.kind, r.name) or {}
+        previous = (PartitionReassignmentSpec.model_validate(stored["spec"])
+                    if "spec" in stored else None)
+        ex, problems, retargeted = reconcile.executor_for(
+            cluster, spec, stored.get("executor"), previous)
+        if problems:
+            raise UsageError([f"{r.key}: {p.message} ({p.error.name})" for p in problems])
+        if spec.dry_run:
+            report = dry_run(cluster, ex.plan)
+            self.view.dry_run(r.key, report)
+            self.store.save(r.kind, r.name, {"spec": _dump(spec), "dryRun": _dry(report)})
+            self.summary.append({"resource": r.key, "phase": "DryRun", **_dry(report)})
+            return
+        if retargeted:
+            self.view.line(f"{r.key}: spec changed while moving — re-targeted")
+
+        def save() -> None:
+            self.store.save(r.kind, r.name, {"spec": _dump(spec),
+                                             "executor": ex.state.model_dump(mode="json")})
+
+        progress = ex.step()
+        save()
+        deadline = None if self.args.for_seconds is None else cluster.now + self.args.for_seconds
+        while not progress.phase.terminal and not self.args.no_wait:
+            if deadline is not None and cluster.now >= deadline - 1e-9:
+                break
+            cluster.advance(self.args.tick)
+            progress = ex.step()
+            save()
+            self.view.progress(r.key, progress, cluster.now)
+        self.view.finish(r.key, progress, cluster.now)
+        if progress.phase.value == "Failed":
+            self.failed = True
+        self.summary.append({"resource": r.key, **_progress(progress)})
+
+    def apply_election(self, r: Resource) -> None:
+        spec: LeaderElectionSpec = r.spec
+        cluster = self.cluster(spec.cluster_ref.name)
+        stored = self.store.load(r.kind, r.name) or {}
+        if stored.get("spec") == _dump(spec):
+            self.view.line(f"{r.key}: already ran (runId {spec.run_id!r}); change spec.runId to "
+                           "run it again")
+            self.summary.append({"resource": r.key, **stored.get("status", {})})
+            return
+        if spec.mode == "Continuous":
+            imbalance = leader_imbalance(cluster, spec.topics)
+            if imbalance.percent <= spec.imbalance_threshold_percent:
+                status = {"phase": "Balanced", "imbalancePercent": round(imbalance.percent, 2)}
+                self.view.line(f"{r.key}: leader imbalance {imbalance.percent:.1f}% is within "
+                               f"{spec.imbalance_threshold_percent}% — no election needed")
+                self.store.save(r.kind, r.name, {"spec": _dump(spec), "status": status})
+                self.summary.append({"resource": r.key, **status})
+                return
+        report = reconcile.election_of(cluster, spec)
+        for text in format_election(report, ElectionType(spec.election_type)):
+            self.view.line(text)
+        status = {"phase": "Succeeded" if report.failed == 0 else "Failed",
+                  "elected": report.elected, "notNeeded": report.not_needed,
+                  "failed": report.failed}
+        if report.failed:
+            self.failed = True
+        self.store.save(r.kind, r.name, {"spec": _dump(spec), "status": status})
+        self.summary.append({"resource": r.key, **status})
+
+
+def _dump(spec: Any) -> dict[str, Any]:
+    out: dict[str, Any] = spec.model_dump(mode="json", by_alias=True)
+    return out
+
+
+def _dry(report: DryRunReport) -> dict[str, Any]:
+    return {"replicaMoves": report.replica_moves, "replicasRemoved": report.replicas_removed,
+            "partitionsMoving": report.partitions_moving, "leaderMoves": report.leader_moves,
+            "bytesToMove": report.bytes_to_move, "estimatedSeconds": report.estimated_seconds}
+
+
+def _progress(p: Progress) -> dict[str, Any]:
+    return {"phase": p.phase.value, "total": p.total, "done": p.done, "moving": p.moving,
+            "pending": p.pending, "failed": p.failed, "cancelled": p.cancelled,
+            "bytesTotal": p.bytes_total, "bytesMoved": p.bytes_moved,
+            "percent": round(p.percent, 1), "message": p.message}
+
+
+def run(args: argparse.Namespace) -> int:
+    docs = load_documents(args.filename)
+    problems: list[str] = []
+    resources: list[Resource] = []
+    for source, doc in docs:
+        try:
+            resources.extend(parse_resources([doc], source=source))
+        except UsageError as e:
+            problems.extend(e.problems)
+    if problems:
+        raise UsageError(problems)
+    keys = [r.key for r in resources]
+    dups = sorted({k for k in keys if keys.count(k) > 1})
+    if dups:
+        raise UsageError([f"{k} appears more than once; give each resource a unique name"
+                          for k in dups])
+    store = LocalStore(args.state_dir)
+    cluster_specs = validate(resources, store)
+    session = Session(args, store)
+    try:
+        for r in sorted(resources, key=lambda r: ORDER[r.kind]):
+            if r.kind == "KafkaCluster":
+                session.apply_cluster(r, cluster_specs[r.name])
+            elif r.kind == "PartitionReassignment":
+                session.apply_reassignment(r)
+            elif r.kind == "LeaderElection":
+                session.apply_election(r)
+    finally:
+        session.close()
+    if args.output == "json":
+        print(orjson.dumps(session.summary, option=orjson.OPT_INDENT_2).decode())
+    return 1 if session.failed else 0
+
+
+__all__ = ["format_bytes", "format_seconds", "register", "run"]

@@ -1,0 +1,273 @@
+"""Kafka-tool-like views and actions on a local embedded cluster.
+
+`reassignments list|status|cancel` (kafka-reassign-partitions --list/--verify/--cancel),
+`elect` (kafka-leader-election), `describe topics|cluster` (kafka-topics / kafka-cluster),
+and `cluster advance|fail-broker|restore-broker` to drive the simulation. `-o json` everywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from controller_core.embedded.cluster import EmbeddedCluster
+from controller_core.errors import ApiResult
+from controller_core.model import ElectionType, TopicPartition
+from controller_core.orchestration.election import run_election
+from kraftsman.cli_errors import UsageError
+from kraftsman.local_store import DEFAULT_STATE_DIR, LocalStore
+from kraftsman.progress_view import format_election
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
+    p.add_argument("--cluster", default=None, help="cluster name (default: the only one)")
+    p.add_argument("-o", "--output", choices=["text", "json"], default="text")
+
+
+def register(sub: Any) -> None:
+    re = sub.add_parser("reassignments", help="list, inspect or cancel partition reassignments")
+    re_sub = re.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = re_sub.add_parser("list", help="partitions being reassigned (like --list)")
+    _common(p)
+    p.set_defaults(handler=cmd_list)
+    p = re_sub.add_parser("status", help="KIP-179 lag of every moving replica")
+    _common(p)
+    p.set_defaults(handler=cmd_status)
+    p = re_sub.add_parser("cancel", help="roll back reassignments in flight (like --cancel)")
+    _common(p)
+    p.add_argument("--partition", action="append", default=None, metavar="TOPIC:PARTITION",
+                   help="cancel only these (repeatable); default: everything in flight")
+    p.set_defaults(handler=cmd_cancel)
+
+    p = sub.add_parser("elect", help="preferred or unclean leader election")
+    _common(p)
+    p.add_argument("--election-type", choices=["PREFERRED", "UNCLEAN"], default="PREFERRED",
+                   type=str.upper)
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--topic", help="every partition of this topic (with --partition: one)")
+    group.add_argument("--all-topic-partitions", action="store_true")
+    p.add_argument("--partition", type=int, default=None)
+    p.set_defaults(handler=cmd_elect)
+
+    d = sub.add_parser("describe", help="describe topics or the cluster")
+    d_sub = d.add_subparsers(dest="what", metavar="WHAT", required=True)
+    p = d_sub.add_parser("topics", help="partitions with leader, replicas, ISR (like kafka-topics)")
+    _common(p)
+    p.add_argument("--topic", default=None)
+    p.set_defaults(handler=cmd_describe_topics)
+    p = d_sub.add_parser("cluster", help="cluster id, brokers and racks")
+    _common(p)
+    p.set_defaults(handler=cmd_describe_cluster)
+
+    c = sub.add_parser("cluster", help="drive the local embedded cluster's simulation")
+    c_sub = c.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = c_sub.add_parser("advance", help="run the cluster for some simulated seconds")
+    _common(p)
+    p.add_argument("seconds", type=float)
+    p.set_defaults(handler=cmd_advance)
+    for name, helptext in (("fail-broker", "a broker dies (fenced after the session timeout)"),
+                           ("restore-broker", "a failed broker comes back")):
+        p = c_sub.add_parser(name, help=helptext)
+        _common(p)
+        p.add_argument("broker", type=int)
+        p.set_defaults(handler=cmd_broker, action_name=name)
+
+
+@contextmanager
+def opened(args: argparse.Namespace) -> Iterator[EmbeddedCluster]:
+    store = LocalStore(args.state_dir)
+    cluster = store.open_cluster(store.pick_cluster(args.cluster))
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+def emit(args: argparse.Namespace, data: Any, text: Callable[[], list[str]]) -> None:
+    if args.output == "json":
+        print(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
+    else:
+        for line in text():
+            print(line)
+
+
+def _result(r: ApiResult) -> dict[str, Any]:
+    return {"error": r.error.name, "code": r.error.code, "message": r.message}
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    with opened(args) as c:
+        listing = c.list_partition_reassignments()
+    data = [{"topic": tp.topic, "partition": tp.partition, "replicas": list(o.replicas),
+             "addingReplicas": list(o.adding), "removingReplicas": list(o.removing)}
+            for tp, o in listing.items()]
+
+    def text() -> list[str]:
+        if not listing:
+            return ["No partition reassignments found."]
+        return ["Current partition reassignments:"] + [
+            f"{tp}: replicas: {','.join(map(str, o.replicas))}. "
+            f"adding: {','.join(map(str, o.adding))}. "
+            f"removing: {','.join(map(str, o.removing))}." for tp, o in listing.items()]
+
+    emit(args, data, text)
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    with opened(args) as c:
+        statuses = c.replica_status()
+    data = [{"topic": s.tp.topic, "partition": s.tp.partition, "broker": s.broker,
+             "status": s.status, "lagMessages": s.lag_messages, "lagBytes": s.lag_bytes,
+             "sizeBytes": s.size_bytes, "timeMs": s.time_ms} for s in statuses]
+
+    def text() -> list[str]:
+        if not statuses:
+            return ["No partition reassignments found."]
+        rows = [f"{'PARTITION':<24} {'BROKER':>6} {'LAG(MSGS)':>10} {'LAG(BYTES)':>12}  STATUS"]
+        rows += [f"{s.tp!s:<24} {s.broker:>6} {s.lag_messages or 0:>10} {s.lag_bytes or 0:>12}  "
+                 f"{s.status}" for s in statuses]
+        return rows
+
+    emit(args, data, text)
+    return 0
+
+
+def _parse_tp(text: str) -> TopicPartition:
+    topic, sep, part = text.rpartition(":")
+    if not sep or not topic or not part.isdigit():
+        raise UsageError(f"--partition {text!r}: expected TOPIC:PARTITION, e.g. orders:0")
+    return TopicPartition(topic, int(part))
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    tps = [_parse_tp(t) for t in args.partition] if args.partition else None
+    with opened(args) as c:
+        targets = tps if tps is not None else list(c.list_partition_reassignments())
+        results = c.alter_partition_reassignments(dict.fromkeys(targets))
+    ok = sorted(str(tp) for tp, r in results.items() if r.ok)
+    bad = sorted(((tp, r) for tp, r in results.items() if not r.ok), key=lambda x: x[0])
+    data = {str(tp): _result(r) for tp, r in results.items()}
+
+    def text() -> list[str]:
+        if not results:
+            return ["No partition reassignments found."]
+        lines = []
+        if ok:
+            lines.append(f"Successfully cancelled partition reassignments for: {', '.join(ok)}")
+        for tp, r in bad:
+            lines.append(f"Error cancelling partition reassignment for {tp}: "
+                         f"{r.error.name}: {r.message}")
+        return lines
+
+    emit(args, data, text)
+    return 1 if bad else 0
+
+
+def cmd_elect(args: argparse.Namespace) -> int:
+    kind = ElectionType(args.election_type)
+    if args.partition is not None and args.topic is None:
+        raise UsageError("--partition needs --topic")
+    with opened(args) as c:
+        if args.all_topic_partitions:
+            report = run_election(c, kind)
+        elif args.partition is not None:
+            report = run_election(c, kind, partitions=[TopicPartition(args.topic, args.partition)])
+        else:
+            report = run_election(c, kind, topics=[args.topic])
+    data = {"electionType": kind.value, "elected": report.elected,
+            "notNeeded": report.not_needed, "failed": report.failed,
+            "unknownTopics": list(report.unknown_topics),
+            "results": {str(tp): _result(r) for tp, r in sorted(report.results.items())}}
+    emit(args, data, lambda: format_election(report, kind))
+    return 1 if report.failed else 0
+
+
+def cmd_describe_topics(args: argparse.Namespace) -> int:
+    with opened(args) as c:
+        if args.topic is not None and args.topic not in c.image.topics:
+            raise UsageError(f"--topic: topic {args.topic!r} does not exist; topics: "
+                             f"{', '.join(sorted(c.image.topics)) or 'none'}")
+        parts = c.describe_partitions(topics=[args.topic] if args.topic else None)
+        topics = {name: t for name, t in c.image.topics.items()
+                  if args.topic is None or name == args.topic}
+    data = [{"topic": d.tp.topic, "partition": d.tp.partition, "leader": d.leader,
+             "leaderEpoch": d.leader_epoch, "replicas": list(d.replicas), "isr": list(d.isr),
+             "addingReplicas": list(d.adding), "removingReplicas": list(d.removing),
+             "offlineReplicas": list(d.offline), "sizeBytes": d.size_bytes} for d in parts]
+
+    def text() -> list[str]:
+        lines = []
+        for name, t in topics.items():
+            rf = len(t.partitions[0].target) if t.partitions else 0
+            lines.append(f"Topic: {name}\tTopicId: {t.topic_id}\tPartitionCount: "
+                         f"{len(t.partitions)}\tReplicationFactor: {rf}")
+            for d in parts:
+                if d.tp.topic != name:
+                    continue
+                line = (f"\tTopic: {name}\tPartition: {d.tp.partition}\tLeader: "
+                        f"{d.leader if d.leader >= 0 else 'none'}\tReplicas: "
+                        f"{','.join(map(str, d.replicas))}\tIsr: {','.join(map(str, d.isr))}")
+                if d.adding or d.removing:
+                    line += (f"\tAdding Replicas: {','.join(map(str, d.adding))}"
+                             f"\tRemoving Replicas: {','.join(map(str, d.removing))}")
+                if d.offline:
+                    line += f"\tOffline: {','.join(map(str, d.offline))}"
+                lines.append(line)
+        return lines
+
+    emit(args, data, text)
+    return 0
+
+
+def cmd_describe_cluster(args: argparse.Namespace) -> int:
+    with opened(args) as c:
+        desc = c.describe_cluster()
+        alive = {b.id: c.alive(b.id) for b in desc.brokers}
+        now = c.now
+    data = {"clusterId": desc.cluster_id, "controllerId": desc.controller_id,
+            "timeSeconds": now,
+            "brokers": [{"id": b.id, "rack": b.rack, "fenced": b.fenced, "alive": alive[b.id]}
+                        for b in desc.brokers]}
+
+    def text() -> list[str]:
+        lines = [f"Cluster ID: {desc.cluster_id}", f"Controller ID: {desc.controller_id}",
+                 f"Simulated time: {now:.1f} s", "Brokers:"]
+        for b in desc.brokers:
+            state = "fenced" if b.fenced else ("down" if not alive[b.id] else "online")
+            lines.append(f"  {b.id}\track: {b.rack or '-'}\t{state}")
+        return lines
+
+    emit(args, data, text)
+    return 0
+
+
+def cmd_advance(args: argparse.Namespace) -> int:
+    if args.seconds < 0:
+        raise UsageError("seconds: must not be negative")
+    with opened(args) as c:
+        c.advance(args.seconds)
+        now = c.now
+    emit(args, {"timeSeconds": now}, lambda: [f"Simulated time is now {now:.1f} s"])
+    return 0
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    with opened(args) as c:
+        if args.broker not in c.image.brokers:
+            raise UsageError(f"broker: unknown broker {args.broker}; brokers are "
+                             f"{sorted(c.image.brokers)}")
+        if args.action_name == "fail-broker":
+            c.fail_broker(args.broker)
+            msg = f"Broker {args.broker} is down (fenced after the session timeout)"
+        else:
+            c.restore_broker(args.broker)
+            msg = f"Broker {args.broker} is back"
+    emit(args, {"broker": args.broker, "action": args.action_name}, lambda: [msg])
+    return 0

@@ -1,0 +1,94 @@
+"""From a resource's spec to the orchestrators — shared by the CLI and the kopf handlers,
+so both interpret a spec the same way. No algorithm here: only translation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from controller_core.admin import ClusterAdmin
+from controller_core.model import ElectionType, TopicPartition
+from controller_core.orchestration.election import ElectionReport, run_election
+from controller_core.orchestration.reassignment import (
+    ExecutorState,
+    Limits,
+    PlanProblem,
+    ReassignmentExecutor,
+    ReassignmentPlan,
+)
+from kraftsman.resources import LeaderElectionSpec, PartitionReassignmentSpec
+
+
+def limits_of(spec: PartitionReassignmentSpec) -> Limits:
+    return Limits(spec.throttle_bytes_per_second, spec.max_concurrent_moves,
+                  spec.max_concurrent_moves_per_broker)
+
+
+def plan_of(spec: PartitionReassignmentSpec, *, additional_for: Iterable[TopicPartition] = ()
+            ) -> tuple[ReassignmentPlan, list[PlanProblem]]:
+    """The executor's plan for a spec. ``additional_for``: partitions this same resource was
+    already moving, which a changed spec may re-target without being refused as overlap."""
+    moves = [(TopicPartition(m.topic, m.partition), m.replicas) for m in spec.partitions]
+    plan, problems = ReassignmentPlan.from_moves(
+        moves, limits=limits_of(spec), elect_preferred_leaders=spec.elect_preferred_leaders,
+        additional=spec.additional or bool(set(additional_for) & {tp for tp, _ in moves}))
+    return plan, problems
+
+
+def executor_for(admin: ClusterAdmin, spec: PartitionReassignmentSpec,
+                 state: dict[str, Any] | None, previous_spec: PartitionReassignmentSpec | None
+                 ) -> tuple[ReassignmentExecutor, list[PlanProblem], bool]:
+    """An executor for ``spec``, resuming ``state`` when the moves are unchanged.
+
+    Returns (executor, problems, retargeted). When the moves changed while the previous run
+    was in flight, its moves that the new spec no longer names are cancelled first and the
+    new plan starts fresh (KIP-455: a new target replaces the current one)."""
+    saved = ExecutorState.model_validate(state) if state else None
+    same_moves = previous_spec is not None and previous_spec.partitions == spec.partitions
+    if saved is not None and same_moves:
+        ex = ReassignmentExecutor(admin, plan_of(spec)[0], saved)
+        problems = ex.start()
+        if not problems:
+            apply_controls(ex, spec)
+        return ex, problems, False
+    retargeted = False
+    in_flight: set[TopicPartition] = set()
+    if saved is not None and previous_spec is not None and not saved.phase.terminal:
+        old = ReassignmentExecutor(admin, plan_of(previous_spec)[0], saved)
+        old.start()
+        new_tps = {TopicPartition(m.topic, m.partition) for m in spec.partitions}
+        dropped = {tp: None for tp in old.moving if tp not in new_tps}
+        if dropped:
+            admin.alter_partition_reassignments(dropped)
+        in_flight = set(old.moving) - set(dropped)
+        old.moving = {}
+        old.cleanup()  # the new run places its own throttles
+        retargeted = True
+    plan, problems = plan_of(spec, additional_for=in_flight)
+    ex = ReassignmentExecutor(admin, plan)
+    if problems:
+        return ex, problems, retargeted
+    if spec.dry_run:
+        return ex, [], retargeted
+    problems = ex.start()
+    if not problems:
+        apply_controls(ex, spec)
+    return ex, problems, retargeted
+
+
+def apply_controls(ex: ReassignmentExecutor, spec: PartitionReassignmentSpec) -> None:
+    """Cancel, pause and the limits act on a running executor at once."""
+    ex.set_limits(limits_of(spec))
+    ex.set_paused(spec.paused)
+    if spec.cancel:
+        ex.cancel()
+
+
+def election_of(admin: ClusterAdmin, spec: LeaderElectionSpec) -> ElectionReport:
+    kind = ElectionType(spec.election_type)
+    if spec.partitions is not None:
+        return run_election(admin, kind, partitions=[
+            TopicPartition(p.topic, p.partition) for p in spec.partitions])
+    if spec.topics is not None:
+        return run_election(admin, kind, topics=spec.topics)
+    return run_election(admin, kind)
