@@ -14,6 +14,7 @@ COMMAND_MODULES = [
     "kraftsman.commands.apply",
     "kraftsman.commands.views",
     "kraftsman.commands.crds",
+    "kraftsman.commands.operator",
 ]
 
 

@@ -1,0 +1,51 @@
+"""The kopf handlers of kraftsman — thin: parse the resource, call the core, write status.
+
+:func:`build_registry` puts every handler on a fresh kopf registry bound to one
+:class:`~kraftsman.handlers.runtime.Runtime`, so a process (or a test) can run several
+independent operators. :func:`configure` applies the settings they rely on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from kraftsman.handlers import cluster, election, quorum, reassignment
+from kraftsman.handlers.common import FINALIZER
+from kraftsman.handlers.runtime import Runtime
+from kraftsman.resources import GROUP
+
+__all__ = ["Runtime", "build_registry", "configure"]
+
+
+def configure(settings: kopf.OperatorSettings, rt: Runtime) -> None:
+    """kopf's own bookkeeping goes to annotations, so it never crowds (or is pruned from)
+    the status a user reads; errors back off instead of crash-looping."""
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration")
+    settings.posting.level = 20  # INFO: milestones become Events
+    settings.queueing.error_delays = [1, 2, 5, 10, 30, 60]  # API errors back off
+    settings.watching.server_timeout = 300
+    settings.networking.request_timeout = 30
+    settings.execution.max_workers = 8
+
+
+def build_registry(rt: Runtime) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.startup(registry=registry)
+    def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+        configure(settings, rt)
+
+    @kopf.on.cleanup(registry=registry)
+    def _cleanup(**_: Any) -> None:
+        rt.close_all()
+
+    cluster.register(registry, rt)
+    reassignment.register(registry, rt)
+    election.register(registry, rt)
+    quorum.register(registry, rt)
+    return registry

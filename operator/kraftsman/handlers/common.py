@@ -1,0 +1,70 @@
+"""Small helpers every handler shares: parsing a spec, publishing status, events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+from pydantic import ValidationError
+
+from kraftsman.resources import GROUP, KINDS, VERSION, format_validation_error
+from kraftsman.status import DEGRADED, BaseStatus, ConditionStatus, now_rfc3339
+
+PLURALS = {
+    "KafkaCluster": "kafkaclusters",
+    "KafkaQuorum": "kafkaquorums",
+    "PartitionReassignment": "partitionreassignments",
+    "LeaderElection": "leaderelections",
+}
+FINALIZER = f"{GROUP}/finalizer"
+
+
+def resource(kind: str) -> dict[str, str]:
+    """The kopf resource selector of a kind."""
+    return {"group": GROUP, "version": VERSION, "plural": PLURALS[kind]}
+
+
+def parse_spec(kind: str, spec: Any) -> tuple[Any | None, list[str]]:
+    """The spec model, or the problems (each naming the field and the fix)."""
+    try:
+        return KINDS[kind].model_validate(dict(spec or {})), []
+    except ValidationError as e:
+        return None, [p.removeprefix(f"{kind}: ") for p in format_validation_error(kind, e)]
+
+
+def generation(meta: Any) -> int:
+    return int(meta.get("generation") or 1)
+
+
+def set_cond(st: BaseStatus, type_: str, status: ConditionStatus, reason: str, message: str,
+             gen: int) -> None:
+    st.with_condition(type_, status, reason, message, generation=gen, now=now_rfc3339())
+
+
+def degrade(st: BaseStatus, reason: str, message: str, gen: int) -> None:
+    set_cond(st, DEGRADED, "True", reason, message, gen)
+
+
+def healthy(st: BaseStatus, gen: int) -> None:
+    set_cond(st, DEGRADED, "False", "AsExpected", "", gen)
+
+
+def publish(patch: Any, old: Any, st: BaseStatus, gen: int) -> bool:
+    """Patch the status when it changed; fields now unset are removed (null in the patch)."""
+    st.observed_generation = gen
+    wire = st.model_dump(by_alias=True, mode="json")
+    old_wire = dict(old or {})
+    if all(old_wire.get(k) == v for k, v in wire.items() if v is not None) and all(
+            old_wire.get(k) is None for k, v in wire.items() if v is None):
+        return False
+    for key, value in wire.items():
+        patch.status[key] = value
+    return True
+
+
+def emit(body: Any, reason: str, message: str, *, warning: bool = False) -> None:
+    """A Kubernetes Event for a milestone (kopf posts it in the background)."""
+    if warning:
+        kopf.warn(body, reason=reason, message=message)
+    else:
+        kopf.info(body, reason=reason, message=message)

@@ -1,0 +1,159 @@
+"""What the operator process holds: the embedded clusters it runs and its durable state.
+
+Embedded clusters live in the operator process; their metadata logs, snapshots and the small
+state of each running operation sit under ``state_dir`` (a volume), so a restarted operator
+resumes every operation where it stood. Work on a cluster runs in a worker thread under a
+per-cluster lock, so the event loop (watches, peering, liveness) stays responsive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
+
+from controller_core.config import EmbeddedClusterSpec
+from controller_core.embedded.cluster import EmbeddedCluster
+from controller_core.storage.framing import write_atomically
+
+T = TypeVar("T")
+ClusterKey = tuple[str, str]  # (namespace, name)
+_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def _safe(part: str) -> str:
+    return _SAFE.sub("_", part)
+
+
+@dataclass
+class OpenCluster:
+    cluster: EmbeddedCluster
+    spec_digest: str
+    uid: str
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    last_wall: float = 0.0
+    last_checkpoint: float = 0.0
+
+
+@dataclass
+class Backoff:
+    """Exponential backoff for temporary errors, per object; deterministic (no jitter)."""
+
+    base: float = 1.0
+    cap: float = 60.0
+    failures: dict[str, int] = field(default_factory=dict)
+    not_before: dict[str, float] = field(default_factory=dict)
+
+    def ready(self, key: str, now: float) -> bool:
+        return now >= self.not_before.get(key, 0.0)
+
+    def failed(self, key: str, now: float) -> float:
+        n = self.failures.get(key, 0) + 1
+        self.failures[key] = n
+        delay = min(self.cap, self.base * 2 ** (n - 1))
+        self.not_before[key] = now + delay
+        return delay
+
+    def succeeded(self, key: str) -> None:
+        self.failures.pop(key, None)
+        self.not_before.pop(key, None)
+
+
+def spec_digest(doc: Any) -> str:
+    return hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
+class Runtime:
+    """Shared by every handler of one operator process."""
+
+    def __init__(self, state_dir: Path, *, tick_seconds: float = 1.0, time_scale: float = 1.0,
+                 checkpoint_seconds: float = 5.0, fsync: bool = True,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.state_dir = state_dir
+        self.tick = tick_seconds
+        self.time_scale = time_scale
+        self.checkpoint_seconds = checkpoint_seconds
+        self.fsync = fsync
+        self.clock = clock
+        self.clusters: dict[ClusterKey, OpenCluster] = {}
+        self.backoff = Backoff()
+        self.ops_dir = state_dir / "operations"
+        # Live reassignment executors by resource uid, with the digest of their plan; rebuilt
+        # from the saved state (and the cluster) after a restart.
+        self.executors: dict[str, tuple[str, Any]] = {}
+
+    # -- embedded clusters ----------------------------------------------------------------------
+    def cluster_dir(self, key: ClusterKey, uid: str) -> Path:
+        return self.state_dir / "clusters" / _safe(key[0]) / f"{_safe(key[1])}-{_safe(uid)}"
+
+    def open_cluster(self, key: ClusterKey, uid: str, spec: EmbeddedClusterSpec,
+                     digest: str) -> OpenCluster:
+        """Open (recover or create) the cluster; re-open when its spec changed."""
+        current = self.clusters.get(key)
+        if current is not None and current.uid == uid and current.spec_digest == digest:
+            return current
+        if current is not None:
+            current.cluster.close()
+            del self.clusters[key]
+        cluster = EmbeddedCluster.open(self.cluster_dir(key, uid), spec, fsync=self.fsync)
+        now = self.clock()
+        opened = OpenCluster(cluster, digest, uid, last_wall=now, last_checkpoint=now)
+        self.clusters[key] = opened
+        return opened
+
+    def close_cluster(self, key: ClusterKey, *, remove_state: bool, uid: str | None) -> None:
+        current = self.clusters.pop(key, None)
+        if current is not None:
+            current.cluster.close()
+        if remove_state and uid is not None:
+            shutil.rmtree(self.cluster_dir(key, uid), ignore_errors=True)
+
+    def close_all(self) -> None:
+        for key in list(self.clusters):
+            self.close_cluster(key, remove_state=False, uid=None)
+
+    def advance(self, opened: OpenCluster) -> float:
+        """Run the cluster for the wall time since the last call (times time_scale)."""
+        now = self.clock()
+        dt = max(0.0, now - opened.last_wall) * self.time_scale
+        opened.last_wall = now
+        if dt > 0:
+            opened.cluster.advance(dt)
+        if now - opened.last_checkpoint >= self.checkpoint_seconds:
+            opened.cluster.checkpoint()
+            opened.last_checkpoint = now
+        return dt
+
+    async def run(self, opened: OpenCluster, fn: Callable[[EmbeddedCluster], T]) -> T:
+        """Run ``fn(cluster)`` in a worker thread, one at a time per cluster."""
+        async with opened.lock:
+            return await asyncio.to_thread(fn, opened.cluster)
+
+    # -- operation state ------------------------------------------------------------------------
+    def op_path(self, uid: str) -> Path:
+        return self.ops_dir / f"{_safe(uid)}.json"
+
+    def load_op(self, uid: str) -> dict[str, Any] | None:
+        path = self.op_path(uid)
+        if not path.exists():
+            return None
+        try:
+            doc = orjson.loads(path.read_bytes())
+        except orjson.JSONDecodeError:
+            return None
+        return doc if isinstance(doc, dict) else None
+
+    def save_op(self, uid: str, doc: dict[str, Any]) -> None:
+        self.ops_dir.mkdir(parents=True, exist_ok=True)
+        write_atomically(self.op_path(uid), orjson.dumps(doc))
+
+    def forget_op(self, uid: str) -> None:
+        self.op_path(uid).unlink(missing_ok=True)

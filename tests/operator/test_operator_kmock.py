@@ -1,0 +1,197 @@
+"""The operator end to end: real kopf, kmock over HTTP, embedded clusters in-process."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from conftest import Api, cond_is, condition
+
+CLUSTER = {"embedded": {
+    "brokers": [{"id": i, "rack": "abc"[i % 3]} for i in range(6)],
+    "controllers": [0, 1, 2],
+    "topics": [{"name": "orders", "partitions": 6, "replicationFactor": 3,
+                "assignment": [[0, 1, 2], [1, 2, 0], [2, 0, 1], [0, 1, 2], [1, 2, 0],
+                               [2, 0, 1]],
+                "sizeBytesPerPartition": 20_000_000}],
+    "replicationBytesPerSecond": 10_000_000,
+}}
+REF = {"clusterRef": {"name": "demo"}}
+MOVES = [{"topic": "orders", "partition": p, "replicas": [3, 4, 5]} for p in range(6)]
+
+
+async def ready_cluster(api: Api, name: str = "demo") -> dict[str, Any]:
+    await api.create("KafkaCluster", name, CLUSTER)
+    return await api.wait("KafkaCluster", name, cond_is("Ready", "True"))
+
+
+async def test_cluster_becomes_ready_with_figures(api: Api, start_operator: Any) -> None:
+    start_operator()
+    kc = await ready_cluster(api)
+    st = kc["status"]
+    assert (st["backend"], st["brokers"], st["topics"], st["partitions"]) == (
+        "embedded", 6, 1, 6)
+    assert st["phase"] == "Ready" and st["observedGeneration"] == 1
+    assert {c["type"] for c in st["conditions"]} >= {"Ready", "Progressing", "Degraded"}
+    annotations = kc["metadata"].get("annotations", {})
+    assert "kopf" not in st  # kopf's bookkeeping is in annotations, not in status
+    assert any(k.startswith("kraftsman.io/") for k in annotations), annotations
+
+
+async def test_reassignment_completes_and_elects(api: Api, start_operator: Any) -> None:
+    start_operator()
+    await ready_cluster(api)
+    await api.create("PartitionReassignment", "move", {
+        **REF, "partitions": MOVES, "maxConcurrentMoves": 2, "electPreferredLeaders": True,
+        "throttleBytesPerSecond": 50_000_000})
+    seen_moving = await api.wait("PartitionReassignment", "move",
+                                 lambda o: (o.get("status") or {}).get("phase") == "Moving")
+    assert seen_moving["status"]["moving"] <= 2
+    done = await api.wait("PartitionReassignment", "move", cond_is("Succeeded", "True"),
+                          timeout=60)
+    st = done["status"]
+    assert (st["phase"], st["done"], st["counts"]["total"], st["percent"]) == (
+        "Completed", 6, 6, 100.0)
+    assert st["bytesToMove"] == st["bytesMoved"] > 0
+    assert "preferred leaders elected" in condition(done, "Succeeded")["message"]
+    assert condition(done, "Progressing")["status"] == "False"
+
+
+async def test_dry_run_moves_nothing(api: Api, start_operator: Any) -> None:
+    start_operator()
+    await ready_cluster(api)
+    await api.create("PartitionReassignment", "review", {**REF, "partitions": MOVES,
+                                                         "dryRun": True,
+                                                         "throttleBytesPerSecond": 10_000_000})
+    obj = await api.wait("PartitionReassignment", "review", cond_is("Succeeded", "True"))
+    plan = obj["status"]["plan"]
+    assert plan["replicaMovements"] == 18 and plan["bytesToMove"] > 0
+    assert plan["estimatedSeconds"] > 0 and plan["leaderMovements"] == 6
+    kc = await api.get("KafkaCluster", "demo")
+    assert kc is not None and kc["status"]["underReplicatedPartitions"] == 0
+
+
+async def test_cancel_by_spec_rolls_back(api: Api, start_operator: Any) -> None:
+    start_operator(time_scale=1.0)  # slow: the moves are still in flight when cancelled
+    await ready_cluster(api)
+    await api.create("PartitionReassignment", "move", {**REF, "partitions": MOVES,
+                                                       "maxConcurrentMoves": 6})
+    await api.wait("PartitionReassignment", "move",
+                   lambda o: (o.get("status") or {}).get("moving", 0) > 0)
+    await api.set_spec("PartitionReassignment", "move", {"cancel": True})
+    obj = await api.wait("PartitionReassignment", "move", cond_is("Succeeded", "False",
+                                                                  "Cancelled"))
+    assert obj["status"]["phase"] == "Cancelled" and obj["status"]["counts"]["cancelled"] == 6
+    assert obj["status"]["done"] == 0
+
+
+async def test_delete_in_flight_rolls_back_then_releases(api: Api, start_operator: Any) -> None:
+    op = start_operator(time_scale=1.0)
+    await ready_cluster(api)
+    await api.create("PartitionReassignment", "move", {**REF, "partitions": MOVES,
+                                                       "maxConcurrentMoves": 6})
+    obj = await api.wait("PartitionReassignment", "move",
+                         lambda o: (o.get("status") or {}).get("moving", 0) > 0)
+    assert "kraftsman.io/finalizer" in obj["metadata"]["finalizers"]
+    await api.delete("PartitionReassignment", "move")
+    await api.wait_gone("PartitionReassignment", "move")
+    opened = op.rt.clusters[("default", "demo")]
+    reassigning = await asyncio.to_thread(
+        lambda: opened.cluster.list_partition_reassignments())
+    assert reassigning == {}  # rolled back: nothing left in flight
+    assert not op.rt.op_path("uid-PartitionReassignment-default-move").exists()
+
+
+async def test_restart_mid_reassignment_finishes_once(api: Api, start_operator: Any,
+                                                      tmp_path: Any) -> None:
+    state = tmp_path / "volume"
+    first = start_operator(state_dir=state, time_scale=2.0)
+    await ready_cluster(api)
+    await api.create("PartitionReassignment", "move", {**REF, "partitions": MOVES,
+                                                       "maxConcurrentMoves": 2})
+    await api.wait("PartitionReassignment", "move",
+                   lambda o: (o.get("status") or {}).get("moving", 0) > 0)
+    first.stop()
+    mid = await api.get("PartitionReassignment", "move")
+    assert mid is not None and mid["status"]["phase"] == "Moving"
+    start_operator(state_dir=state, time_scale=50.0)
+    done = await api.wait("PartitionReassignment", "move", cond_is("Succeeded", "True"),
+                          timeout=60)
+    assert done["status"]["done"] == 6 and done["status"]["counts"]["failed"] == 0
+    events = await api_events(api, "move")
+    assert [e for e in events if e == "Started"] == ["Started"]  # started once
+    assert events.count("Completed") == 1
+
+
+async def api_events(api: Api, name: str) -> list[str]:
+    async with api.session.get(f"{api.base}/api/v1/events") as r:
+        if r.status >= 300:
+            return []
+        items = (await r.json()).get("items", [])
+    return [e["reason"] for e in items if e.get("involvedObject", {}).get("name") == name]
+
+
+async def test_leader_election_completes(api: Api, start_operator: Any) -> None:
+    start_operator()
+    await ready_cluster(api)
+    await api.create("LeaderElection", "pref", {**REF, "topics": ["orders"], "runId": "1"})
+    obj = await api.wait("LeaderElection", "pref", cond_is("Succeeded", "True"))
+    st = obj["status"]
+    assert st["phase"] == "Completed" and st["counts"]["total"] == 6
+    assert st["counts"]["notNeeded"] + st["counts"]["elected"] == 6
+
+
+async def test_bad_resources_are_degraded_with_the_field_named(api: Api,
+                                                               start_operator: Any) -> None:
+    start_operator()
+    await ready_cluster(api)
+    await api.create("PartitionReassignment", "nocluster", {
+        "clusterRef": {"name": "nope"}, "partitions": MOVES})
+    await api.create("PartitionReassignment", "badbroker", {
+        **REF, "partitions": [{"topic": "orders", "partition": 0, "replicas": [0, 1, 9]}]})
+    await api.create("PartitionReassignment", "badtopic", {
+        **REF, "partitions": [{"topic": "nosuch", "partition": 0, "replicas": [0, 1, 2]}]})
+    await api.create("LeaderElection", "missing", {**REF, "topics": ["nosuch"]})
+    await api.create("LeaderElection", "schemaless", {**REF})  # what CEL would reject
+    await api.create("KafkaCluster", "real", {"bootstrapServers": "kafka:9092"})
+    await api.create("KafkaQuorum", "q", {**REF, "voters": [0, 1, 42]})
+    expect = [
+        ("PartitionReassignment", "nocluster", "UnknownCluster", "spec.clusterRef.name"),
+        ("PartitionReassignment", "badbroker", "InvalidReplicaAssignment",
+         "spec.partitions[0]"),
+        ("PartitionReassignment", "badtopic", "UnknownTopicOrPartition", "spec.partitions[0]"),
+        ("LeaderElection", "missing", "UnknownTopic", "spec.topics"),
+        ("LeaderElection", "schemaless", "InvalidSpec", "exactly one of spec.partitions"),
+        ("KafkaCluster", "real", "BackendNotSupported", "spec.bootstrapServers"),
+        ("KafkaQuorum", "q", "UnknownNode", "spec.voters"),
+    ]
+    for kind, name, reason, field in expect:
+        obj = await api.wait(kind, name, cond_is("Degraded", "True", reason))
+        assert field in condition(obj, "Degraded")["message"], (name, condition(obj, "Degraded"))
+
+
+async def test_quorum_ready_when_voters_match(api: Api, start_operator: Any) -> None:
+    start_operator()
+    await ready_cluster(api)
+    await api.create("KafkaQuorum", "q", {**REF, "voters": [0, 1, 2]})
+    obj = await api.wait("KafkaQuorum", "q", cond_is("Ready", "True"))
+    assert obj["status"]["currentVoters"] == [0, 1, 2]
+    await api.set_spec("KafkaQuorum", "q", {"voters": [0, 1, 3]})
+    obj = await api.wait("KafkaQuorum", "q", cond_is("Ready", "False",
+                                                     "QuorumChangesNotSupported"))
+    assert obj["status"]["targetVoters"] == [0, 1, 3]
+    assert obj["status"]["observedGeneration"] == 2
+
+
+async def test_cluster_in_use_is_not_torn_down(api: Api, start_operator: Any) -> None:
+    start_operator(time_scale=0.01)  # the reassignment stays in flight
+    await ready_cluster(api)
+    await api.create("PartitionReassignment", "move", {**REF, "partitions": MOVES})
+    await api.wait("PartitionReassignment", "move",
+                   lambda o: (o.get("status") or {}).get("phase") == "Moving")
+    await api.delete("KafkaCluster", "demo")
+    obj = await api.wait("KafkaCluster", "demo", cond_is("Ready", "False", "InUse"))
+    assert "PartitionReassignment/move" in condition(obj, "Ready")["message"]
+    await api.delete("PartitionReassignment", "move")
+    await api.wait_gone("PartitionReassignment", "move")
+    await api.wait_gone("KafkaCluster", "demo")
