@@ -53,6 +53,12 @@ class PartitionDescription:
     bytes_in_per_second: float | None = None  # producer rate, when known
     offline: tuple[int, ...] = ()  # replicas on fenced brokers
 
+    @property
+    def under_replicated(self) -> bool:
+        """KIP-352: fewer in-sync replicas than the replica set minus the replicas being
+        added — not "ISR smaller than the temporarily enlarged R" of a move."""
+        return len(self.isr) < len(self.replicas) - len(self.adding)
+
 
 @dataclass(frozen=True, slots=True)
 class OngoingReassignment:

@@ -96,6 +96,7 @@ class ExecutorState(BaseModel):
     failed_count: int = 0
     # broker id -> {config key: the value before we set it (None: there was none)}
     placed_rates: dict[str, dict[str, str | None]] = Field(default_factory=dict)
+    placed_rate_value: str | None = None  # the rate we wrote, to recognise it later
     # topic -> {config key: the "partition:broker" entries we added}
     placed_replicas: dict[str, dict[str, list[str]]] = Field(default_factory=dict)
     bytes_total: int = 0
@@ -253,6 +254,7 @@ class ReassignmentExecutor:
         self.original: dict[TopicPartition, tuple[int, ...]] = {}  # replicas before the move
         self.move_bytes: dict[TopicPartition, int] = {}  # bytes the move copies
         self._loaded = False
+        self._last_want: dict[str, dict[str, set[str]]] | None = None
 
     # -- starting and resuming ------------------------------------------------------------------
     def start(self) -> list[PlanProblem]:
@@ -507,6 +509,7 @@ class ReassignmentExecutor:
                     placed[key] = existing.get(res, {}).get(key)
             changes[res] = {key: str(rate) for key in THROTTLE_RATE_KEYS}
         self._alter(changes)
+        self.state.placed_rate_value = str(rate)
 
     def _remove_rates(self) -> None:
         if not self.state.placed_rates:
@@ -514,7 +517,7 @@ class ReassignmentExecutor:
         resources = [("BROKER", b) for b in self.state.placed_rates]
         existing = self.admin.describe_configs(resources)
         changes: dict[tuple[str, str], dict[str, str | None]] = {}
-        ours = str(self.limits.throttle_bytes_per_second)
+        ours = self.state.placed_rate_value
         for res in resources:
             for key, previous in self.state.placed_rates[res[1]].items():
                 now = existing.get(res, {}).get(key)
@@ -523,12 +526,12 @@ class ReassignmentExecutor:
                 # else someone changed it after us: theirs now, left alone
         self._alter(changes)
         self.state.placed_rates = {}
+        self.state.placed_rate_value = None
 
     def _sync_replica_throttles(self) -> None:
         """Throttle exactly the replicas of moves in flight: existing ones as leaders,
-        adding ones as followers (what kafka-reassign-partitions does)."""
-        if self.limits.throttle_bytes_per_second is None and not self.state.placed_replicas:
-            return
+        adding ones as followers (what kafka-reassign-partitions does). Entries someone else
+        had already listed stay theirs: we record, and later remove, only those we added."""
         want: dict[str, dict[str, set[str]]] = {}
         if self.limits.throttle_bytes_per_second is not None:
             for tp in self.moving:
@@ -538,32 +541,33 @@ class ReassignmentExecutor:
                     topic[FOLLOWER_REPLICAS].add(f"{tp.partition}:{r}")
                 for r in self.original.get(tp, ()):
                     topic[LEADER_REPLICAS].add(f"{tp.partition}:{r}")
+        if want == self._last_want and self._last_want is not None:
+            return
         have = {t: {k: set(v) for k, v in keys.items()}
                 for t, keys in self.state.placed_replicas.items()}
         topics = sorted(set(want) | set(have))
-        if all(want.get(t) == have.get(t) for t in topics):
-            return
-        resources = [("TOPIC", t) for t in topics]
-        existing = self.admin.describe_configs(resources)
+        existing = self.admin.describe_configs([("TOPIC", t) for t in topics]) if topics else {}
         changes: dict[tuple[str, str], dict[str, str | None]] = {}
+        placed: dict[str, dict[str, list[str]]] = {}
         for t in topics:
             for key in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
-                ours_now = want.get(t, {}).get(key, set())
                 ours_before = have.get(t, {}).get(key, set())
-                if ours_now == ours_before:
-                    continue
+                desired = want.get(t, {}).get(key, set())
                 current = parse_throttled_replicas(existing.get(("TOPIC", t), {}).get(key, ""))
                 if not isinstance(current, set):
-                    continue  # someone throttles everything or wrote junk: not ours to edit
+                    continue  # "*" or junk written by someone else: not ours to edit
                 others = {f"{p}:{b}" for p, b in current} - ours_before
+                ours_now = desired - others
+                if ours_now:
+                    placed.setdefault(t, {})[key] = sorted(ours_now)
                 merged = others | ours_now
-                value = format_throttled_replicas(
-                    (int(e.split(":")[0]), int(e.split(":")[1])) for e in merged)
-                changes.setdefault(("TOPIC", t), {})[key] = value or None
+                if merged != {f"{p}:{b}" for p, b in current}:
+                    value = format_throttled_replicas(
+                        (int(e.split(":")[0]), int(e.split(":")[1])) for e in merged)
+                    changes.setdefault(("TOPIC", t), {})[key] = value or None
         self._alter(changes)
-        self.state.placed_replicas = {
-            t: {k: sorted(v) for k, v in keys.items() if v}
-            for t, keys in want.items() if any(keys.values())}
+        self.state.placed_replicas = placed
+        self._last_want = want
 
     def _remove_replica_throttles(self) -> None:
         saved_moving = self.moving

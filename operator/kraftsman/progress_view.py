@@ -25,8 +25,8 @@ def format_bytes(n: float) -> str:
 def format_seconds(s: float | None) -> str:
     if s is None:
         return "-"
-    s = int(round(s))
-    h, rem = divmod(s, 3600)
+    whole = round(s)
+    h, rem = divmod(whole, 3600)
     m, sec = divmod(rem, 60)
     return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
 

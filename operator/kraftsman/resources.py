@@ -89,7 +89,8 @@ def _duplicate_partitions(entries: Iterable[TopicPartitionRef | PartitionMove]) 
 
 class PartitionReassignmentSpec(CamelModel):
     cluster_ref: ObjectRef
-    partitions: list[PartitionMove] = Field(min_length=1, description="Partition -> target replicas.")
+    partitions: list[PartitionMove] = Field(
+        min_length=1, description="Partition -> target replicas.")
     throttle_bytes_per_second: int | None = Field(
         default=None, ge=1, description="Replication throttle on the moving replicas.")
     max_concurrent_moves: int = Field(default=10, ge=1, description="Partitions moving at once.")
@@ -187,7 +188,8 @@ def parse_resource(doc: Any, *, source: str = "input") -> Resource:
     where = f"{source}: {kind or '?'}/{name or '?'}"
     problems: list[str] = []
     if doc.get("apiVersion") != API_VERSION:
-        problems.append(f"{where}: apiVersion must be {API_VERSION!r}, got {doc.get('apiVersion')!r}")
+        problems.append(
+            f"{where}: apiVersion must be {API_VERSION!r}, got {doc.get('apiVersion')!r}")
     if kind not in KINDS:
         problems.append(f"{where}: unknown kind {kind!r}; expected one of {', '.join(KINDS)}")
     if not isinstance(name, str) or not name:

@@ -1,0 +1,40 @@
+"""Small builders shared by the tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from controller_core.config import EmbeddedClusterSpec
+from controller_core.embedded.cluster import EmbeddedCluster
+from controller_core.model import TopicPartition
+
+
+def spec(brokers: int = 6, racks: str = "abc", topics: list[dict[str, Any]] | None = None,
+         **extra: Any) -> EmbeddedClusterSpec:
+    doc: dict[str, Any] = {
+        "brokers": [{"id": i, "rack": racks[i % len(racks)]} for i in range(brokers)],
+        "topics": topics if topics is not None else [
+            {"name": "orders", "partitions": 6, "replicationFactor": 3,
+             "sizeBytesPerPartition": 10_000_000,
+             "assignment": [[0, 1, 2], [1, 2, 0], [2, 0, 1]] * 2}],
+        "replicationBytesPerSecond": 1_000_000,
+    }
+    doc.update(extra)
+    return EmbeddedClusterSpec.model_validate(doc)
+
+
+def cluster(path: Path, **kw: Any) -> EmbeddedCluster:
+    return EmbeddedCluster.open(path, spec(**kw), fsync=False)
+
+
+def tp(topic: str, partition: int) -> TopicPartition:
+    return TopicPartition(topic, partition)
+
+
+def run_until(c: EmbeddedCluster, done: Any, limit: float = 3600.0, step: float = 1.0) -> None:
+    """Advance simulated time until ``done()``; fail loudly instead of spinning forever."""
+    start = c.now
+    while not done():
+        assert c.now - start < limit, f"condition not reached within {limit} simulated seconds"
+        c.advance(step)
