@@ -1,0 +1,218 @@
+"""The `kraftsman` CLI end to end: apply, the Kafka-tool-like views, and bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kraftsman.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+
+CLUSTER = """
+apiVersion: kraftsman.io/v1alpha1
+kind: KafkaCluster
+metadata: {name: demo}
+spec:
+  embedded:
+    brokers: [{id: 0, rack: a}, {id: 1, rack: b}, {id: 2, rack: c}, {id: 3, rack: a}]
+    replicationBytesPerSecond: 1000000
+    topics:
+      - {name: orders, partitions: 2, replicationFactor: 2, sizeBytesPerPartition: 20000000,
+         assignment: [[0, 1], [1, 2]]}
+"""
+
+MOVE = """
+apiVersion: kraftsman.io/v1alpha1
+kind: PartitionReassignment
+metadata: {name: move}
+spec:
+  clusterRef: {name: demo}
+  maxConcurrentMoves: 2
+  partitions:
+    - {topic: orders, partition: 0, replicas: [3, 1]}
+    - {topic: orders, partition: 1, replicas: [3, 2]}
+"""
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    return tmp_path / "state"
+
+
+def write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_the_examples_run_end_to_end(capsys: pytest.CaptureFixture[str], state: Path) -> None:
+    code, out, err = run(capsys, "apply", "-f", str(EXAMPLES / "cluster.yaml"),
+                         "-f", str(EXAMPLES / "reassignment.yaml"),
+                         "-f", str(EXAMPLES / "election.yaml"), "--state-dir", str(state))
+    assert code == 0, err
+    assert "KafkaCluster/demo created" in out
+    assert "PartitionReassignment/spread-orders completed: 7 moved" in out
+    assert "leader election" in out or "Valid replica already elected" in out
+    code, out, _ = run(capsys, "reassignments", "list", "--state-dir", str(state))
+    assert code == 0 and out.strip() == "No partition reassignments found."
+    code, out, _ = run(capsys, "describe", "topics", "--topic", "orders", "-o", "json",
+                       "--state-dir", str(state))
+    parts = json.loads(out)
+    assert next(p["replicas"] for p in parts) == [3, 1, 2]
+    assert all(p["leader"] == p["replicas"][0] for p in parts)  # electPreferredLeaders
+
+
+def test_second_apply_cancels_what_the_first_left_in_flight(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, state: Path) -> None:
+    files = ["-f", write(tmp_path, "c.yaml", CLUSTER), "-f", write(tmp_path, "m.yaml", MOVE)]
+    code, out, _ = run(capsys, "apply", *files, "--state-dir", str(state), "--no-wait")
+    assert code == 0 and "is running" in out
+    code, out, _ = run(capsys, "reassignments", "list", "--state-dir", str(state))
+    assert "orders-0: replicas: 3,1,0. adding: 3. removing: 0." in out
+    code, out, _ = run(capsys, "reassignments", "status", "--state-dir", str(state))
+    assert "behind: " in out and "in sync" in out
+    cancel = MOVE.replace("maxConcurrentMoves: 2", "maxConcurrentMoves: 2\n  cancel: true")
+    code, out, _ = run(capsys, "apply", "-f", write(tmp_path, "m.yaml", cancel),
+                       "--state-dir", str(state))
+    assert code == 0 and "PartitionReassignment/move cancelled" in out
+    code, out, _ = run(capsys, "describe", "topics", "-o", "json", "--state-dir", str(state))
+    # rolled back to the original sets (KIP-455: the order may differ)
+    assert [set(p["replicas"]) for p in json.loads(out)] == [{0, 1}, {1, 2}]
+
+
+def test_changed_target_retargets_and_for_limits_the_run(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, state: Path) -> None:
+    files = ["-f", write(tmp_path, "c.yaml", CLUSTER), "-f", write(tmp_path, "m.yaml", MOVE)]
+    code, out, _ = run(capsys, "apply", *files, "--state-dir", str(state), "--for", "5")
+    assert code == 0 and "is running" in out
+    changed = MOVE.replace("replicas: [3, 2]", "replicas: [2, 0]")
+    code, out, _ = run(capsys, "apply", "-f", write(tmp_path, "m.yaml", changed),
+                       "--state-dir", str(state), "-o", "json")
+    assert code == 0
+    summary = json.loads(out)
+    assert summary[0]["phase"] == "Completed" and summary[0]["done"] == 2
+    code, out, _ = run(capsys, "describe", "topics", "-o", "json", "--state-dir", str(state))
+    assert [p["replicas"] for p in json.loads(out)] == [[3, 1], [2, 0]]
+
+
+def test_dry_run_moves_nothing(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                               state: Path) -> None:
+    dry = MOVE.replace("maxConcurrentMoves: 2", "maxConcurrentMoves: 2\n  dryRun: true\n"
+                       "  throttleBytesPerSecond: 1000000")
+    code, out, _ = run(capsys, "apply", "-f", write(tmp_path, "c.yaml", CLUSTER), "-f",
+                       write(tmp_path, "m.yaml", dry), "--state-dir", str(state))
+    assert code == 0
+    assert "(dry run): 2 partitions would move" in out and "40.0 MB to copy" in out
+    assert "estimated 0:40 at the throttle" in out
+    code, out, _ = run(capsys, "reassignments", "list", "--state-dir", str(state))
+    assert "No partition reassignments found." in out
+
+
+BAD = {
+    "malformed YAML": ("kind: [unclosed", "malformed YAML at line 1"),
+    "unknown kind": ("apiVersion: kraftsman.io/v1alpha1\nkind: KafkaTopic\nmetadata: {name: x}\n"
+                     "spec: {}\n", "unknown kind 'KafkaTopic'"),
+    "wrong type": (MOVE.replace("maxConcurrentMoves: 2", "maxConcurrentMoves: lots"),
+                   "PartitionReassignment/move: spec.maxConcurrentMoves: Input should be a valid "
+                   "integer"),
+    "unknown broker": (MOVE.replace("[3, 1]", "[9, 1]"),
+                       "PartitionReassignment/move: spec.partitions[0].replicas: unknown broker "
+                       "id(s) [9]"),
+    "empty replicas": (MOVE.replace("[3, 1]", "[]"), "spec.partitions[0].replicas"),
+    "duplicate replicas": (MOVE.replace("[3, 1]", "[1, 1]"),
+                           "spec.partitions[0]: replicas [1, 1] names a broker twice"),
+    "unknown topic": (MOVE.replace("topic: orders, partition: 1", "topic: audit, partition: 1"),
+                      "spec.partitions[1].topic: topic 'audit' does not exist in cluster 'demo'"),
+    "unknown partition": (MOVE.replace("partition: 1,", "partition: 7,"),
+                          "spec.partitions[1].partition: orders has partitions 0..1, not 7"),
+    "unknown cluster": (MOVE.replace("name: demo", "name: prod"),
+                        "spec.clusterRef.name: cluster 'prod' not found"),
+    "missing topic in election": (
+        "apiVersion: kraftsman.io/v1alpha1\nkind: LeaderElection\nmetadata: {name: e}\n"
+        "spec: {clusterRef: {name: demo}, topics: [ghost]}\n",
+        "LeaderElection/e: spec.topics[0]: topic 'ghost' does not exist"),
+    "real cluster": (CLUSTER.replace("embedded:", "bootstrapServers: kafka:9092\n  x:"),
+                     "spec"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_exits_2_names_the_field_and_applies_nothing(
+        case: str, capsys: pytest.CaptureFixture[str], tmp_path: Path, state: Path) -> None:
+    text, expected = BAD[case]
+    docs = text if "kind: KafkaCluster" in text else CLUSTER + "\n---\n" + text
+    code, _out, err = run(capsys, "apply", "-f", write(tmp_path, "bad.yaml", docs),
+                         "--state-dir", str(state))
+    assert code == 2
+    assert expected in err, err
+    assert "Traceback" not in err
+    assert not (state / "clusters").exists()  # nothing applied, not even the cluster
+
+
+def test_every_problem_is_reported_at_once(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                           state: Path) -> None:
+    bad = MOVE.replace("[3, 1]", "[9, 1]").replace("partition: 1,", "partition: 7,")
+    code, _, err = run(capsys, "apply", "-f", write(tmp_path, "b.yaml", CLUSTER + "---\n" + bad),
+                       "--state-dir", str(state))
+    assert code == 2 and len(err.strip().splitlines()) == 2
+
+
+def test_missing_file_and_empty_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(capsys, "apply", "-f", str(tmp_path / "nope.yaml"))
+    assert code == 2 and "cannot read" in err
+    code, _, err = run(capsys, "apply", "-f", write(tmp_path, "e.yaml", "---\n"))
+    assert code == 2 and "no resources" in err
+
+
+def test_views_without_a_cluster_say_what_to_do(capsys: pytest.CaptureFixture[str],
+                                                state: Path) -> None:
+    code, _, err = run(capsys, "reassignments", "list", "--state-dir", str(state))
+    assert code == 2 and "kraftsman apply" in err
+
+
+def test_elect_cancel_and_fault_injection(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                          state: Path) -> None:
+    s = ["--state-dir", str(state)]
+    assert run(capsys, "apply", "-f", write(tmp_path, "c.yaml", CLUSTER), *s)[0] == 0
+    code, out, _ = run(capsys, "cluster", "fail-broker", "0", *s)
+    assert code == 0
+    run(capsys, "cluster", "advance", "10", *s)
+    code, out, _ = run(capsys, "describe", "topics", *s)
+    assert "Partition: 0\tLeader: 1" in out
+    run(capsys, "cluster", "restore-broker", "0", *s)
+    run(capsys, "cluster", "advance", "30", *s)
+    code, out, _ = run(capsys, "elect", "--all-topic-partitions", *s)
+    assert code == 0
+    assert "Successfully completed leader election (PREFERRED) for partitions orders-0" in out
+    code, out, _ = run(capsys, "elect", "--topic", "ghost", "-o", "json", *s)
+    assert code == 1 and json.loads(out)["unknownTopics"] == ["ghost"]
+    code, out, _ = run(capsys, "reassignments", "cancel", *s)
+    assert code == 0 and out.strip() == "No partition reassignments found."
+    code, out, _ = run(capsys, "reassignments", "cancel", "--partition", "orders:0", *s)
+    assert code == 1 and "NO_REASSIGNMENT_IN_PROGRESS" in out
+    code, _, err = run(capsys, "reassignments", "cancel", "--partition", "orders", *s)
+    assert code == 2 and "TOPIC:PARTITION" in err
+    code, _, err = run(capsys, "cluster", "fail-broker", "42", *s)
+    assert code == 2 and "unknown broker 42" in err
+    code, out, _ = run(capsys, "describe", "cluster", "-o", "json", *s)
+    assert [b["id"] for b in json.loads(out)["brokers"]] == [0, 1, 2, 3]
+
+
+def test_console_script_runs_as_a_process(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "kraftsman.cli", "apply", "-f", str(EXAMPLES / "cluster.yaml"),
+         "--state-dir", str(tmp_path / "s")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "KafkaCluster/demo created: 6 brokers" in proc.stdout
