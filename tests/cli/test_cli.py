@@ -58,9 +58,7 @@ def write(tmp_path: Path, name: str, text: str) -> str:
 
 
 def test_the_examples_run_end_to_end(capsys: pytest.CaptureFixture[str], state: Path) -> None:
-    code, out, err = run(capsys, "apply", "-f", str(EXAMPLES / "cluster.yaml"),
-                         "-f", str(EXAMPLES / "reassignment.yaml"),
-                         "-f", str(EXAMPLES / "election.yaml"), "--state-dir", str(state))
+    code, out, err = run(capsys, "apply", "-f", str(EXAMPLES), "--state-dir", str(state))
     assert code == 0, err
     assert "KafkaCluster/demo created" in out
     assert "PartitionReassignment/spread-orders completed: 7 moved" in out
@@ -212,7 +210,7 @@ def test_elect_cancel_and_fault_injection(capsys: pytest.CaptureFixture[str], tm
 
 def test_console_script_runs_as_a_process(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "kraftsman.cli", "apply", "-f", str(EXAMPLES / "cluster.yaml"),
+        [sys.executable, "-m", "kraftsman.cli", "apply", "-f", str(EXAMPLES / "00-cluster.yaml"),
          "--state-dir", str(tmp_path / "s")], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "KafkaCluster/demo created: 6 brokers" in proc.stdout

@@ -44,7 +44,8 @@ def register(sub: Any) -> None:
                     "LeaderElection resources against a local embedded cluster, with live "
                     "progress, until done.")
     p.add_argument("-f", "--filename", action="append", required=True, type=Path,
-                   help="YAML file of resources (repeatable)")
+                   help="YAML file of resources, a directory of them, or - for stdin "
+                        "(repeatable)")
     p.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR,
                    help="where the local clusters and resources live (default .kraftsman)")
     p.add_argument("--no-wait", action="store_true",
@@ -60,7 +61,13 @@ def register(sub: Any) -> None:
 def load_documents(paths: list[Path]) -> list[tuple[str, Any]]:
     docs: list[tuple[str, Any]] = []
     problems: list[str] = []
-    for path in paths:
+    expanded: list[Path] = []
+    for path in paths:  # like kubectl, -f DIR means every YAML file in it, in name order
+        if path.is_dir():
+            expanded.extend(sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml")))
+        else:
+            expanded.append(path)
+    for path in expanded:
         try:
             text = sys.stdin.read() if str(path) == "-" else path.read_text()
         except OSError as e:
