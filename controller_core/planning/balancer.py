@@ -1,0 +1,252 @@
+"""The driver step of a planning round: pick a consistent set of moves — pure Python.
+
+Spark scores candidates against the loads at the start of a round. Here they are taken in
+priority order (mandatory moves first, then the best gain per byte, so small partitions go
+before large ones) and each is re-checked against the loads *as they are now*: constraints
+(distinct brokers, racks, disk capacity, the tolerance band on disk so no byte moves past
+the target) and an exact objective change that must be negative. Accepted moves update the
+loads at once, so two moves of one round never fight over the same headroom.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from controller_core.planning.objective import (
+    DISK,
+    LEADER_METRICS,
+    LEADERS,
+    NET_IN,
+    NET_OUT,
+    REPLICA_METRICS,
+    REPLICAS,
+    Targets,
+    rack_aware_possible,
+    transfer_delta,
+)
+from controller_core.planning.snapshot import Broker
+
+EPS = 1e-12
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    pid: int
+    pos: int
+    src: int
+    mandatory: bool
+    dests: tuple[int, ...]
+    priority: float
+    replicas: tuple[int, ...]
+    leader: int
+    size: int
+    bin: int
+    bout: int
+
+
+@dataclass(slots=True)
+class Balancer:
+    brokers: Sequence[Broker]
+    loads: dict[int, list[int]]
+    targets: Targets
+    dest_ids: set[int]
+    removed: set[int]
+    # pid -> (replicas, leader) of every partition changed so far (all rounds)
+    changed: dict[int, tuple[tuple[int, ...], int]] = field(default_factory=dict)
+    rack_of: dict[int, str | None] = field(init=False)
+    capacity: dict[int, int] = field(init=False)
+    racks: set[str] = field(init=False)
+    unplaced: list[tuple[int, int, str]] = field(default_factory=list)
+    # pids changed since the caller last took them (to update the distributed table)
+    dirty: set[int] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.rack_of = {b.id: b.rack for b in self.brokers}
+        self.capacity = {b.id: b.disk_capacity_bytes for b in self.brokers}
+        self.racks = {b.rack for b in self.brokers
+                      if b.rack is not None and b.id not in self.removed}
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def excess(self, broker: int, metric: int) -> float:
+        return self.loads[broker][metric] - self.targets.target[broker][metric]
+
+    def out_of_band(self, broker: int, metrics: Iterable[int]) -> bool:
+        return any(self.excess(broker, m) > self.targets.band[broker][m] for m in metrics)
+
+    def take_dirty(self) -> dict[int, tuple[tuple[int, ...], int]]:
+        out = {pid: self.changed[pid] for pid in sorted(self.dirty)}
+        self.dirty.clear()
+        return out
+
+    def current(self, c: Candidate) -> tuple[tuple[int, ...], int]:
+        return self.changed.get(c.pid, (c.replicas, c.leader))
+
+    def rack_ok(self, replicas: Sequence[int], pos: int, dst: int) -> bool:
+        if not self.racks:
+            return True
+        others = {self.rack_of[r] for i, r in enumerate(replicas) if i != pos}
+        if self.rack_of[dst] not in others:
+            return True
+        return not rack_aware_possible(len(replicas), self.racks) and \
+            self.rack_of[replicas[pos]] in others
+
+    def _leader_amounts(self, c: Candidate, rf: int) -> tuple[int, int]:
+        return 1, c.bout + c.bin * (rf - 1)
+
+    def replica_move_delta(self, c: Candidate, replicas: Sequence[int], leader: int,
+                           dst: int) -> float:
+        src = replicas[c.pos]
+        amounts = {REPLICAS: 1, DISK: c.size, NET_IN: c.bin}
+        delta = sum(transfer_delta(self.targets, self.loads, m, src, dst, amounts[m])
+                    for m in REPLICA_METRICS)
+        new_leader = dst if c.pos == 0 else replicas[0]
+        if new_leader != leader:
+            la = self._leader_amounts(c, len(replicas))
+            delta += sum(transfer_delta(self.targets, self.loads, m, leader, new_leader, a)
+                         for m, a in zip(LEADER_METRICS, la, strict=True))
+        return delta
+
+    def _feasible(self, c: Candidate, replicas: Sequence[int], dst: int, soft: bool) -> bool:
+        if dst in replicas or dst not in self.dest_ids:
+            return False
+        if not self.rack_ok(replicas, c.pos, dst):
+            return False
+        if self.loads[dst][DISK] + c.size > self.capacity[dst]:
+            return False
+        if soft:
+            src = replicas[c.pos]
+            if self.excess(dst, DISK) + c.size > self.targets.band[dst][DISK]:
+                return False
+            if self.excess(src, DISK) - c.size < -self.targets.band[src][DISK]:
+                return False
+        return True
+
+    # -- replica moves ----------------------------------------------------------------
+
+    def try_replica_move(self, c: Candidate) -> bool:
+        replicas, leader = self.current(c)
+        if c.pos >= len(replicas) or replicas[c.pos] != c.src:
+            return False
+        soft = not c.mandatory
+        best: tuple[float, int] | None = None
+        options: Iterable[int] = c.dests
+        for attempt in range(2):
+            for dst in options:
+                if not self._feasible(c, replicas, dst, soft):
+                    continue
+                d = self.replica_move_delta(c, replicas, leader, dst)
+                if soft and d >= -EPS:
+                    continue
+                if best is None or d < best[0] - EPS or (abs(d - best[0]) <= EPS and dst < best[1]):
+                    best = (d, dst)
+            if best is not None or not c.mandatory or attempt == 1:
+                break
+            # a move that must happen: every broker that may receive is a fallback
+            options = sorted(self.dest_ids)
+        if best is None:
+            if c.mandatory:
+                self.unplaced.append((c.pid, c.pos, self._why_unplaced(c, replicas)))
+            return False
+        self.apply_replica_move(c, replicas, leader, best[1])
+        return True
+
+    def _why_unplaced(self, c: Candidate, replicas: Sequence[int]) -> str:
+        fits = [d for d in self.dest_ids if d not in replicas
+                and self.loads[d][DISK] + c.size <= self.capacity[d]]
+        if not fits:
+            return (f"no broker that may receive it has {c.size} bytes of free disk "
+                    "outside this partition's replicas")
+        return (f"every broker with room ({sorted(fits)[:8]}...) would put two replicas "
+                "in one rack")
+
+    def apply_replica_move(self, c: Candidate, replicas: Sequence[int], leader: int,
+                           dst: int) -> None:
+        src = replicas[c.pos]
+        new = list(replicas)
+        new[c.pos] = dst
+        for m, a in ((REPLICAS, 1), (DISK, c.size), (NET_IN, c.bin)):
+            self.loads[src][m] -= a
+            self.loads[dst][m] += a
+        new_leader = new[0]
+        if new_leader != leader:
+            self._move_leadership(leader, new_leader, self._leader_amounts(c, len(new)))
+        self.changed[c.pid] = (tuple(new), new_leader)
+        self.dirty.add(c.pid)
+
+    def _move_leadership(self, src: int, dst: int, amounts: tuple[int, int]) -> None:
+        for m, a in zip(LEADER_METRICS, amounts, strict=True):
+            self.loads[src][m] -= a
+            self.loads[dst][m] += a
+
+    # -- leadership -------------------------------------------------------------------
+
+    def try_leader_move(self, c: Candidate) -> bool:
+        replicas, leader = self.current(c)
+        if leader != c.src:
+            return False
+        amounts = self._leader_amounts(c, len(replicas))
+        best: tuple[float, int] | None = None
+        for dst in c.dests:
+            if dst not in replicas or dst == leader or dst in self.removed:
+                continue
+            if self.excess(dst, LEADERS) + 1 > self.targets.band[dst][LEADERS]:
+                continue
+            d = sum(transfer_delta(self.targets, self.loads, m, leader, dst, a)
+                    for m, a in zip(LEADER_METRICS, amounts, strict=True))
+            if d < -EPS and (best is None or d < best[0] - EPS):
+                best = (d, dst)
+        if best is None:
+            return False
+        dst = best[1]
+        self._move_leadership(leader, dst, amounts)
+        self.changed[c.pid] = ((dst, *[r for r in replicas if r != dst]), dst)
+        self.dirty.add(c.pid)
+        return True
+
+    # -- a round ----------------------------------------------------------------------
+
+    def run_round(self, candidates: Sequence[Candidate], leaders: bool = False) -> int:
+        """Apply what still helps, in a fixed order; the number of moves accepted."""
+        ordered = sorted(candidates, key=lambda c: (not c.mandatory, _finite(c.priority),
+                                                    c.pid, c.pos))
+        accepted = 0
+        for c in ordered:
+            ok = self.try_leader_move(c) if leaders else self.try_replica_move(c)
+            accepted += ok
+        return accepted
+
+    def replica_sources(self, goal_kind: str, new: set[int]) -> set[int]:
+        if goal_kind == "remove-brokers":
+            return set(self.removed)
+        sources = {b for b in self.loads
+                   if self.out_of_band(b, (REPLICAS, DISK, NET_IN)) or b in self.removed}
+        if goal_kind == "add-brokers":
+            sources -= new
+        return sources
+
+    def leader_sources(self) -> set[int]:
+        return {b for b in self.loads if b not in self.removed
+                and self.out_of_band(b, (LEADERS, NET_OUT))}
+
+    def source_caps(self, sources: Iterable[int], leaders: bool = False) -> dict[int, int]:
+        """How many candidates per source are worth shipping to the driver this round."""
+        caps: dict[int, int] = {}
+        for b in sources:
+            row = self.loads[b]
+            if leaders:
+                need = self.excess(b, LEADERS)
+            else:
+                per_disk = row[DISK] / row[REPLICAS] if row[REPLICAS] else 1.0
+                per_in = row[NET_IN] / row[REPLICAS] if row[REPLICAS] else 1.0
+                need = max(self.excess(b, REPLICAS),
+                           self.excess(b, DISK) / per_disk if per_disk else 0.0,
+                           self.excess(b, NET_IN) / per_in if per_in else 0.0)
+            caps[b] = math.ceil(max(need, 0.0) * 3) + 32
+        return caps
+
+
+def _finite(x: float) -> float:
+    return -1e300 if x == -math.inf else x

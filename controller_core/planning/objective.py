@@ -1,0 +1,195 @@
+"""Broker load, the balance objective, and the constraints a plan must meet — pure Python.
+
+Five metrics per broker. Three travel with a replica (replica count, disk bytes, bytes in:
+every replica receives the producer stream, followers by replication) and two with the
+leadership (leader count, bytes out: consumers plus replication to the followers). They are
+disjoint, so a replica move and the leadership change it causes score independently.
+
+The objective is the weighted sum over brokers and metrics of ``((load - target) / mean)²``.
+Targets are proportional to capacity (disk, network) or equal (counts), over the brokers
+that stay. Moving an amount ``x`` of one metric from broker *a* to broker *b* changes it by
+``2·w·x·(e_b - e_a + x) / mean²`` where ``e = load - target``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from controller_core.planning.snapshot import Broker
+
+REPLICAS, LEADERS, DISK, NET_IN, NET_OUT = range(5)
+METRICS = ("replicas", "leaders", "disk_bytes", "bytes_in_per_second", "bytes_out_per_second")
+REPLICA_METRICS = (REPLICAS, DISK, NET_IN)
+LEADER_METRICS = (LEADERS, NET_OUT)
+DEFAULT_WEIGHTS = (1.0, 1.0, 1.0, 0.3, 0.3)
+# Brokers within target·(1 ± tolerance) of a metric are balanced for that metric.
+DEFAULT_TOLERANCE = (0.02, 0.02, 0.02, 0.10, 0.10)
+
+
+def rate(value: float) -> int:
+    """Rates are planned in whole bytes/s so that sums are exact and plans reproducible."""
+    return math.floor(value + 0.5)
+
+
+def replica_load(size_bytes: int, bytes_in: int) -> tuple[int, int, int]:
+    """(replicas, disk, bytes in) one replica puts on its broker."""
+    return 1, size_bytes, bytes_in
+
+
+def leader_load(bytes_in: int, bytes_out: int, replication_factor: int) -> tuple[int, int]:
+    """(leaders, bytes out) the leadership puts on its broker."""
+    return 1, bytes_out + bytes_in * (replication_factor - 1)
+
+
+def compute_loads(broker_ids: Iterable[int], replicas: Sequence[Sequence[int]],
+                  leaders: Sequence[int], sizes: Sequence[int], bytes_in: Sequence[int],
+                  bytes_out: Sequence[int]) -> dict[int, list[int]]:
+    """Per-broker load (the five metrics) of an assignment; rates already whole bytes/s."""
+    loads = {b: [0, 0, 0, 0, 0] for b in broker_ids}
+    for reps, leader, size, bin_, bout in zip(replicas, leaders, sizes, bytes_in, bytes_out,
+                                              strict=True):
+        for r in reps:
+            row = loads[r]
+            row[REPLICAS] += 1
+            row[DISK] += size
+            row[NET_IN] += bin_
+        row = loads[leader]
+        row[LEADERS] += 1
+        row[NET_OUT] += bout + bin_ * (len(reps) - 1)
+    return loads
+
+
+@dataclass(slots=True)
+class Targets:
+    """Target load, normaliser and tolerance band per broker and metric."""
+
+    target: dict[int, tuple[float, ...]]
+    mean: tuple[float, ...]
+    band: dict[int, tuple[float, ...]]
+    weights: tuple[float, ...]
+
+
+def compute_targets(brokers: Sequence[Broker], eligible: set[int],
+                    totals: Sequence[float], weights: Sequence[float] = DEFAULT_WEIGHTS,
+                    tolerance: Sequence[float] = DEFAULT_TOLERANCE) -> Targets:
+    """Targets for the brokers in ``eligible``; every other broker's target is zero."""
+    elig = [b for b in brokers if b.id in eligible]
+    n = max(len(elig), 1)
+    share_disk = sum(b.disk_capacity_bytes for b in elig) or 1
+    share_in = sum(b.network_in_capacity_bytes_per_second for b in elig) or 1.0
+    share_out = sum(b.network_out_capacity_bytes_per_second for b in elig) or 1.0
+    target: dict[int, tuple[float, ...]] = {}
+    band: dict[int, tuple[float, ...]] = {}
+    for b in brokers:
+        if b.id not in eligible:
+            t: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0, 0.0)
+        else:
+            t = (totals[REPLICAS] / n, totals[LEADERS] / n,
+                 totals[DISK] * b.disk_capacity_bytes / share_disk,
+                 totals[NET_IN] * b.network_in_capacity_bytes_per_second / share_in,
+                 totals[NET_OUT] * b.network_out_capacity_bytes_per_second / share_out)
+        target[b.id] = t
+        # Counts move in whole units: a band is never narrower than one replica/leader.
+        band[b.id] = tuple(
+            max(t[m] * tolerance[m], 1.0 if m in (REPLICAS, LEADERS) else 0.0)
+            for m in range(5))
+    mean = tuple((totals[m] / n) or 1.0 for m in range(5))
+    return Targets(target, mean, band, tuple(weights))
+
+
+def transfer_delta(targets: Targets, loads: dict[int, list[int]], metric: int, src: int,
+                   dst: int, amount: float) -> float:
+    """Change of the objective when ``amount`` of ``metric`` moves from ``src`` to ``dst``."""
+    if amount == 0 or src == dst:
+        return 0.0
+    e_src = loads[src][metric] - targets.target[src][metric]
+    e_dst = loads[dst][metric] - targets.target[dst][metric]
+    m = targets.mean[metric]
+    return 2.0 * targets.weights[metric] * amount * (e_dst - e_src + amount) / (m * m)
+
+
+def objective(targets: Targets, loads: dict[int, list[int]]) -> float:
+    total = 0.0
+    for b, row in loads.items():
+        for m in range(5):
+            d = (row[m] - targets.target[b][m]) / targets.mean[m]
+            total += targets.weights[m] * d * d
+    return total
+
+
+def imbalance(loads: dict[int, list[int]], eligible: Iterable[int],
+              capacity: dict[int, float] | None = None, metric: int = DISK) -> float:
+    """max/mean of a metric over the eligible brokers (relative to capacity when given)."""
+    ids = list(eligible)
+    if capacity is None:
+        vals = [float(loads[b][metric]) for b in ids]
+    else:
+        vals = [loads[b][metric] / capacity[b] for b in ids]
+    mean = sum(vals) / len(vals) if vals else 0.0
+    return max(vals) / mean if mean > 0 else 1.0
+
+
+# ---------------------------------------------------------------------------------------
+# constraints
+
+
+def rack_aware_possible(replication_factor: int, racks: set[str]) -> bool:
+    return bool(racks) and len(racks) >= replication_factor
+
+
+def distinct_racks(replicas: Sequence[int], rack_of: dict[int, str | None]) -> int:
+    return len({rack_of[r] for r in replicas})
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """A constraint a plan does not meet, and why."""
+
+    constraint: str
+    subject: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.constraint}: {self.subject}: {self.reason}"
+
+
+def check_assignment(brokers: Sequence[Broker], topics: Sequence[str],
+                     partitions: Sequence[int], before: Sequence[Sequence[int]],
+                     after: Sequence[Sequence[int]], sizes: Sequence[int],
+                     removed: set[int] = frozenset()) -> list[Violation]:  # type: ignore[assignment]
+    """Every violated constraint of a target assignment (empty: a valid plan)."""
+    known = {b.id for b in brokers}
+    rack_of = {b.id: b.rack for b in brokers}
+    racked = any(b.rack is not None for b in brokers)
+    racks_left = {b.rack for b in brokers if b.id not in removed and b.rack is not None}
+    out: list[Violation] = []
+    disk: dict[int, int] = dict.fromkeys(known, 0)
+    for topic, p, old, new, size in zip(topics, partitions, before, after, sizes, strict=True):
+        subject = f"{topic}-{p}"
+        if len(set(new)) != len(new):
+            out.append(Violation("distinct brokers", subject, f"replicas {list(new)} repeat"))
+        if len(new) != len(old):
+            out.append(Violation("replication factor", subject,
+                                 f"{len(old)} replicas before, {len(new)} after"))
+        unknown = sorted(set(new) - known)
+        if unknown:
+            out.append(Violation("known brokers", subject, f"unknown broker(s) {unknown}"))
+            continue
+        held = sorted(set(new) & removed)
+        if held:
+            out.append(Violation("drain", subject, f"still on removed broker(s) {held}"))
+        if racked and rack_aware_possible(len(new), racks_left) and \
+                distinct_racks(new, rack_of) < len(new):
+            out.append(Violation(
+                "rack awareness", subject,
+                f"replicas {list(new)} share a rack although {len(racks_left)} racks exist"))
+        for r in new:
+            disk[r] += size
+    for b in brokers:
+        if disk[b.id] > b.disk_capacity_bytes:
+            out.append(Violation(
+                "disk capacity", f"broker {b.id}",
+                f"{disk[b.id]} bytes planned, capacity {b.disk_capacity_bytes}"))
+    return out

@@ -1,0 +1,71 @@
+"""What a planning run produces, before it is rendered — plain data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from controller_core.planning.goals import Goal
+from controller_core.planning.objective import Targets, Violation
+from controller_core.planning.snapshot import Broker
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMove:
+    """One partition whose replica list changes (set or order)."""
+
+    topic: str
+    partition: int
+    before: tuple[int, ...]
+    after: tuple[int, ...]
+    size_bytes: int
+    leader_before: int
+
+    @property
+    def added(self) -> tuple[int, ...]:
+        return tuple(r for r in self.after if r not in self.before)
+
+    @property
+    def removed(self) -> tuple[int, ...]:
+        return tuple(r for r in self.before if r not in self.after)
+
+    @property
+    def bytes_moved(self) -> int:
+        return self.size_bytes * len(self.added)
+
+    @property
+    def leader_changes(self) -> bool:
+        return self.after[0] != self.leader_before
+
+
+@dataclass(slots=True)
+class RoundStat:
+    phase: str
+    round: int
+    sources: int
+    candidates: int
+    accepted: int
+    seconds: float
+
+
+@dataclass(slots=True)
+class PlanResult:
+    goal: Goal
+    seed: int
+    brokers: list[Broker]
+    eligible: set[int]
+    moves: list[PartitionMove]
+    loads_before: dict[int, list[int]]
+    loads_after: dict[int, list[int]]
+    targets: Targets
+    partitions_total: int
+    violations: list[Violation] = field(default_factory=list)
+    rounds: list[RoundStat] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def replicas_moved(self) -> int:
+        return sum(len(m.added) for m in self.moves)
+
+    @property
+    def bytes_moved(self) -> int:
+        return sum(m.bytes_moved for m in self.moves)

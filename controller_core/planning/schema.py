@@ -1,0 +1,64 @@
+"""The cluster snapshot: a versioned Parquet schema defined in one place.
+
+A snapshot is a directory with three entries::
+
+    snapshot.json        {"schemaVersion": 1, "clusterName": ..., "createdAt": ...}
+    brokers.parquet      one row per broker
+    partitions.parquet   one row per partition (a file, or a directory of Parquet parts)
+
+The column lists below are the contract: the exporter writes them, the validator checks
+them, the Spark job reads them. Adding a column is allowed within a version; renaming or
+removing one needs a new ``SCHEMA_VERSION``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+SCHEMA_VERSION = 1
+MANIFEST_FILE = "snapshot.json"
+BROKERS_FILE = "brokers.parquet"
+PARTITIONS_FILE = "partitions.parquet"
+
+Kind = Literal["int", "float", "string", "int_list"]
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    name: str
+    kind: Kind
+    nullable: bool
+    description: str
+
+
+BROKER_COLUMNS: tuple[Column, ...] = (
+    Column("id", "int", False, "broker id (node.id)"),
+    Column("rack", "string", True, "broker.rack; null when the broker has none"),
+    Column("disk_capacity_bytes", "int", False, "usable log-dir capacity, bytes"),
+    Column("network_in_capacity_bytes_per_second", "float", False, "inbound bandwidth"),
+    Column("network_out_capacity_bytes_per_second", "float", False, "outbound bandwidth"),
+)
+
+PARTITION_COLUMNS: tuple[Column, ...] = (
+    Column("topic", "string", False, "topic name"),
+    Column("partition", "int", False, "partition index"),
+    Column("replicas", "int_list", False, "replica broker ids, preferred leader first"),
+    Column("leader", "int", False, "current leader broker id (one of replicas)"),
+    Column("size_bytes", "int", False, "size of one replica's log, bytes"),
+    Column("bytes_in_per_second", "float", False, "producer rate into the partition"),
+    Column("bytes_out_per_second", "float", False, "consumer rate out of the leader"),
+)
+
+
+def arrow_schema(columns: tuple[Column, ...]) -> object:
+    """The pyarrow schema of a column list (pyarrow is imported here, not at module load)."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    types = {
+        "int": pa.int64(),
+        "float": pa.float64(),
+        "string": pa.string(),
+        "int_list": pa.list_(pa.int32()),
+    }
+    return pa.schema([pa.field(c.name, types[c.kind], nullable=c.nullable) for c in columns])

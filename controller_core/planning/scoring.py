@@ -1,0 +1,228 @@
+"""Vectorised scoring of candidate moves — the per-partition work the Spark job distributes.
+
+Runs inside Spark's ``mapInPandas`` on batches of partitions. Each function is pure: a batch
+of rows and a :class:`RoundContext` (the broker-level figures of the current round, small
+enough to ship with the closure) in, candidate rows out. numpy/pandas are imported lazily.
+
+A candidate says: "replica ``pos`` of partition ``pid`` may leave ``src`` for one of
+``dests``". Destinations are drawn by a weighted race (Efraimidis-Spirakis: key
+``-ln(u)/w``) with the estimated gain as the weight and ``u`` a hash of (seed, round,
+partition, broker); candidates then spread over the brokers that want them instead of all
+piling onto the single most underloaded one, and the draw is reproducible.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+from controller_core.planning.objective import DISK, LEADERS, NET_IN, NET_OUT, REPLICAS
+
+CANDIDATE_COLUMNS = ("pid", "pos", "src", "mandatory", "dests", "priority", "replicas",
+                     "leader", "size", "bin", "bout")
+
+
+def _np() -> Any:
+    return importlib.import_module("numpy")
+
+
+def _pd() -> Any:
+    return importlib.import_module("pandas")
+
+
+@dataclass(frozen=True, slots=True)
+class RoundContext:
+    """Broker figures of one round, indexed by dense broker slot (see ``slot_of``)."""
+
+    slot_of: Any          # int64[max_id + 1]: broker id -> slot, -1 unknown
+    broker_ids: Any       # int64[k]
+    excess: Any           # float64[k, 5]: load - target
+    band: Any             # float64[k, 5]
+    coef: Any             # float64[5]: 2·w / mean²
+    free_disk: Any        # float64[k]: capacity - disk load
+    rack: Any             # int64[k]: rack index, -1 when brokers have no racks
+    n_racks: int          # racks among the eligible brokers (0: no racks)
+    is_source: Any        # bool[k]
+    is_removed: Any       # bool[k]
+    dest_slots: Any       # int64[d]: brokers that may receive
+    seed: int
+    choices: int          # destinations returned per candidate
+    mean_size: float      # mean replica size, bytes
+
+
+def uniform(a: Any, b: Any, seed: int) -> Any:
+    """Deterministic uniforms in (0, 1) from two int arrays (splitmix64 finaliser)."""
+    np = _np()
+    with np.errstate(over="ignore"):
+        x = (a.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) ^ \
+            (b.astype(np.uint64) * np.uint64(0xBF58476D1CE4E5B9)) ^ \
+            np.uint64(seed & 0xFFFFFFFFFFFFFFFF)
+        x ^= x >> np.uint64(30)
+        x *= np.uint64(0xBF58476D1CE4E5B9)
+        x ^= x >> np.uint64(27)
+        x *= np.uint64(0x94D049BB133111EB)
+        x ^= x >> np.uint64(31)
+    return (x >> np.uint64(11)).astype(np.float64) * 2.0**-53 + 2.0**-54
+
+
+def _padded(lists: Any, width: int) -> Any:
+    np = _np()
+    out = np.full((len(lists), width), -1, dtype=np.int64)
+    for i, reps in enumerate(lists):
+        out[i, : len(reps)] = reps
+    return out
+
+
+def _race(weights: Any, feasible: Any, pid: Any, dest_ids: Any, seed: int, choices: int
+          ) -> tuple[Any, Any]:
+    """Top ``choices`` destinations per row by weighted race; (indices, key is finite)."""
+    np = _np()
+    u = uniform(pid[:, None], dest_ids[None, :], seed)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        key = np.where(feasible & (weights > 0), -np.log(u) / weights, np.inf)
+    c = min(choices, key.shape[1])
+    part = np.argpartition(key, c - 1, axis=1)[:, :c] if c < key.shape[1] else \
+        np.tile(np.arange(key.shape[1]), (key.shape[0], 1))
+    pkeys = np.take_along_axis(key, part, axis=1)
+    order = np.argsort(pkeys, axis=1, kind="stable")
+    idx = np.take_along_axis(part, order, axis=1)
+    finite = np.isfinite(np.take_along_axis(key, idx, axis=1))
+    return idx, finite
+
+
+def score_replica_moves(pdf: Any, ctx: RoundContext) -> Any:
+    """Candidate replica moves of a batch of partitions (pandas in, pandas out)."""
+    np, pd = _np(), _pd()
+    n = len(pdf)
+    empty = pd.DataFrame({c: [] for c in CANDIDATE_COLUMNS})
+    if n == 0:
+        return empty
+    lists = list(pdf["replicas"])
+    width = max(len(r) for r in lists)
+    ids = _padded(lists, width)
+    slots = np.where(ids >= 0, ctx.slot_of[np.clip(ids, 0, len(ctx.slot_of) - 1)], -1)
+    rf = (ids >= 0).sum(axis=1)
+    pid = pdf["pid"].to_numpy(np.int64)
+    leader_id = pdf["leader"].to_numpy(np.int64)
+    size = pdf["size"].to_numpy(np.float64)
+    bin_ = pdf["bin"].to_numpy(np.float64)
+    bout = pdf["bout"].to_numpy(np.float64)
+    racks = np.where(slots >= 0, ctx.rack[np.clip(slots, 0, None)], -2)
+    D = ctx.dest_slots
+    dest_ids = ctx.broker_ids[D]
+    e, coef, band = ctx.excess, ctx.coef, ctx.band
+    out: list[Any] = []
+    for j in range(width):
+        src = slots[:, j]
+        valid = src >= 0
+        s = np.clip(src, 0, None)
+        others = np.delete(racks, j, axis=1)
+        src_dup = (others == racks[:, [j]]).any(axis=1) & (racks[:, j] >= 0)
+        rack_possible = (ctx.n_racks > 0) & (rf <= ctx.n_racks)
+        # the later replica of a pair sharing a rack is repaired when racks allow
+        earlier_dup = (racks[:, :j] == racks[:, [j]]).any(axis=1) if j > 0 else \
+            np.zeros(n, dtype=bool)
+        mandatory = valid & (ctx.is_removed[s] | (earlier_dup & rack_possible & (racks[:, j] >= 0)))
+        cand = valid & (ctx.is_source[s] | mandatory)
+        rows = np.nonzero(cand)[0]
+        if rows.size == 0 or D.size == 0:
+            continue
+        s_r, sz, bi, bo = s[rows], size[rows], bin_[rows], bout[rows]
+        amounts = {REPLICAS: np.ones_like(sz), DISK: sz, NET_IN: bi}
+        dst_part = np.zeros((rows.size, D.size))
+        src_part = np.zeros(rows.size)
+        for m, a in amounts.items():
+            dst_part += (coef[m] * a)[:, None] * e[D, m][None, :]
+            src_part += coef[m] * a * (a - e[s_r, m])
+        if j == 0:
+            carries = (leader_id[rows] == ids[rows, 0]).astype(np.float64)
+            lead = {LEADERS: carries, NET_OUT: carries * (bo + bi * (rf[rows] - 1))}
+            for m, a in lead.items():
+                dst_part += (coef[m] * a)[:, None] * e[D, m][None, :]
+                src_part += coef[m] * a * (a - e[s_r, m])
+        est = src_part[:, None] + dst_part
+        sl = slots[rows]
+        feasible = (sl[:, :, None] != D[None, None, :]).all(axis=1)
+        if ctx.n_racks > 0:
+            conflict = (others[rows][:, :, None] == ctx.rack[D][None, None, :]).any(axis=1)
+            relaxed = (~rack_possible[rows]) & src_dup[rows]
+            feasible &= ~conflict | relaxed[:, None]
+        feasible &= ctx.free_disk[D][None, :] >= sz[:, None]
+        mand = mandatory[rows]
+        soft = (~mand)[:, None]
+        within = (e[D, DISK][None, :] + sz[:, None] <= band[D, DISK][None, :]) & \
+            ((e[s_r, DISK] - sz) >= -band[s_r, DISK])[:, None] & (est < 0)
+        feasible &= ~soft | within
+        big = np.where(feasible, est, -np.inf).max(axis=1)
+        weights = np.where(mand[:, None], big[:, None] - est + 1e-9, -est)
+        idx, finite = _race(weights, feasible, pid[rows], dest_ids, ctx.seed + j, ctx.choices)
+        best = np.where(feasible, est, np.inf).min(axis=1)
+        keep = mand | np.isfinite(best)
+        if not keep.any():
+            continue
+        # Prefer replicas whose size matches the source's bytes-per-replica excess, so the
+        # replica count and disk bytes of the source reach their targets together.
+        want = np.maximum(e[s_r, DISK], 0.0) / np.maximum(e[s_r, REPLICAS], 1.0)
+        eps = 0.05 * ctx.mean_size + 1.0
+        prio = np.where(mand, -np.inf, np.abs(np.log((sz + eps) / (want + eps))))
+        dests = [dest_ids[i[f]].tolist() for i, f in zip(idx, finite, strict=True)]
+        frame = pd.DataFrame({
+            "pid": pid[rows], "pos": np.full(rows.size, j, dtype=np.int32),
+            "src": ctx.broker_ids[s_r], "mandatory": mand, "dests": dests, "priority": prio,
+            "replicas": [lists[r] for r in rows], "leader": leader_id[rows],
+            "size": size[rows].astype(np.int64), "bin": bin_[rows].astype(np.int64),
+            "bout": bout[rows].astype(np.int64),
+        })
+        out.append(frame[keep])
+    if not out:
+        return empty
+    return pd.concat(out, ignore_index=True)
+
+
+def score_leader_moves(pdf: Any, ctx: RoundContext) -> Any:
+    """Candidate leadership changes (another replica becomes preferred leader)."""
+    np, pd = _np(), _pd()
+    n = len(pdf)
+    empty = pd.DataFrame({c: [] for c in CANDIDATE_COLUMNS})
+    if n == 0:
+        return empty
+    lists = list(pdf["replicas"])
+    width = max(len(r) for r in lists)
+    ids = _padded(lists, width)
+    slots = np.where(ids >= 0, ctx.slot_of[np.clip(ids, 0, len(ctx.slot_of) - 1)], -1)
+    rf = (ids >= 0).sum(axis=1)
+    leader_id = pdf["leader"].to_numpy(np.int64)
+    lslot = ctx.slot_of[leader_id]
+    rows = np.nonzero(ctx.is_source[lslot])[0]
+    if rows.size == 0:
+        return empty
+    pid = pdf["pid"].to_numpy(np.int64)[rows]
+    bi = pdf["bin"].to_numpy(np.float64)[rows]
+    bo = pdf["bout"].to_numpy(np.float64)[rows]
+    sz = pdf["size"].to_numpy(np.int64)[rows]
+    s = lslot[rows]
+    sl = slots[rows]
+    e, coef = ctx.excess, ctx.coef
+    amounts = {LEADERS: np.ones_like(bi), NET_OUT: bo + bi * (rf[rows] - 1)}
+    est = np.zeros(sl.shape)
+    for m, a in amounts.items():
+        est += (coef[m] * a)[:, None] * (e[np.clip(sl, 0, None), m] + a[:, None] - e[s, m][:, None])
+    feasible = (sl >= 0) & (sl != s[:, None]) & (est < 0) & \
+        ~ctx.is_removed[np.clip(sl, 0, None)]
+    weights = np.where(feasible, -est, 0.0)
+    u = uniform(pid[:, None], np.clip(ids[rows], 0, None), ctx.seed)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        key = np.where(feasible, -np.log(u) / weights, np.inf)
+    order = np.argsort(key, axis=1, kind="stable")
+    best = np.where(feasible, est, np.inf).min(axis=1)
+    keep = np.isfinite(best)
+    dests = [[int(ids[r, k]) for k in o if np.isfinite(key[i, k])]
+             for i, (r, o) in enumerate(zip(rows, order, strict=True))]
+    frame = pd.DataFrame({
+        "pid": pid, "pos": np.zeros(rows.size, dtype=np.int32), "src": leader_id[rows],
+        "mandatory": np.zeros(rows.size, dtype=bool), "dests": dests, "priority": best,
+        "replicas": [lists[r] for r in rows], "leader": leader_id[rows], "size": sz,
+        "bin": bi.astype(np.int64), "bout": bo.astype(np.int64),
+    })
+    return frame[keep]

@@ -1,0 +1,388 @@
+"""The Spark side of planning: thin glue around the pure scoring and driver steps.
+
+Per round, Spark scans the partition table (cached, one row per partition), keeps the rows
+that touch an overloaded (or drained) broker, scores candidate moves in parallel with
+``mapInPandas`` (:mod:`.scoring`), keeps the best few per source broker with a window, and
+hands those to the driver (:mod:`.balancer`), which accepts a consistent set. The accepted
+changes are joined back into the table. Broker loads before and after are aggregated by
+Spark from the table itself. Nothing here collects the whole table to the driver.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from controller_core.planning.balancer import Balancer, Candidate
+from controller_core.planning.goals import Goal
+from controller_core.planning.objective import (
+    DEFAULT_TOLERANCE,
+    DEFAULT_WEIGHTS,
+    DISK,
+    REPLICAS,
+    Targets,
+    check_assignment,
+    compute_targets,
+)
+from controller_core.planning.result import PartitionMove, PlanResult, RoundStat
+from controller_core.planning.schema import PARTITIONS_FILE
+from controller_core.planning.scoring import (
+    RoundContext,
+    score_leader_moves,
+    score_replica_moves,
+)
+from controller_core.planning.snapshot import Snapshot
+
+MIN_JAVA = 17
+
+
+class JavaMissingError(Exception):
+    """Spark cannot start because no suitable Java runtime is installed."""
+
+
+@dataclass(frozen=True, slots=True)
+class PlanOptions:
+    seed: int = 0
+    max_rounds: int = 40
+    choices: int = 4
+    weights: tuple[float, ...] = DEFAULT_WEIGHTS
+    tolerance: tuple[float, ...] = DEFAULT_TOLERANCE
+
+
+def check_java(env: Mapping[str, str] | None = None) -> str:
+    """The java executable Spark will use; raise :class:`JavaMissingError` with the fix."""
+    env = os.environ if env is None else env
+    fix = (f"Spark needs a Java runtime {MIN_JAVA} or newer: install one (Debian/Ubuntu: "
+           f"`apt-get install openjdk-{MIN_JAVA}-jre-headless`; macOS: `brew install "
+           f"openjdk@{MIN_JAVA}`) and put `java` on PATH or set JAVA_HOME")
+    home = env.get("JAVA_HOME")
+    if home:
+        java = str(Path(home) / "bin" / "java")
+        if not Path(java).is_file():
+            raise JavaMissingError(f"JAVA_HOME={home} has no bin/java. {fix}")
+    else:
+        found = shutil.which("java", path=env.get("PATH"))
+        if not found:
+            raise JavaMissingError(f"no `java` on PATH and JAVA_HOME is not set. {fix}")
+        java = found
+    try:
+        proc = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    except OSError as e:
+        raise JavaMissingError(f"{java} does not run ({e}). {fix}") from e
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', proc.stderr + proc.stdout)
+    if m:
+        major = int(m.group(1))
+        if major == 1 and m.group(2):
+            major = int(m.group(2))
+        if major < MIN_JAVA:
+            raise JavaMissingError(f"{java} is Java {major}. {fix}")
+    return java
+
+
+def make_session(master: str = "local[*]", conf: Mapping[str, str] | None = None,
+                 app_name: str = "kraftsman-plan") -> Any:
+    """A SparkSession with settings that suit planning; ``conf`` overrides any of them."""
+    check_java()
+    from pyspark.sql import SparkSession
+
+    settings = {
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "8",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "2048",
+        "spark.sql.adaptive.enabled": "false",
+        "spark.driver.memory": "2g",
+    }
+    if master.startswith("local") and not os.environ.get("PYSPARK_PYTHON"):
+        # local workers must run this interpreter (it has numpy, pandas, pyarrow)
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+    settings.update(conf or {})
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for k, v in settings.items():
+        builder = builder.config(k, v)
+    return builder.getOrCreate()
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def _load_table(spark: Any, snapshot_dir: Path) -> Any:
+    from pyspark.sql import functions as F
+
+    raw = spark.read.parquet(str(snapshot_dir / PARTITIONS_FILE))
+    df = raw.select(
+        F.xxhash64("topic", "partition").alias("pid"),
+        F.col("topic"), F.col("partition").cast("long").alias("partition"),
+        F.col("replicas").cast("array<int>").alias("replicas"),
+        F.col("leader").cast("long").alias("leader"),
+        F.col("size_bytes").cast("long").alias("size"),
+        F.floor(F.col("bytes_in_per_second") + 0.5).cast("long").alias("bin"),
+        F.floor(F.col("bytes_out_per_second") + 0.5).cast("long").alias("bout"),
+    )
+    df = df.withColumn("orig_replicas", F.col("replicas")) \
+        .withColumn("orig_leader", F.col("leader"))
+    parts = max(2, spark.sparkContext.defaultParallelism * 2)
+    df = df.repartition(parts, "pid").localCheckpoint(eager=True)
+    row = df.agg(F.count(F.lit(1)).alias("n"), F.countDistinct("pid").alias("d")).first()
+    if row["n"] != row["d"]:
+        # xxhash64 of (topic, partition) collided — never seen, but never silently wrong
+        raise RuntimeError("internal: partition id hash collision; rename a topic or report")
+    return df
+
+
+def spark_loads(df: Any, broker_ids: Iterable[int]) -> dict[int, list[int]]:
+    """Per-broker load of the table's current assignment, aggregated by Spark."""
+    from pyspark.sql import functions as F
+
+    loads = {b: [0, 0, 0, 0, 0] for b in broker_ids}
+    reps = df.select(F.explode("replicas").alias("b"), "size", "bin") \
+        .groupBy("b").agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("disk"),
+                          F.sum("bin").alias("nin")).collect()
+    for r in reps:
+        row = loads[int(r["b"])]
+        row[0], row[2], row[3] = int(r["n"]), int(r["disk"]), int(r["nin"])
+    leads = df.groupBy("leader").agg(
+        F.count(F.lit(1)).alias("n"),
+        F.sum(F.col("bout") + F.col("bin") * (F.size("replicas") - 1)).alias("nout")).collect()
+    for r in leads:
+        row = loads[int(r["leader"])]
+        row[1], row[4] = int(r["n"]), int(r["nout"])
+    return loads
+
+
+def _context(bal: Balancer, sources: set[int], dests: set[int], seed: int, choices: int,
+             mean_size: float) -> RoundContext:
+    import numpy as np
+
+    ids = sorted(bal.loads)
+    slot_of = np.full(max(ids) + 1, -1, dtype=np.int64)
+    for i, b in enumerate(ids):
+        slot_of[b] = i
+    t: Targets = bal.targets
+    excess = np.array([[bal.loads[b][m] - t.target[b][m] for m in range(5)] for b in ids])
+    band = np.array([list(t.band[b]) for b in ids])
+    coef = np.array([2.0 * t.weights[m] / (t.mean[m] ** 2) for m in range(5)])
+    racks = sorted({r for r in bal.rack_of.values() if r is not None})
+    rack_idx = {r: i for i, r in enumerate(racks)}
+    rack = np.array([rack_idx.get(bal.rack_of[b] or "", -1) if bal.rack_of[b] is not None
+                     else -1 for b in ids], dtype=np.int64)
+    return RoundContext(
+        slot_of=slot_of, broker_ids=np.array(ids, dtype=np.int64), excess=excess, band=band,
+        coef=coef,
+        free_disk=np.array([bal.capacity[b] - bal.loads[b][DISK] for b in ids], dtype=float),
+        rack=rack, n_racks=len(bal.racks),
+        is_source=np.array([b in sources for b in ids]),
+        is_removed=np.array([b in bal.removed for b in ids]),
+        dest_slots=np.array([i for i, b in enumerate(ids) if b in dests], dtype=np.int64),
+        seed=seed, choices=choices, mean_size=mean_size)
+
+
+_CANDIDATE_SCHEMA = (
+    "pid long, pos int, src long, mandatory boolean, dests array<long>, priority double, "
+    "replicas array<int>, leader long, size long, bin long, bout long")
+
+
+def _collect_candidates(spark: Any, rows: Any, ctx: RoundContext, caps: dict[int, int],
+                        leaders: bool) -> list[Candidate]:
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    scorer = score_leader_moves if leaders else score_replica_moves
+
+    def score(batches: Iterable[Any]) -> Iterable[Any]:
+        for pdf in batches:
+            out = scorer(pdf, ctx)
+            if len(out):
+                yield out
+
+    scored = rows.select("pid", "replicas", "leader", "size", "bin", "bout") \
+        .mapInPandas(score, _CANDIDATE_SCHEMA)
+    cap_df = spark.createDataFrame(sorted(caps.items()), "src long, cap long")
+    w = Window.partitionBy("src").orderBy("priority", "pid", "pos")
+    capped = scored.join(F.broadcast(cap_df), "src", "left") \
+        .withColumn("rn", F.row_number().over(w)) \
+        .filter(F.col("mandatory") | (F.col("rn") <= F.coalesce(F.col("cap"), F.lit(0))))
+    out: list[Candidate] = []
+    for r in capped.select(*_CANDIDATE_SCHEMA_NAMES).toLocalIterator(prefetchPartitions=True):
+        out.append(Candidate(
+            pid=int(r[0]), pos=int(r[1]), src=int(r[2]), mandatory=bool(r[3]),
+            dests=tuple(int(d) for d in r[4]), priority=float(r[5]),
+            replicas=tuple(int(x) for x in r[6]), leader=int(r[7]), size=int(r[8]),
+            bin=int(r[9]), bout=int(r[10])))
+    return out
+
+
+_CANDIDATE_SCHEMA_NAMES = [c.split()[0] for c in _CANDIDATE_SCHEMA.split(", ")]
+
+
+def _apply(spark: Any, df: Any, changes: dict[int, tuple[tuple[int, ...], int]]) -> Any:
+    from pyspark.sql import functions as F
+
+    if not changes:
+        return df
+    upd = spark.createDataFrame(
+        [(pid, list(reps), leader) for pid, (reps, leader) in changes.items()],
+        "pid long, new_replicas array<int>, new_leader long")
+    out = df.join(F.broadcast(upd), "pid", "left").select(
+        "pid", "topic", "partition",
+        F.coalesce("new_replicas", "replicas").alias("replicas"),
+        F.coalesce("new_leader", "leader").alias("leader"),
+        "size", "bin", "bout", "orig_replicas", "orig_leader",
+    ).localCheckpoint(eager=True)
+    df.unpersist()
+    return out
+
+
+def _rack_dup_filter(bal: Balancer) -> Any:
+    """Spark column: rows whose replicas share a rack although racks allow otherwise."""
+    from pyspark.sql import functions as F
+
+    if not bal.racks:
+        return F.lit(False)
+    pairs: list[Any] = []
+    for b, r in sorted(bal.rack_of.items()):
+        pairs += [F.lit(b), F.lit(r)]
+    rack_map = F.create_map(*pairs)
+    racks_of = F.transform("replicas", lambda x: F.element_at(rack_map, x))
+    return (F.size(F.array_distinct(racks_of)) < F.size("replicas")) & \
+        (F.size("replicas") <= F.lit(len(bal.racks)))
+
+
+def run_plan(spark: Any, snapshot_dir: Path, snapshot: Snapshot, goal: Goal,
+             options: PlanOptions = PlanOptions()) -> PlanResult:
+    """Plan ``goal`` for the (validated) snapshot in ``snapshot_dir``."""
+    from pyspark.sql import functions as F
+
+    started = time.monotonic()
+    broker_ids = snapshot.broker_ids()
+    df = _load_table(spark, snapshot_dir)
+    before = spark_loads(df, broker_ids)
+    removed = set(goal.brokers) if goal.kind == "remove-brokers" else set()
+    new = set(goal.brokers) if goal.kind == "add-brokers" else set()
+    eligible = set(broker_ids) - removed
+    totals = [float(sum(before[b][m] for b in broker_ids)) for m in range(5)]
+    targets = compute_targets(snapshot.brokers, eligible, totals, options.weights,
+                              options.tolerance)
+    dests = new if goal.kind == "add-brokers" else eligible
+    bal = Balancer(snapshot.brokers, {b: list(v) for b, v in before.items()}, targets,
+                   dest_ids=dests, removed=removed)
+    mean_size = totals[DISK] / totals[REPLICAS] if totals[REPLICAS] else 1.0
+    stats: list[RoundStat] = []
+    rack_dup = _rack_dup_filter(bal)
+
+    if goal.moves_data:
+        for rnd in range(options.max_rounds):
+            t0 = time.monotonic()
+            sources = bal.replica_sources(goal.kind, new)
+            cond = rack_dup if goal.kind == "rebalance" else F.lit(False)
+            if sources:
+                cond = cond | F.arrays_overlap(
+                    "replicas", F.array(*[F.lit(b) for b in sorted(sources)]).cast("array<int>"))
+            rows = df.filter(cond)
+            ctx = _context(bal, sources, dests, options.seed * 1_000_003 + rnd,
+                           options.choices, mean_size)
+            cands = _collect_candidates(spark, rows, ctx, bal.source_caps(sources), False)
+            accepted = bal.run_round(cands)
+            df = _apply(spark, df, bal.take_dirty())
+            stats.append(RoundStat("replicas", rnd, len(sources), len(cands), accepted,
+                                   time.monotonic() - t0))
+            if accepted == 0:
+                break
+
+    for rnd in range(options.max_rounds):
+        t0 = time.monotonic()
+        sources = bal.leader_sources()
+        if not sources:
+            break
+        rows = df.filter(F.col("leader").isin(sorted(sources)))
+        ctx = _context(bal, sources, eligible, options.seed * 1_000_003 + 7919 + rnd,
+                       options.choices, mean_size)
+        cands = _collect_candidates(spark, rows, ctx, bal.source_caps(sources, True), True)
+        accepted = bal.run_round(cands, leaders=True)
+        df = _apply(spark, df, bal.take_dirty())
+        stats.append(RoundStat("leaders", rnd, len(sources), len(cands), accepted,
+                               time.monotonic() - t0))
+        if accepted == 0:
+            break
+
+    after = spark_loads(df, broker_ids)
+    if after != bal.loads:
+        raise RuntimeError("internal: driver and Spark disagree on the planned loads")
+    moved = df.filter(F.col("replicas") != F.col("orig_replicas")) \
+        .select("topic", "partition", "orig_replicas", "replicas", "size", "orig_leader") \
+        .orderBy("size", "topic", "partition").collect()
+    moves = [PartitionMove(str(r[0]), int(r[1]), tuple(r[2]), tuple(r[3]), int(r[4]), int(r[5]))
+             for r in moved]
+    violations = check_assignment(
+        snapshot.brokers, [m.topic for m in moves], [m.partition for m in moves],
+        [m.before for m in moves], [m.after for m in moves], [m.size_bytes for m in moves],
+        removed)
+    # partitions nobody moved may still break a rule (e.g. drained brokers that are full)
+    violations += _unmoved_violations(df, bal, removed)
+    for pid, pos, why in bal.unplaced:
+        violations.append(_unplaced(df, pid, pos, why))
+    df.unpersist()
+    return PlanResult(
+        goal=goal, seed=options.seed, brokers=list(snapshot.brokers), eligible=eligible,
+        moves=moves, loads_before=before, loads_after=after, targets=targets,
+        partitions_total=len(snapshot.partitions), violations=_dedupe(violations),
+        rounds=stats, seconds=time.monotonic() - started)
+
+
+def _unmoved_violations(df: Any, bal: Balancer, removed: set[int]) -> list[Any]:
+    from pyspark.sql import functions as F
+
+    from controller_core.planning.objective import Violation
+
+    out: list[Violation] = []
+    for b in sorted(bal.loads):
+        if bal.loads[b][DISK] > bal.capacity[b]:
+            out.append(Violation("disk capacity", f"broker {b}",
+                                 f"{bal.loads[b][DISK]} bytes planned, capacity "
+                                 f"{bal.capacity[b]}"))
+    if removed:
+        left = df.filter(F.arrays_overlap("replicas", F.array(
+            *[F.lit(b) for b in sorted(removed)]).cast("array<int>"))) \
+            .select("topic", "partition", "replicas").limit(50).collect()
+        for r in left:
+            out.append(Violation("drain", f"{r[0]}-{r[1]}",
+                                 f"still on removed broker(s) "
+                                 f"{sorted(set(r[2]) & removed)}"))
+    rack_dup = _rack_dup_filter(bal)
+    for r in df.filter(rack_dup).select("topic", "partition", "replicas").limit(50).collect():
+        out.append(Violation("rack awareness", f"{r[0]}-{r[1]}",
+                             f"replicas {list(r[2])} share a rack and no move could fix it "
+                             "within disk capacity"))
+    if bal.loads and any(bal.loads[b][REPLICAS] < 0 for b in bal.loads):
+        raise RuntimeError("internal: negative replica count")
+    return out
+
+
+def _unplaced(df: Any, pid: int, pos: int, why: str) -> Any:
+    from pyspark.sql import functions as F
+
+    from controller_core.planning.objective import Violation
+
+    r = df.filter(F.col("pid") == pid).select("topic", "partition", "replicas").first()
+    return Violation("placement", f"{r[0]}-{r[1]} replica {list(r[2])[pos]}",
+                     f"could not move: {why}")
+
+
+def _dedupe(items: list[Any]) -> list[Any]:
+    seen: set[str] = set()
+    out = []
+    for v in items:
+        if str(v) not in seen:
+            seen.add(str(v))
+            out.append(v)
+    return out
+
+

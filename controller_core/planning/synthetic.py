@@ -1,0 +1,59 @@
+"""Synthetic cluster snapshots for tests, benchmarks and demos (seeded, reproducible).
+
+``skew`` makes the first ``skewed_fraction`` of the brokers attract ``1 + skew`` times the
+replicas of the others (and so more disk, leaders and traffic) — a cluster that needs a
+rebalance. ``empty`` brokers exist but hold nothing (just added).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from typing import Any
+
+from controller_core.planning.snapshot import Broker, PartitionTable, Snapshot
+
+
+def make_snapshot(brokers: int = 6, partitions: int = 120, replication_factor: int = 3,
+                  racks: int = 3, seed: int = 0, skew: float = 0.0,
+                  skewed_fraction: float = 0.2, empty: Sequence[int] = (),
+                  mean_size_bytes: int = 100_000_000, size_sigma: float = 1.0,
+                  disk_capacity_bytes: int | None = None, topics: int = 4,
+                  cluster_name: str = "demo") -> Snapshot:
+    np: Any = importlib.import_module("numpy")
+    rng = np.random.default_rng(seed)
+    ids = list(range(brokers))
+    rack_names = [f"rack-{chr(ord('a') + i)}" for i in range(racks)] if racks else []
+    rack_of = {b: (rack_names[b % racks] if racks else None) for b in ids}
+    weight = np.array([0.0 if b in empty else
+                       (1.0 + skew if b < max(1, int(brokers * skewed_fraction)) else 1.0)
+                       for b in ids])
+    mu = np.log(mean_size_bytes) - size_sigma**2 / 2
+    sizes = rng.lognormal(mu, size_sigma, partitions).astype(np.int64)
+    total = int(sizes.sum()) * replication_factor
+    cap = disk_capacity_bytes or int(2.5 * total / max(1, brokers - len(empty)))
+    placed = np.full((partitions, replication_factor), -1, dtype=np.int64)
+    usable_racks = sorted({r for b in ids if weight[b] > 0 and (r := rack_of[b])})
+    if racks and len(usable_racks) >= replication_factor:
+        rack_choice = np.argsort(rng.random((partitions, len(usable_racks))), axis=1)
+        for j in range(replication_factor):
+            for ri, rname in enumerate(usable_racks):
+                members = np.array([b for b in ids if rack_of[b] == rname and weight[b] > 0])
+                rows = np.nonzero(rack_choice[:, j] == ri)[0]
+                if rows.size:
+                    p = weight[members] / weight[members].sum()
+                    placed[rows, j] = rng.choice(members, size=rows.size, p=p)
+    else:
+        p = weight / weight.sum()
+        for i in range(partitions):
+            placed[i] = rng.choice(ids, size=replication_factor, replace=False, p=p)
+    rates_in = sizes / 3600.0 * rng.uniform(0.5, 1.5, partitions)
+    rates_out = rates_in * rng.uniform(0.5, 3.0, partitions)
+    table = PartitionTable()
+    per_topic = max(1, -(-partitions // topics))
+    for i in range(partitions):
+        reps = [int(x) for x in placed[i]]
+        table.append(f"topic-{i // per_topic}", i % per_topic, reps, reps[0], int(sizes[i]),
+                     float(round(rates_in[i], 3)), float(round(rates_out[i], 3)))
+    broker_rows = [Broker(b, rack_of[b], cap, 125_000_000.0, 125_000_000.0) for b in ids]
+    return Snapshot(broker_rows, table, cluster_name, "1970-01-01T00:00:00Z")
