@@ -95,6 +95,7 @@ def make_session(master: str = "local[*]", conf: Mapping[str, str] | None = None
 
     settings = {
         "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "8",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.execution.arrow.maxRecordsPerBatch": "2048",
@@ -108,7 +109,9 @@ def make_session(master: str = "local[*]", conf: Mapping[str, str] | None = None
     builder = SparkSession.builder.master(master).appName(app_name)
     for k, v in settings.items():
         builder = builder.config(k, v)
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("KRAFTSMAN_SPARK_LOG_LEVEL", "ERROR"))
+    return spark
 
 
 # ---------------------------------------------------------------------------------------

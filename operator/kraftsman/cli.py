@@ -15,6 +15,7 @@ COMMAND_MODULES = [
     "kraftsman.commands.views",
     "kraftsman.commands.crds",
     "kraftsman.commands.operator",
+    "kraftsman.commands.plan",
 ]
 
 

@@ -1,0 +1,111 @@
+"""Snapshot in, plan directory out — every check before Spark starts, no partial output.
+
+The output directory is built in a temporary sibling and renamed into place at the end::
+
+    OUT/reassignments/001-<plan>-001.yaml ...   PartitionReassignment resources, in order
+    OUT/report.md, OUT/report.json, OUT/report.png
+    OUT/plan.json       the same moves as kafka-reassign-partitions JSON
+    OUT/rollback.json   the current assignment of those partitions (to go back)
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from controller_core.planning.goals import Goal, GoalError, check_goal, parse_goal
+from controller_core.planning.render import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_PARTITIONS,
+    RenderedResource,
+    RenderOptions,
+    kafka_tool_json,
+    render,
+)
+from controller_core.planning.report import markdown, summary, write_chart, write_json
+from controller_core.planning.result import PlanResult
+from controller_core.planning.snapshot import Snapshot, read_snapshot, replace_dir
+from controller_core.planning.spark_job import PlanOptions, check_java, make_session, run_plan
+
+RESOURCES_DIR = "reassignments"
+
+
+class OutputError(Exception):
+    """The output directory cannot be written as asked."""
+
+
+@dataclass(slots=True)
+class PlanRequest:
+    snapshot_dir: Path
+    goal: list[str]
+    out: Path
+    master: str = "local[*]"
+    seed: int = 0
+    throttle: int | None = 50_000_000
+    max_concurrent_moves: int = 10
+    cluster_name: str | None = None
+    spark_conf: dict[str, str] = field(default_factory=dict)
+    max_bytes: int = DEFAULT_MAX_BYTES
+    max_partitions: int = DEFAULT_MAX_PARTITIONS
+    force: bool = False
+
+
+@dataclass(slots=True)
+class PlanOutput:
+    out: Path
+    result: PlanResult
+    resources: list[RenderedResource]
+    summary: dict[str, Any]
+
+
+def prepare(req: PlanRequest) -> tuple[Snapshot, Goal]:
+    """Every check that needs no Spark: snapshot, goal, output directory, Java."""
+    goal = parse_goal(req.goal)
+    snapshot = read_snapshot(req.snapshot_dir)
+    problems = check_goal(goal, snapshot)
+    if problems:
+        raise GoalError(problems)
+    out = req.out
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not req.force:
+        raise OutputError(f"--out {out}: exists and is not empty; choose a new directory or "
+                          "pass --force to replace it")
+    check_java()
+    return snapshot, goal
+
+
+def run(req: PlanRequest, session: Callable[[], Any] | None = None) -> PlanOutput:
+    snapshot, goal = prepare(req)
+    spark = session() if session else make_session(req.master, req.spark_conf)
+    result = run_plan(spark, req.snapshot_dir, snapshot, goal, PlanOptions(seed=req.seed))
+    cluster = req.cluster_name or snapshot.cluster_name
+    resources = render(result.moves, RenderOptions(
+        cluster=cluster, goal=goal.describe(), throttle_bytes_per_second=req.throttle,
+        max_concurrent_moves=req.max_concurrent_moves, max_bytes=req.max_bytes,
+        max_partitions=req.max_partitions))
+    write_output(req.out, result, resources, req.throttle, cluster)
+    return PlanOutput(req.out, result, resources, summary(result, resources, req.throttle))
+
+
+def write_output(out: Path, result: PlanResult, resources: list[RenderedResource],
+                 throttle: int | None, cluster: str) -> None:
+    out = out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        rdir = tmp / RESOURCES_DIR
+        rdir.mkdir()
+        for r in resources:
+            (rdir / r.filename).write_text(r.text)
+        (tmp / "plan.json").write_text(kafka_tool_json(result.moves))
+        (tmp / "rollback.json").write_text(kafka_tool_json(result.moves, rollback=True))
+        (tmp / "report.md").write_text(markdown(result, resources, throttle, cluster))
+        write_json(tmp / "report.json", result, resources, throttle)
+        write_chart(tmp / "report.png", result)
+        replace_dir(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

@@ -1,0 +1,159 @@
+"""PartitionReassignment YAML for Git, rendered with Jinja2 and split to fit Kubernetes.
+
+A plan becomes numbered resources ``<plan>-001``, ``<plan>-002``, ... Each partition is in
+exactly one of them, so they never fight over a partition; they are meant to run one after
+another (a new reassignment is refused while another is in progress), smallest partitions
+first. Argo CD runs them in order through ``argocd.argoproj.io/sync-wave`` (a wave starts
+when the previous one is Healthy, i.e. the reassignment Succeeded); ``kraftsman apply -f DIR``
+applies the files in name order and waits for each.
+
+Size limits: an object must stay under etcd's 1.5 MiB, and a client-side ``kubectl apply``
+(Argo CD's default) copies it into the 256 KiB ``last-applied-configuration`` annotation, so
+each resource is kept below ``max_bytes`` (default 200,000) and ``max_partitions``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import jinja2
+
+from controller_core.planning.result import PartitionMove
+
+API_VERSION = "kraftsman.io/v1alpha1"
+DEFAULT_MAX_BYTES = 200_000
+DEFAULT_MAX_PARTITIONS = 1000
+
+_RESOURCE = """\
+# Step {{ step }} of {{ steps }} of plan {{ plan_id }} ({{ goal }}) \
+for cluster {{ cluster | tojson }}.
+# {{ partitions | length }} partition(s), {{ replicas_moved }} replica(s) to copy, \
+{{ bytes_moved }} bytes.
+{% if step > 1 -%}
+# Runs after step {{ step - 1 }} has Succeeded (Argo CD: sync waves; kraftsman apply: file order).
+{% else -%}
+# Runs first (Argo CD sync wave 1).
+{% endif -%}
+apiVersion: {{ api_version }}
+kind: PartitionReassignment
+metadata:
+  name: {{ name }}
+  labels:
+    app.kubernetes.io/managed-by: kraftsman-plan
+    kraftsman.io/plan: {{ plan_id }}
+  annotations:
+    argocd.argoproj.io/sync-wave: {{ step | string | tojson }}
+    kraftsman.io/plan-step: {{ (step | string ~ "/" ~ steps | string) | tojson }}
+    kraftsman.io/plan-goal: {{ goal | tojson }}
+spec:
+  clusterRef:
+    name: {{ cluster | tojson }}
+{%- if throttle %}
+  throttleBytesPerSecond: {{ throttle }}
+{%- endif %}
+  maxConcurrentMoves: {{ max_concurrent_moves }}
+  electPreferredLeaders: {{ "true" if elect else "false" }}
+  partitions:
+{%- for p in partitions %}
+  - {topic: {{ p.topic | tojson }}, partition: {{ p.partition }}, \
+replicas: {{ p.after | list | tojson }}}
+{%- endfor %}
+"""
+
+_env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                          autoescape=False)
+_resource_tpl = _env.from_string(_RESOURCE)
+
+
+@dataclass(frozen=True, slots=True)
+class RenderOptions:
+    cluster: str
+    goal: str
+    throttle_bytes_per_second: int | None = 50_000_000
+    max_concurrent_moves: int = 10
+    max_bytes: int = DEFAULT_MAX_BYTES
+    max_partitions: int = DEFAULT_MAX_PARTITIONS
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedResource:
+    step: int
+    name: str
+    filename: str
+    text: str
+    moves: tuple[PartitionMove, ...]
+    elect_preferred_leaders: bool
+
+
+def dns_label(text: str) -> str:
+    s = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
+    return s or "kafka"
+
+
+def plan_id(moves: Sequence[PartitionMove], cluster: str, goal: str) -> str:
+    """A short content hash: the same plan always has the same names."""
+    h = hashlib.sha256(f"{cluster}\n{goal}\n".encode())
+    for m in moves:
+        h.update(f"{m.topic}\0{m.partition}\0{list(m.after)}\n".encode())
+    return h.hexdigest()[:8]
+
+
+def _entry_bytes(m: PartitionMove) -> int:
+    return len(f"  - {{topic: {json.dumps(m.topic)}, partition: {m.partition}, "
+               f"replicas: {json.dumps(list(m.after))}}}\n".encode())
+
+
+def chunk(moves: Sequence[PartitionMove], max_partitions: int,
+          budget: int) -> list[list[PartitionMove]]:
+    """Consecutive runs of moves under both limits (order kept: smallest first)."""
+    chunks: list[list[PartitionMove]] = []
+    cur: list[PartitionMove] = []
+    used = 0
+    for m in moves:
+        size = _entry_bytes(m)
+        if cur and (len(cur) >= max_partitions or used + size > budget):
+            chunks.append(cur)
+            cur, used = [], 0
+        cur.append(m)
+        used += size
+    if cur:
+        chunks.append(cur)
+    return chunks
+
+
+def render(moves: Sequence[PartitionMove], opts: RenderOptions) -> list[RenderedResource]:
+    """The numbered resources of a plan (empty when nothing changes)."""
+    if not moves:
+        return []
+    pid = plan_id(moves, opts.cluster, opts.goal)
+    base = f"{dns_label(opts.cluster)}-{dns_label(opts.goal.split()[0])}-{pid}"[:240]
+    # headroom for the header and metadata, which are a few hundred bytes
+    chunks = chunk(moves, opts.max_partitions, max(opts.max_bytes - 2048, 1024))
+    out: list[RenderedResource] = []
+    for i, part in enumerate(chunks, start=1):
+        name = f"{base}-{i:03d}"
+        elect = any(m.leader_changes for m in part)
+        text = _resource_tpl.render(
+            step=i, steps=len(chunks), plan_id=pid, goal=opts.goal, cluster=opts.cluster,
+            api_version=API_VERSION, name=name, throttle=opts.throttle_bytes_per_second,
+            max_concurrent_moves=opts.max_concurrent_moves, elect=elect, partitions=part,
+            replicas_moved=sum(len(m.added) for m in part),
+            bytes_moved=sum(m.bytes_moved for m in part))
+        if len(text.encode()) > opts.max_bytes:
+            raise ValueError(f"internal: resource {name} renders to {len(text.encode())} bytes, "
+                             f"over the {opts.max_bytes}-byte limit")
+        out.append(RenderedResource(i, name, f"{i:03d}-{name}.yaml", text, tuple(part), elect))
+    return out
+
+
+def kafka_tool_json(moves: Sequence[PartitionMove], *, rollback: bool = False) -> str:
+    """The same plan (or its rollback) as kafka-reassign-partitions --execute JSON."""
+    return json.dumps({"version": 1, "partitions": [
+        {"topic": m.topic, "partition": m.partition,
+         "replicas": list(m.before if rollback else m.after), "log_dirs": ["any"] * len(
+             m.before if rollback else m.after)}
+        for m in moves]}, indent=1) + "\n"

@@ -1,0 +1,146 @@
+"""`kraftsman snapshot` and `kraftsman plan`: the PySpark planning pipeline from the CLI.
+
+The work is in ``controller_core.planning``; this module parses arguments and turns the
+pipeline's errors into one-line messages with exit code 2 (no traceback, no partial output).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from controller_core.planning.goals import GOAL_KINDS, GoalError
+from controller_core.planning.pipeline import OutputError, PlanRequest
+from controller_core.planning.report import fmt_bytes, fmt_seconds
+from controller_core.planning.snapshot import SnapshotError
+from kraftsman.cli_errors import UsageError
+from kraftsman.local_store import DEFAULT_STATE_DIR, LocalStore
+
+
+def register(sub: Any) -> None:
+    s = sub.add_parser(
+        "snapshot", help="export a cluster to a Parquet snapshot for `kraftsman plan`",
+        description="Export brokers (racks, capacity) and partitions (replicas, leader, size, "
+                    "rates) of a cluster to a snapshot directory of Parquet files.")
+    s.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR,
+                   help="local state directory of `kraftsman apply` (default .kraftsman)")
+    s.add_argument("--cluster", default=None, help="cluster name (default: the only one)")
+    s.add_argument("--out", type=Path, required=True, help="snapshot directory to write")
+    s.add_argument("--default-disk-bytes", type=int, default=1 << 40, metavar="BYTES",
+                   help="disk capacity of brokers whose spec has no diskBytes (default 1 TiB)")
+    s.add_argument("--consumer-fanout", type=float, default=1.0, metavar="X",
+                   help="bytes out per byte in (consumers per partition; default 1)")
+    s.add_argument("--force", action="store_true", help="replace --out if it exists")
+    s.set_defaults(handler=run_snapshot)
+
+    p = sub.add_parser(
+        "plan", help="compute a balanced, minimal-movement reassignment plan with PySpark",
+        description="Compute PartitionReassignment resources (YAML for Git) and a report from "
+                    "a snapshot. Runs on local[*] by default, on any Spark with --master.")
+    p.add_argument("--snapshot", type=Path, required=True, help="snapshot directory")
+    p.add_argument("--goal", nargs="+", required=True, metavar="GOAL",
+                   help=f"one of {', '.join(GOAL_KINDS)}; add-brokers/remove-brokers take "
+                        "broker ids: --goal add-brokers 7,8")
+    p.add_argument("--out", type=Path, default=Path("kraftsman-plan"),
+                   help="output directory (default ./kraftsman-plan)")
+    p.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
+    p.add_argument("--seed", type=int, default=0, help="seed; a fixed seed gives the same plan")
+    p.add_argument("--throttle", type=_positive_int, default=50_000_000, metavar="BYTES_PER_S",
+                   help="throttleBytesPerSecond of the resources, also used for the duration "
+                        "estimate (default 50000000; 0 = unthrottled)")
+    p.add_argument("--max-concurrent-moves", type=_positive_int, default=10, metavar="N")
+    p.add_argument("--max-partitions-per-resource", type=_positive_int, default=1000,
+                   metavar="N")
+    p.add_argument("--cluster-name", default=None,
+                   help="clusterRef.name of the resources (default: from the snapshot)")
+    p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting (repeatable), e.g. spark.driver.memory=4g")
+    p.add_argument("--force", action="store_true", help="replace --out if it is not empty")
+    p.set_defaults(handler=run_plan)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{text} must be >= 0")
+    return v
+
+
+def _spark_conf(items: list[str]) -> dict[str, str]:
+    conf: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--spark-conf {item!r}: expected KEY=VALUE, "
+                             "e.g. spark.driver.memory=4g")
+        conf[key.strip()] = value
+    return conf
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    from controller_core.planning import pipeline
+    from controller_core.planning.spark_job import JavaMissingError
+
+    req = PlanRequest(
+        snapshot_dir=args.snapshot, goal=list(args.goal), out=args.out, master=args.master,
+        seed=args.seed, throttle=args.throttle or None,
+        max_concurrent_moves=args.max_concurrent_moves,
+        cluster_name=args.cluster_name, spark_conf=_spark_conf(args.spark_conf),
+        max_partitions=args.max_partitions_per_resource or 1000, force=args.force)
+    try:
+        out = pipeline.run(req)
+    except (SnapshotError, GoalError) as e:
+        raise UsageError(e.problems) from None
+    except (OutputError, JavaMissingError) as e:
+        raise UsageError(str(e)) from None
+    s = out.summary
+    print(f"plan written to {out.out}")
+    print(f"  goal: {s['goal']}; partitions in plan: {s['partitionsInPlan']} of "
+          f"{s['partitionsTotal']}; replicas to copy: {s['replicasToMove']}; "
+          f"data: {fmt_bytes(s['bytesToMove'])}")
+    for name, v in s["maxOverMean"].items():
+        if name in ("replicas", "leaders", "disk_bytes"):
+            print(f"  {name} max/mean: {v['before']:.3f} -> {v['after']:.3f}")
+    if s["estimatedSeconds"] is not None:
+        print(f"  estimated duration: {fmt_seconds(s['estimatedSeconds'])} at "
+              f"{fmt_bytes(s['throttleBytesPerSecond'])}/s")
+    print(f"  resources: {s['resources']} in {out.out / pipeline.RESOURCES_DIR} "
+          f"(apply in order: kraftsman apply -f {out.out / pipeline.RESOURCES_DIR})")
+    if out.result.violations:
+        print(f"  constraints not met: {len(out.result.violations)} (see report.md)",
+              file=sys.stderr)
+    return 0
+
+
+def run_snapshot(args: argparse.Namespace) -> int:
+    from controller_core.planning.export import snapshot_from_admin
+    from controller_core.planning.snapshot import write_snapshot
+
+    store = LocalStore(args.state_dir)
+    name = store.pick_cluster(args.cluster)
+    spec = store.saved_cluster_spec(name)
+    cluster = store.open_cluster(name)
+    try:
+        disk = {b.id: b.disk_bytes for b in spec.brokers if b.disk_bytes} if spec else {}
+        net = {b.id: float(b.replication_bytes_per_second or spec.replication_bytes_per_second)
+               for b in spec.brokers} if spec else {}
+        snap = snapshot_from_admin(
+            cluster, cluster_name=name,
+            created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            disk_capacity_bytes=disk, network_bytes_per_second=net,
+            default_disk_bytes=args.default_disk_bytes, consumer_fanout=args.consumer_fanout)
+    finally:
+        cluster.close()
+    try:
+        write_snapshot(snap, args.out, overwrite=args.force)
+    except SnapshotError as e:
+        raise UsageError(e.problems) from None
+    print(f"snapshot of cluster {name!r} written to {args.out}: {len(snap.brokers)} brokers, "
+          f"{len(snap.partitions)} partitions")
+    return 0
