@@ -43,7 +43,6 @@ from controller_core.metadata.records import (
     PartitionRecord,
     Record,
     TopicRecord,
-    decode_record,
 )
 from controller_core.model import NO_LEADER, ElectionType, TopicPartition
 from controller_core.storage.framing import write_atomically
@@ -91,12 +90,10 @@ class EmbeddedCluster:
         rec = self.log.recover()
         self.recovered_torn_bytes = rec.torn_bytes
         image = self.image
-        for row in rec.snapshot_rows:
-            image.apply(decode_record(row))
+        image.apply_rows(rec.snapshot_rows)
         image.next_offset = rec.snapshot_offset
-        for batch in rec.batches:
-            for r in batch.records:
-                image.apply(r)
+        for _, rows in rec.batches:
+            image.apply_rows(rows)
         self.now = rec.last_timestamp_ms / 1000.0
         dp = self.state_dir / DATAPLANE_FILE
         if dp.exists():
@@ -109,21 +106,38 @@ class EmbeddedCluster:
     def _reconcile_data_plane(self) -> None:
         """Bring a data-plane checkpoint older than the metadata log in line with it: replicas
         the log added since are empty, replicas it removed are gone."""
-        for name in self.image.topics:
-            self.data.topic_base.setdefault(name, LogBase(0.0, self.now))
-        for tp in [tp for tp in self.data.lagging if self.image.partition(tp) is None]:
-            del self.data.lagging[tp]
-        for tp, p in self.image.iter_partitions():
-            stalled = p.leader == NO_LEADER or p.leader in self.data.down
-            if self.data.base(tp).stalled != stalled:
-                self.data.bases[tp] = LogBase(self.data.leader_leo(tp, self.now), self.now, stalled)
-            lagging = self.data.lagging.get(tp, {})
-            for r in list(lagging):
-                if r not in p.replicas:
-                    self.data.caught_up_now(tp, r)
-            for r in p.replicas:
-                if r not in p.isr and r not in lagging:
-                    self.data._lag(tp, r, 0.0, self.now)
+        data, image, now = self.data, self.image, self.now
+        for name in image.topics:
+            data.topic_base.setdefault(name, LogBase(0.0, now))
+        for tp in [tp for tp in data.lagging if image.partition(tp) is None]:
+            del data.lagging[tp]
+        for tp, lagging in list(data.lagging.items()):
+            p = image.partition(tp)
+            assert p is not None
+            for r in [r for r in lagging if r not in p.replicas]:
+                data.caught_up_now(tp, r)
+        for tp in [tp for tp in data.bases if image.partition(tp) is None]:
+            del data.bases[tp]
+        down = data.down
+        for name, topic in image.topics.items():
+            topic_stalled = data.topic_base[name].stalled
+            for i, p in enumerate(topic.partitions):
+                stalled = p.leader == NO_LEADER or p.leader in down
+                incomplete = len(p.isr) != len(p.replicas)
+                if not (stalled or incomplete or topic_stalled):
+                    continue
+                tp = TopicPartition(name, i)
+                if data.base(tp).stalled != stalled:
+                    data.bases[tp] = LogBase(data.leader_leo(tp, now), now, stalled)
+                lagging = data.lagging.get(tp, {})
+                for r in p.replicas:
+                    if r not in p.isr and r not in lagging:
+                        data._lag(tp, r, 0.0, now)
+        for tp, base in list(data.bases.items()):
+            p = image.partition(tp)
+            assert p is not None
+            if base.stalled and p.leader != NO_LEADER and p.leader not in down:
+                data.bases[tp] = LogBase(base.offset, now, stalled=False)
 
     def _reconcile_spec(self) -> None:
         if not self.image.cluster_id:

@@ -137,9 +137,7 @@ class DataPlane:
         if broker in self.down:
             return
         self.down[broker] = now
-        for tp, p in self.image.iter_partitions():
-            if broker not in p.replicas:
-                continue
+        for tp, p in self.image.partitions_on(broker):
             if p.leader == broker:
                 self._freeze(tp, now, stalled=True)
             elif broker not in self.lagging.get(tp, {}):
@@ -148,7 +146,7 @@ class DataPlane:
     def on_broker_up(self, broker: int, now: float) -> None:
         if self.down.pop(broker, None) is None:
             return
-        for tp, p in self.image.iter_partitions():
+        for tp, p in self.image.partitions_on(broker):
             if p.leader == broker:
                 base = self.base(tp)
                 self.bases[tp] = LogBase(base.offset, now, stalled=False)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from controller_core.metadata.records import (
     BrokerFencingRecord,
@@ -19,6 +20,7 @@ from controller_core.metadata.records import (
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
+    decode_record,
 )
 from controller_core.model import BrokerRegistration, PartitionRegistration, TopicPartition
 
@@ -40,6 +42,7 @@ class MetadataImage:
         self.configs: dict[tuple[str, str], dict[str, str]] = {}
         self.reassigning: set[TopicPartition] = set()
         self.next_offset = 0
+        self._live: frozenset[int] | None = None
 
     # -- reading ---------------------------------------------------------------------------
     def partition(self, tp: TopicPartition) -> PartitionRegistration | None:
@@ -48,13 +51,26 @@ class MetadataImage:
             return None
         return topic.partitions[tp.partition]
 
-    def live_brokers(self) -> set[int]:
-        return {b.id for b in self.brokers.values() if not b.fenced}
+    def live_brokers(self) -> frozenset[int]:
+        if self._live is None:
+            self._live = frozenset(b.id for b in self.brokers.values() if not b.fenced)
+        return self._live
 
     def iter_partitions(self) -> Iterator[tuple[TopicPartition, PartitionRegistration]]:
         for name, topic in self.topics.items():
             for i, p in enumerate(topic.partitions):
                 yield TopicPartition(name, i), p
+
+    def partitions_on(self, broker: int, *, isr_only: bool = False
+                      ) -> list[tuple[TopicPartition, PartitionRegistration]]:
+        """Partitions with a replica (or an ISR member) on ``broker`` — a tight scan that
+        builds no object for the partitions that do not match."""
+        out = []
+        for name, topic in self.topics.items():
+            for i, p in enumerate(topic.partitions):
+                if broker in (p.isr if isr_only else p.replicas):
+                    out.append((TopicPartition(name, i), p))
+        return out
 
     def partition_count(self) -> int:
         return sum(len(t.partitions) for t in self.topics.values())
@@ -68,8 +84,9 @@ class MetadataImage:
             self._apply_change(record)
         elif isinstance(record, PartitionRecord):
             topic = self.topics[record.topic]
+            isr = record.replicas if record.isr == record.replicas else record.isr
             reg = PartitionRegistration(
-                record.replicas, record.isr, record.leader, record.leader_epoch,
+                record.replicas, isr, record.leader, record.leader_epoch,
                 record.partition_epoch, record.adding, record.removing)
             if record.partition == len(topic.partitions):
                 topic.partitions.append(reg)
@@ -82,9 +99,11 @@ class MetadataImage:
         elif isinstance(record, RegisterBrokerRecord):
             self.brokers[record.broker_id] = BrokerRegistration(
                 record.broker_id, record.rack, record.fenced)
+            self._live = None
         elif isinstance(record, BrokerFencingRecord):
             b = self.brokers[record.broker_id]
             self.brokers[record.broker_id] = BrokerRegistration(b.id, b.rack, record.fenced)
+            self._live = None
         elif isinstance(record, ConfigRecord):
             key = (record.resource_type, record.resource_name)
             entries = self.configs.setdefault(key, {})
@@ -125,6 +144,29 @@ class MetadataImage:
             self.reassigning.discard(tp)
 
     # -- snapshot ------------------------------------------------------------------------------
+    def apply_rows(self, rows: list[list[Any]]) -> None:
+        """Apply encoded records (from a snapshot or a log batch). PartitionRecords take a
+        fast path: a snapshot holds one per partition, a million of them on a big cluster."""
+        topics = self.topics
+        for row in rows:
+            if row[0] == PartitionRecord.TAG:
+                _, topic, part, replicas, isr, leader, leader_epoch, partition_epoch, adding, \
+                    removing = row
+                r = tuple(replicas)
+                reg = PartitionRegistration(r, r if isr == replicas else tuple(isr), leader,
+                                            leader_epoch, partition_epoch, tuple(adding),
+                                            tuple(removing))
+                partitions = topics[topic].partitions
+                if part == len(partitions):
+                    partitions.append(reg)
+                else:
+                    partitions[part] = reg
+                if adding or removing:
+                    self.reassigning.add(TopicPartition(topic, part))
+                self.next_offset += 1
+            else:
+                self.apply(decode_record(row))
+
     def to_records(self) -> Iterator[Record]:
         """The records that rebuild this image from nothing (the content of a snapshot)."""
         if self.cluster_id:

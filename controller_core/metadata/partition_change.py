@@ -129,12 +129,15 @@ def maybe_complete_reassignment(tp: TopicPartition, p: PartitionRegistration,
 
 
 # -- elections (KIP-183, KIP-460) -------------------------------------------------------------
+ALREADY_PREFERRED = ApiResult(errors.ELECTION_NOT_NEEDED, "already led by its preferred replica")
+ALREADY_LED = ApiResult(errors.ELECTION_NOT_NEEDED, "the partition already has a leader")
+
+
 def elect_preferred(tp: TopicPartition, p: PartitionRegistration,
                     live: Set[int]) -> PartitionChangeRecord | ApiResult:
     preferred = p.preferred
     if p.leader == preferred:
-        return ApiResult(errors.ELECTION_NOT_NEEDED,
-                         f"{tp}: already led by its preferred replica {preferred}")
+        return ALREADY_PREFERRED
     if preferred not in live:
         return ApiResult(errors.PREFERRED_LEADER_NOT_AVAILABLE,
                          f"{tp}: preferred replica {preferred} is offline")
@@ -151,7 +154,7 @@ def elect_unclean(tp: TopicPartition, p: PartitionRegistration,
                   live: Set[int]) -> PartitionChangeRecord | ApiResult:
     """Elect any live replica of a leaderless partition, even outside the ISR (data may be lost)."""
     if p.leader != NO_LEADER:
-        return ApiResult(errors.ELECTION_NOT_NEEDED, f"{tp}: already has leader {p.leader}")
+        return ALREADY_LED
     leader = _eligible_leader(p.replicas, p.isr, live)
     isr = p.isr
     if leader == NO_LEADER:

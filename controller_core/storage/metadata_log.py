@@ -42,7 +42,7 @@ KEEP_SNAPSHOTS = 2
 class Recovered:
     snapshot_offset: int  # offsets below this come from the snapshot
     snapshot_rows: list[list[Any]]  # encoded records of the snapshot
-    batches: list[RecordBatch]  # batches after the snapshot, in order
+    batches: list[tuple[int, list[list[Any]]]]  # (base offset, encoded records) after it
     last_timestamp_ms: int
     torn_bytes: int  # bytes of an unacknowledged tail that recovery dropped
 
@@ -75,7 +75,7 @@ class MetadataLog:
             snapshot_offset, path = snapshots[-1]
             rows, ts = read_snapshot(path)
         segments = self._files(_SEGMENT)
-        batches: list[RecordBatch] = []
+        batches: list[tuple[int, list[list[Any]]]] = []
         expected = snapshot_offset
         torn = 0
         for i, (_base, path) in enumerate(segments):
@@ -91,17 +91,18 @@ class MetadataLog:
                     os.fsync(f.fileno())
             for pos, payload in result.frames:
                 try:
-                    batch = RecordBatch.decode(payload)
+                    doc = orjson.loads(payload)
+                    base, batch_rows, stamp = int(doc["o"]), doc["r"], int(doc["t"])
                 except (ValueError, KeyError, TypeError) as e:
                     raise CorruptFileError(path, pos, f"undecodable batch: {e}") from None
-                if batch.next_offset <= snapshot_offset:
+                if base + len(batch_rows) <= snapshot_offset:
                     continue  # already contained in the snapshot
-                if batch.base_offset != expected:
+                if base != expected:
                     raise CorruptFileError(
-                        path, pos, f"batch at offset {batch.base_offset}, expected {expected}")
-                batches.append(batch)
-                expected = batch.next_offset
-                ts = max(ts, batch.timestamp_ms)
+                        path, pos, f"batch at offset {base}, expected {expected}")
+                batches.append((base, batch_rows))
+                expected = base + len(batch_rows)
+                ts = max(ts, stamp)
         self.next_offset = expected
         self.snapshot_offset = snapshot_offset
         self._open_writer(segments[-1][1] if segments else None)
