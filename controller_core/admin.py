@@ -68,6 +68,8 @@ class OngoingReassignment:
 
     @property
     def target(self) -> tuple[int, ...]:
+        if not self.removing:
+            return self.replicas
         removing = set(self.removing)
         return tuple(r for r in self.replicas if r not in removing)
 
@@ -119,6 +121,13 @@ class ClusterAdmin(Protocol):
         self, replicas: Iterable[tuple[TopicPartition, int]] | None = None
     ) -> list[ReplicaStatus]:
         """KIP-179 figures; None: every replica of every partition being reassigned."""
+        ...
+
+    def replica_log_sizes(
+        self, replicas: Iterable[tuple[TopicPartition, int]]
+    ) -> dict[tuple[TopicPartition, int], int]:
+        """Bytes in each replica's log (DescribeLogDirs); replicas that do not exist are
+        omitted. Cheaper than replica_status when only progress in bytes is wanted."""
         ...
 
     def elect_leaders(

@@ -50,8 +50,8 @@ from controller_core.storage.metadata_log import MetadataLog
 
 from .replication import DataPlane, LogBase
 
-MAX_STEP = 1.0  # s: the coarsest step of the simulation
-MIN_STEP = 0.05  # s: the finest, so a burst of catch-ups costs a bounded number of steps
+MIN_STEP = 0.05  # s: the finest step, so a burst of catch-ups costs a bounded number of steps
+STEPS_PER_ADVANCE = 100  # ... and at most about this many steps per advance() call
 DATAPLANE_FILE = "dataplane.json"
 
 
@@ -69,8 +69,9 @@ class EmbeddedCluster:
         self.log = MetadataLog(state_dir / "metadata", fsync=fsync)
         self._pending: list[Record] = []
         self._since_snapshot = 0
-        self._next_eta = MAX_STEP
+        self._next_event_in = 0.0  # s until the next catch-up or timer; 0: recompute now
         self.controller_available = True  # fault injection: the controller cannot be reached
+        self._pending_change = False
         self.recovered_torn_bytes = 0
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -179,6 +180,8 @@ class EmbeddedCluster:
 
     # -- the metadata pipeline ------------------------------------------------------------------
     def _emit(self, record: Record) -> None:
+        self._pending_change = True  # rates may have changed: recompute the next event
+        self._next_event_in = 0.0
         if isinstance(record, PartitionChangeRecord | PartitionRecord):
             tp = TopicPartition(record.topic, record.partition)
             before = self.image.partition(tp) if isinstance(record, PartitionChangeRecord) else None
@@ -215,45 +218,63 @@ class EmbeddedCluster:
         return self._bandwidth.get(broker, self.spec.replication_bytes_per_second)
 
     def advance(self, seconds: float) -> None:
-        """Run the cluster for ``seconds`` of simulated time."""
+        """Run the cluster for ``seconds`` of simulated time.
+
+        Event-driven: between two events (a replica catching up, a lag or session timer
+        firing, a metadata change) every rate is constant, so one step covers the whole
+        stretch. A catch-up is noticed at most max(MIN_STEP, seconds/STEPS_PER_ADVANCE) late.
+        """
         end = self.now + seconds
+        floor = max(MIN_STEP, seconds / STEPS_PER_ADVANCE)
         while self.now < end - 1e-9:
-            step = min(end - self.now, MAX_STEP, max(MIN_STEP, self._next_eta))
+            step = min(end - self.now, max(floor, self._next_event_in))
             self.now += step
             self._step(step)
         self.now = max(self.now, end)
 
     def _step(self, dt: float) -> None:
-        caught_up, self._next_eta = self.data.fetch(dt, self.now)
+        now = self.now
+        caught_up, next_catch_up = self.data.fetch(dt, now)
         for tp, broker in caught_up:
             self.data.caught_up_now(tp, broker)
             self.controller.replica_caught_up(tp, broker)
         lag_max = self.spec.replica_lag_time_max_ms / 1000.0
-        behind_too_long = [
-            (tp, broker) for tp, broker, lag in self.data.fetchers()
-            if self.now - lag.caught_up_at > lag_max
-        ]
+        next_timer = float("inf")
+        behind_too_long = []
+        for tp, broker, lag in self.data.fetchers():
+            if lag.in_isr:
+                expires = lag.caught_up_at + lag_max
+                if now > expires:
+                    behind_too_long.append((tp, broker))
+                else:
+                    next_timer = min(next_timer, expires)
         for tp, broker in behind_too_long:
-            p = self.image.partition(tp)
-            if p is not None and broker in p.isr:
-                self.controller.replica_fell_behind(tp, broker)
+            self.controller.replica_fell_behind(tp, broker)
         session = self.spec.broker_session_timeout_ms / 1000.0
         for broker, since in list(self.data.down.items()):
             reg = self.image.brokers.get(broker)
-            if reg is not None and not reg.fenced and self.now - since >= session:
-                self.controller.fence_broker(broker)
+            if reg is not None and not reg.fenced:
+                if now - since >= session:
+                    self.controller.fence_broker(broker)
+                else:
+                    next_timer = min(next_timer, since + session)
         self._flush()
+        if not self._pending_change:
+            self._next_event_in = min(next_catch_up, next_timer - now)
+        self._pending_change = False
 
     # -- fault injection ------------------------------------------------------------------------
     def fail_broker(self, broker: int) -> None:
         """The broker process dies; the controller fences it after the session timeout."""
         self._known_broker(broker)
         self.data.on_broker_down(broker, self.now)
+        self._next_event_in = 0.0
 
     def restore_broker(self, broker: int) -> None:
         """The broker comes back: it re-registers and its replicas catch up."""
         self._known_broker(broker)
         self.data.on_broker_up(broker, self.now)
+        self._next_event_in = 0.0
         self.controller.unfence_broker(broker)
         self._flush()
 
@@ -341,6 +362,21 @@ class EmbeddedCluster:
                 out.append(ReplicaStatus(
                     tp, broker, IN_SYNC if lag == 0 else behind(lag), lag,
                     lag * topic.message_bytes, int(leo * topic.message_bytes), now_ms))
+        return out
+
+    def replica_log_sizes(self, replicas: Iterable[tuple[TopicPartition, int]]
+                          ) -> dict[tuple[TopicPartition, int], int]:
+        self._require_controller()
+        out: dict[tuple[TopicPartition, int], int] = {}
+        lagging, topics, now = self.data.lagging, self.image.topics, self.now
+        for tp, broker in replicas:
+            topic = topics.get(tp.topic)
+            p = self.image.partition(tp)
+            if topic is None or p is None or broker not in p.replicas:
+                continue
+            lag = lagging.get(tp, {}).get(broker)
+            leo = lag.leo if lag is not None else self.data.leader_leo(tp, now)
+            out[(tp, broker)] = int(leo * topic.message_bytes)
         return out
 
     def elect_leaders(self, election_type: ElectionType,

@@ -26,6 +26,7 @@ from controller_core.model import NO_LEADER, PartitionRegistration, TopicPartiti
 class Lagging:
     leo: float  # messages this replica holds
     caught_up_at: float  # the last time (s) it was caught up
+    in_isr: bool = False  # an ISR member that fell behind (subject to replica.lag.time.max)
 
 
 @dataclass(slots=True)
@@ -87,8 +88,9 @@ class DataPlane:
     def _freeze(self, tp: TopicPartition, now: float, *, stalled: bool) -> None:
         self.bases[tp] = LogBase(self.leader_leo(tp, now), now, stalled)
 
-    def _lag(self, tp: TopicPartition, broker: int, leo: float, now: float) -> None:
-        self.lagging.setdefault(tp, {})[broker] = Lagging(leo, now)
+    def _lag(self, tp: TopicPartition, broker: int, leo: float, now: float,
+             in_isr: bool = False) -> None:
+        self.lagging.setdefault(tp, {})[broker] = Lagging(leo, now, in_isr)
 
     def _unlag(self, tp: TopicPartition, broker: int) -> None:
         lagging = self.lagging.get(tp)
@@ -112,9 +114,13 @@ class DataPlane:
             return
         if after.leader != before.leader:
             self._on_leader_change(tp, after, now)
-        for r in set(before.isr) - set(after.isr):
-            if r in after.replicas and r not in self.lagging.get(tp, {}):
-                self._lag(tp, r, self.leader_leo(tp, now), now)
+        if before.isr != after.isr:
+            lagging = self.lagging.get(tp, {})
+            for r in set(before.isr) - set(after.isr):
+                if r in after.replicas and r not in lagging:
+                    self._lag(tp, r, self.leader_leo(tp, now), now)
+            for r, lag in self.lagging.get(tp, {}).items():
+                lag.in_isr = r in after.isr
 
     def _on_leader_change(self, tp: TopicPartition, after: PartitionRegistration,
                           now: float) -> None:
@@ -141,7 +147,8 @@ class DataPlane:
             if p.leader == broker:
                 self._freeze(tp, now, stalled=True)
             elif broker not in self.lagging.get(tp, {}):
-                self._lag(tp, broker, self.replica_leo(tp, p, broker, now) or 0.0, now)
+                self._lag(tp, broker, self.replica_leo(tp, p, broker, now) or 0.0, now,
+                          in_isr=broker in p.isr)
 
     def on_broker_up(self, broker: int, now: float) -> None:
         if self.down.pop(broker, None) is None:
@@ -234,7 +241,7 @@ class DataPlane:
             "topic_base": {t: [b.offset, b.time, b.stalled] for t, b in self.topic_base.items()},
             "bases": [[tp.topic, tp.partition, b.offset, b.time, b.stalled]
                       for tp, b in self.bases.items()],
-            "lagging": [[tp.topic, tp.partition, broker, lag.leo, lag.caught_up_at]
+            "lagging": [[tp.topic, tp.partition, broker, lag.leo, lag.caught_up_at, lag.in_isr]
                         for tp, replicas in self.lagging.items()
                         for broker, lag in replicas.items()],
             "down": {str(b): t for b, t in self.down.items()},
@@ -246,7 +253,7 @@ class DataPlane:
         self.bases = {TopicPartition(t, int(p)): LogBase(float(o), float(tm), bool(s))
                       for t, p, o, tm, s in doc["bases"]}
         self.lagging = {}
-        for t, p, broker, leo, at in doc["lagging"]:
+        for t, p, broker, leo, at, in_isr in doc["lagging"]:
             self.lagging.setdefault(TopicPartition(t, int(p)), {})[int(broker)] = Lagging(
-                float(leo), float(at))
+                float(leo), float(at), bool(in_isr))
         self.down = {int(b): float(t) for b, t in doc["down"].items()}

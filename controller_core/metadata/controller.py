@@ -43,8 +43,18 @@ class Controller:
         self._emit = emit
 
     def _change(self, record: PartitionChangeRecord | None) -> None:
-        if record is not None:
-            self._emit(record)
+        """Emit a partition change, then finish the partition's move if that change made it
+        finishable. As in KRaft's PartitionChangeBuilder, any change — an election, an ISR
+        change — may be what completes a reassignment; nothing else would retry it."""
+        if record is None:
+            return
+        self._emit(record)
+        tp = TopicPartition(record.topic, record.partition)
+        p = self.image.partition(tp)
+        if p is not None and p.is_reassigning:
+            done = pc.maybe_complete_reassignment(tp, p, self.image.live_brokers())
+            if done is not None:
+                self._emit(done)
 
     # -- brokers and topics --------------------------------------------------------------------
     def register_broker(self, broker_id: int, rack: str | None) -> None:
@@ -191,7 +201,7 @@ class Controller:
                         if isinstance(outcome, ApiResult):
                             results[tp] = outcome
                         else:
-                            self._emit(outcome)
+                            self._change(outcome)
                             results[tp] = OK
             return results, list(results)
         targets = list(dict.fromkeys(partitions))  # a duplicate is not an error
@@ -205,7 +215,7 @@ class Controller:
             if isinstance(outcome, ApiResult):
                 results[tp] = outcome
             else:
-                self._emit(outcome)
+                self._change(outcome)
                 results[tp] = OK
         return results, targets
 

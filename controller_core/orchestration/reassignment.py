@@ -11,6 +11,8 @@ placed — however the run ends.
 
 from __future__ import annotations
 
+import heapq
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -31,6 +33,7 @@ LEADER_REPLICAS, FOLLOWER_REPLICAS = (
     "leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 MAX_RECORDED_FAILURES = 1000
 RATE_SAMPLES = 30
+MAX_DETAILS = 100  # per-partition lines in a progress report: failures first
 
 
 class Phase(StrEnum):
@@ -181,13 +184,13 @@ def _target_problem(tp: TopicPartition, target: Sequence[int],
 
     if not target:
         return bad("the target replica list is empty")
-    if any(r < 0 for r in target):
+    if min(target) < 0:
         return bad(f"negative broker id(s) {sorted(r for r in target if r < 0)}")
     if len(set(target)) != len(target):
         return bad(f"broker id(s) {sorted({r for r in target if list(target).count(r) > 1})} "
                    "listed more than once")
-    unknown = sorted(set(target) - brokers)
-    if unknown:
+    if not brokers.issuperset(target):
+        unknown = sorted(set(target) - brokers)
         return bad(f"unknown broker id(s) {unknown}; the cluster has {sorted(brokers)}")
     return None
 
@@ -246,7 +249,7 @@ class ReassignmentExecutor:
         self.plan = plan
         self.limits = plan.limits
         self.state = state if state is not None else ExecutorState()
-        self.pending: list[TopicPartition] = []
+        self.pending: deque[TopicPartition] = deque()
         self.moving: dict[TopicPartition, tuple[int, ...]] = {}
         self.done: set[TopicPartition] = set()
         self.failed: set[TopicPartition] = set()
@@ -255,6 +258,7 @@ class ReassignmentExecutor:
         self.move_bytes: dict[TopicPartition, int] = {}  # bytes the move copies
         self._loaded = False
         self._last_want: dict[str, dict[str, set[str]]] | None = None
+        self._adding_cache: dict[TopicPartition, tuple[int, ...]] = {}
 
     # -- starting and resuming ------------------------------------------------------------------
     def start(self) -> list[PlanProblem]:
@@ -279,7 +283,9 @@ class ReassignmentExecutor:
 
     def _classify(self, current: Mapping[TopicPartition, PartitionDescription]) -> None:
         """Derive done / moving / pending from the cluster (on start and on resume)."""
-        self.pending, self.moving, self.done = [], {}, set()
+        self.moving, self.done = {}, set()
+        self._adding_cache.clear()
+        pending: list[TopicPartition] = []
         self.failed = {tp for tp in self.plan.moves if str(tp) in self.state.failed}
         for tp, target in self.plan.moves.items():
             d = current.get(tp)
@@ -297,9 +303,10 @@ class ReassignmentExecutor:
             elif d.replicas == target:
                 self.done.add(tp)
                 continue
-            self.pending.append(tp)
+            pending.append(tp)
         # Small moves first: a batch is only as fast as its slowest move (KIP-236).
-        self.pending.sort(key=lambda tp: (self.move_bytes.get(tp, 0), tp))
+        pending.sort(key=lambda tp: (self.move_bytes.get(tp, 0), tp))
+        self.pending = deque(pending)
         self._loaded = True
 
     # -- control --------------------------------------------------------------------------------
@@ -341,12 +348,15 @@ class ReassignmentExecutor:
             self._finish()
         return self.progress(sample=True)
 
-    def _notice_finished(self) -> None:
-        if not self.moving:
+    def _notice_finished(self, among: Iterable[TopicPartition] | None = None) -> None:
+        candidates = list(self.moving) if among is None else [
+            tp for tp in among if tp in self.moving]
+        if not candidates:
             return
-        listing = self.admin.list_partition_reassignments(list(self.moving))
+        listing = self.admin.list_partition_reassignments(candidates)
         ended = []
-        for tp, target in list(self.moving.items()):
+        for tp in candidates:
+            target = self.moving[tp]
             ongoing = listing.get(tp)
             if ongoing is None:
                 ended.append(tp)
@@ -383,7 +393,7 @@ class ReassignmentExecutor:
         skipped: list[TopicPartition] = []
         scan_limit = max(100, 20 * slots)
         while self.pending and len(chosen) < slots and len(skipped) < scan_limit:
-            tp = self.pending.pop(0)
+            tp = self.pending.popleft()
             touched = self._touched(tp)
             if per_broker_limit is not None and any(
                     load.get(b, 0) >= per_broker_limit for b in touched):
@@ -392,7 +402,7 @@ class ReassignmentExecutor:
             for b in touched:
                 load[b] = load.get(b, 0) + 1
             chosen.append(tp)
-        self.pending[:0] = skipped
+        self.pending.extendleft(reversed(skipped))
         if not chosen:
             return
         foreign = self.admin.list_partition_reassignments(chosen)
@@ -405,31 +415,31 @@ class ReassignmentExecutor:
                                f"{list(ongoing.target)}; not fought over")
                 continue
             changes[tp] = self.plan.moves[tp]
-        before = _describe(self.admin, changes)
         results = self.admin.alter_partition_reassignments(changes)
         for tp, result in results.items():
             if not result.ok:
                 self._fail(tp, result.message or result.error.name)
                 continue
-            d = before.get(tp)
-            if d is not None:
-                self.original[tp] = _original(d)
             self.moving[tp] = self.plan.moves[tp]
         # A move that needed no copying (only a reorder or a shrink) completes at once.
-        self._notice_finished()
+        self._notice_finished(among=changes)
 
     def _touched(self, tp: TopicPartition) -> set[int]:
         """Brokers a move loads: those receiving a replica and those giving one up."""
         return set(self.plan.moves[tp]) ^ set(self.original.get(tp, ()))
 
-    def _adding(self, tp: TopicPartition) -> list[int]:
-        original = set(self.original.get(tp, ()))
-        return [r for r in self.plan.moves[tp] if r not in original]
+    def _adding(self, tp: TopicPartition) -> tuple[int, ...]:
+        adding = self._adding_cache.get(tp)
+        if adding is None:
+            original = set(self.original.get(tp, ()))
+            adding = tuple(r for r in self.plan.moves[tp] if r not in original)
+            self._adding_cache[tp] = adding
+        return adding
 
     def _cancel_in_flight(self) -> None:
         self.state.phase = Phase.CANCELLING
         self.cancelled.update(self.pending)
-        self.pending = []
+        self.pending.clear()
         if not self.moving:
             return
         results = self.admin.alter_partition_reassignments({tp: None for tp in self.moving})
@@ -602,20 +612,20 @@ class ReassignmentExecutor:
                 eta = remaining / rate
         details = [MoveDetail(tp, "failed", self.plan.moves[tp],
                               self.state.failed.get(str(tp), "failed"))
-                   for tp in sorted(self.failed)]
-        details += [MoveDetail(tp, "moving", target) for tp, target in sorted(self.moving.items())]
+                   for tp in sorted(self.failed)[:MAX_DETAILS]]
+        details += [MoveDetail(tp, "moving", target) for tp, target in
+                    heapq.nsmallest(max(0, MAX_DETAILS - len(details)), self.moving.items())]
         return Progress(
             self.state.phase, len(self.plan.moves), len(self.done), len(self.moving),
             len(self.pending), max(len(self.failed), self.state.failed_count),
             len(self.cancelled) or self.state.cancelled, self.state.bytes_total,
-            bytes_moved, eta, rate, self.state.message, tuple(details[:100]))
+            bytes_moved, eta, rate, self.state.message, tuple(details))
 
     def _bytes_moved(self) -> int:
         moved = self.state.bytes_done
         if self.moving and not self.state.phase.terminal:
             wanted = [(tp, r) for tp in self.moving for r in self._adding(tp)]
-            for status in self.admin.replica_status(wanted):
-                moved += status.size_bytes or 0
+            moved += sum(self.admin.replica_log_sizes(wanted).values())
         return min(moved, self.state.bytes_total) if self.state.bytes_total else moved
 
 
