@@ -15,7 +15,7 @@ from __future__ import annotations
 import collections
 import datetime as dt
 import heapq
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -387,9 +387,9 @@ S = TypeVar("S", bound=BaseStatus)
 
 def read_status(model: type[S], raw: Any) -> S:
     """Parse a status read from the API server; garbage yields an empty status, not a crash."""
-    if not isinstance(raw, dict):
+    if not isinstance(raw, Mapping):  # kopf passes a read-only mapping view
         return model()
     try:
-        return model.model_validate(raw)
+        return model.model_validate(dict(raw))
     except ValueError:
         return model()

@@ -1,8 +1,8 @@
 """The real kopf operator against the kmock Kubernetes emulator, over real HTTP.
 
-kmock keeps objects as plain JSON (merge patches, finalizers, deletion) but no
-resourceVersion/generation semantics: tests that change a spec bump metadata.generation in
-the same patch, as the API server would.
+kmock keeps objects as plain JSON (merge patches, finalizers, deletion); the small
+:class:`Emulator` subclass adds the resourceVersion / generation / generateName semantics
+of the API server that kopf and the handlers rely on.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import aiohttp
 import kmock
 import kopf
 import pytest
+
 from kraftsman.handlers import Runtime, build_registry
 from kraftsman.handlers.common import PLURALS
 from kraftsman.resources import API_VERSION, GROUP, VERSION
@@ -65,10 +66,8 @@ class Api:
     async def create(self, kind: str, name: str, spec: dict[str, Any], ns: str = "default",
                      **meta: Any) -> dict[str, Any]:
         body = {"apiVersion": API_VERSION, "kind": kind,
-                "metadata": {"name": name, "namespace": ns, "generation": 1,
-                             "uid": f"uid-{kind}-{ns}-{name}",
-                             # kmock keeps no resourceVersion; kopf's JSON patches test one
-                             "resourceVersion": "1", **meta}, "spec": spec}
+                "metadata": {"name": name, "namespace": ns,
+                             "uid": f"uid-{kind}-{ns}-{name}", **meta}, "spec": spec}
         async with self.session.post(self._url(kind, ns), json=body) as r:
             assert r.status < 300, await r.text()
             return dict(await r.json())
@@ -82,10 +81,7 @@ class Api:
 
     async def set_spec(self, kind: str, name: str, spec: dict[str, Any],
                        ns: str = "default") -> None:
-        obj = await self.get(kind, name, ns)
-        assert obj is not None
-        gen = int(obj["metadata"].get("generation", 1)) + 1
-        await self.patch(kind, name, {"metadata": {"generation": gen}, "spec": spec}, ns)
+        await self.patch(kind, name, {"spec": spec}, ns)  # the emulator bumps generation
 
     async def get(self, kind: str, name: str, ns: str = "default") -> dict[str, Any] | None:
         async with self.session.get(self._url(kind, ns, name)) as r:
@@ -170,6 +166,10 @@ class OperatorThread:
         assert self.ready_flag.wait(20), "kopf did not become ready"
         return self
 
+    async def astop(self) -> None:
+        """Stop from a test: the test's loop keeps serving kmock while kopf says goodbye."""
+        await asyncio.to_thread(self.stop)
+
     def stop(self) -> None:
         self.stop_flag.set()
         self.thread.join(20)
@@ -192,7 +192,8 @@ async def api(kmock: Any) -> AsyncIterator[Api]:
 
 
 @pytest.fixture
-def start_operator(kmock: Any, tmp_path: Path) -> Iterator[Callable[..., OperatorThread]]:
+async def start_operator(kmock: Any, tmp_path: Path
+                         ) -> AsyncIterator[Callable[..., OperatorThread]]:
     running: list[OperatorThread] = []
 
     def start(state_dir: Path | None = None, **kw: Any) -> OperatorThread:
@@ -204,22 +205,50 @@ def start_operator(kmock: Any, tmp_path: Path) -> Iterator[Callable[..., Operato
     for op in running:
         if op.thread.is_alive():
             op.stop_flag.set()
-            op.thread.join(20)
+            await asyncio.to_thread(op.thread.join, 20)
 
 
 class Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
-    """kmock's emulator, plus what the API server does for `metadata.generateName` (kopf
-    posts Events that way)."""
+    """kmock's emulator plus three things the API server does that kopf relies on:
+    `metadata.generateName` (kopf posts Events that way), a new `resourceVersion` on every
+    write (kopf matches watch events to its own patches by it), and `metadata.generation`
+    bumped on spec changes. (kopf's resourceVersion *test* in JSON patches is dropped: see
+    below.)"""
 
+    _versions = itertools.count(2)
     _generated = itertools.count(1)
 
     async def _handle(self, request: Any) -> Any:
         data = getattr(request, "data", None)
-        if isinstance(data, dict):
-            meta = data.get("metadata")
-            if isinstance(meta, dict) and not meta.get("name") and meta.get("generateName"):
+        action = str(getattr(request, "action", ""))
+        rv = str(next(self._versions))
+        if isinstance(data, dict) and "create" in action.lower():
+            meta = data.setdefault("metadata", {})
+            if not meta.get("name") and meta.get("generateName"):
                 meta["name"] = f"{meta['generateName']}{next(self._generated)}"
+            meta["resourceVersion"] = rv
+            meta.setdefault("generation", 1)
+        elif isinstance(data, dict) and "update" in action.lower():
+            meta = data.setdefault("metadata", {})
+            meta["resourceVersion"] = rv
+            if "spec" in data and request.subresource is None:
+                current = self._current(request)
+                meta["generation"] = int(current.get("metadata", {}).get("generation", 1)) + 1
+        elif isinstance(data, list) and "update" in action.lower():
+            # kopf guards its finalizer JSON patches with a resourceVersion test; kmock would
+            # answer a failed test with a 500 kopf retries verbatim, not the 409/422 the API
+            # server sends, so the guard is dropped here (no concurrent writers in tests).
+            data[:] = [op for op in data if not (
+                op.get("op") == "test" and op.get("path") == "/metadata/resourceVersion")]
+            data.append({"op": "replace", "path": "/metadata/resourceVersion", "value": rv})
         return await super()._handle(request)
+
+    def _current(self, request: Any) -> dict[str, Any]:
+        for (resource, ns, name), obj in self.objects.items():
+            if resource == request.resource and ns == request.namespace and \
+                    name == request.name and not obj.deleted:
+                return dict(obj.raw)
+        return {}
 
 
 @pytest.fixture

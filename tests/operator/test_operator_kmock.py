@@ -111,7 +111,7 @@ async def test_restart_mid_reassignment_finishes_once(api: Api, start_operator: 
                                                        "maxConcurrentMoves": 2})
     await api.wait("PartitionReassignment", "move",
                    lambda o: (o.get("status") or {}).get("moving", 0) > 0)
-    first.stop()
+    await first.astop()
     mid = await api.get("PartitionReassignment", "move")
     assert mid is not None and mid["status"]["phase"] == "Moving"
     start_operator(state_dir=state, time_scale=50.0)
@@ -195,3 +195,72 @@ async def test_cluster_in_use_is_not_torn_down(api: Api, start_operator: Any) ->
     await api.delete("PartitionReassignment", "move")
     await api.wait_gone("PartitionReassignment", "move")
     await api.wait_gone("KafkaCluster", "demo")
+
+
+async def test_two_instances_with_peering_never_both_act(api: Api, start_operator: Any,
+                                                         tmp_path: Any) -> None:
+    async with api.session.post(f"{api.base}/apis/kopf.dev/v1/clusterkopfpeerings", json={
+            "apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering",
+            "metadata": {"name": "kraftsman"}}) as r:
+        assert r.status < 300, await r.text()
+    high = start_operator(state_dir=tmp_path / "a", peering="kraftsman", priority=10)
+    low = start_operator(state_dir=tmp_path / "b", peering="kraftsman", priority=5)
+    await asyncio.sleep(1.0)  # let both announce themselves and see each other
+    await ready_cluster(api)
+    await asyncio.sleep(1.0)
+    assert ("default", "demo") in high.rt.clusters
+    assert low.rt.clusters == {}  # the lower-priority peer paused: it never touched it
+    await high.astop()
+    deadline = asyncio.get_running_loop().time() + 30
+    while ("default", "demo") not in low.rt.clusters:
+        assert asyncio.get_running_loop().time() < deadline, "the standby never took over"
+        await asyncio.sleep(0.2)
+
+
+async def test_pause_finishes_in_flight_then_resume_with_new_limits(api: Api,
+                                                                   start_operator: Any) -> None:
+    start_operator(time_scale=5.0)
+    await ready_cluster(api)
+    await api.create("PartitionReassignment", "move", {**REF, "partitions": MOVES,
+                                                       "maxConcurrentMoves": 1})
+    await api.wait("PartitionReassignment", "move",
+                   lambda o: (o.get("status") or {}).get("moving", 0) == 1)
+    await api.set_spec("PartitionReassignment", "move", {"paused": True})
+    paused = await api.wait("PartitionReassignment", "move", lambda o: (
+        o["status"].get("phase") == "Paused" and o["status"]["moving"] == 0), timeout=60)
+    assert paused["status"]["done"] < 6 and condition(paused, "Progressing")["status"] == "False"
+    await asyncio.sleep(0.6)  # paused: nothing new starts
+    still = await api.get("PartitionReassignment", "move")
+    assert still is not None and still["status"]["done"] == paused["status"]["done"]
+    assert still["status"]["moving"] == 0
+    await api.set_spec("PartitionReassignment", "move", {"paused": False,
+                                                         "maxConcurrentMoves": 6,
+                                                         "throttleBytesPerSecond": 10**9})
+    running = await api.wait("PartitionReassignment", "move", lambda o: (
+        o["status"].get("moving", 0) > 1 or o["status"].get("phase") == "Completed"))
+    assert running["status"].get("throttleBytesPerSecond") == 10**9
+    await api.wait("PartitionReassignment", "move", cond_is("Succeeded", "True"), timeout=60)
+
+
+async def test_continuous_election_keeps_preferred_leaders(api: Api,
+                                                           start_operator: Any) -> None:
+    op = start_operator()
+    await ready_cluster(api)
+    opened = op.rt.clusters[("default", "demo")]
+    # A rolling restart: broker 0 goes away long enough to be fenced, then comes back; the
+    # partitions it led now have other leaders.
+    await op.rt.run(opened, lambda c: c.fail_broker(0))
+    await op.rt.run(opened, lambda c: c.advance(30))
+    await op.rt.run(opened, lambda c: c.restore_broker(0))
+    await op.rt.run(opened, lambda c: c.advance(30))
+    await api.create("LeaderElection", "keep", {**REF, "allTopicPartitions": True,
+                                                "mode": "Continuous",
+                                                "imbalanceThresholdPercent": 10,
+                                                "intervalSeconds": 5})
+    obj = await api.wait("LeaderElection", "keep", lambda o: (
+        (o.get("status") or {}).get("runs", 0) >= 2))
+    st = obj["status"]
+    first = st["recentRuns"][0]
+    assert first["imbalancePercent"] > 10 and first["elected"] > 0
+    assert st["recentRuns"][-1]["imbalancePercent"] == 0.0
+    assert cond_is("Succeeded", "True", "Balanced")(obj)

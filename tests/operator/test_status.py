@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+from types import MappingProxyType
 
 import pytest
+from pydantic import ValidationError
+
 from kraftsman.status import (
     DEGRADED,
     DETAIL_CAP,
@@ -23,7 +26,6 @@ from kraftsman.status import (
     read_status,
     set_condition,
 )
-from pydantic import ValidationError
 
 T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
 
@@ -73,6 +75,7 @@ def test_read_status_tolerates_garbage_and_unknown_fields() -> None:
     assert read_status(KafkaQuorumStatus, None) == KafkaQuorumStatus()
     assert read_status(KafkaQuorumStatus, {"leaderEpoch": "x"}) == KafkaQuorumStatus()
     assert read_status(KafkaQuorumStatus, {"kopf": {"progress": {}}, "leaderId": 2}).leader_id == 2
+    assert read_status(KafkaQuorumStatus, MappingProxyType({"leaderId": 3})).leader_id == 3
 
 
 def test_now_rfc3339_uses_injected_clock() -> None:

@@ -12,6 +12,7 @@ import asyncio
 import hashlib
 import re
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ class OpenCluster:
     cluster: EmbeddedCluster
     spec_digest: str
     uid: str
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    lock: threading.Lock = field(default_factory=threading.Lock)
     last_wall: float = 0.0
     last_checkpoint: float = 0.0
 
@@ -133,9 +134,13 @@ class Runtime:
         return dt
 
     async def run(self, opened: OpenCluster, fn: Callable[[EmbeddedCluster], T]) -> T:
-        """Run ``fn(cluster)`` in a worker thread, one at a time per cluster."""
-        async with opened.lock:
-            return await asyncio.to_thread(fn, opened.cluster)
+        """Run ``fn(cluster)`` in a worker thread, one at a time per cluster (a thread lock:
+        callers may live on different event loops)."""
+        def locked() -> T:
+            with opened.lock:
+                return fn(opened.cluster)
+
+        return await asyncio.to_thread(locked)
 
     # -- operation state ------------------------------------------------------------------------
     def op_path(self, uid: str) -> Path:
