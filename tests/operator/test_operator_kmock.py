@@ -33,9 +33,11 @@ async def test_cluster_becomes_ready_with_figures(api: Api, start_operator: Any)
         "embedded", 6, 1, 6)
     assert st["phase"] == "Ready" and st["observedGeneration"] == 1
     assert {c["type"] for c in st["conditions"]} >= {"Ready", "Progressing", "Degraded"}
-    annotations = kc["metadata"].get("annotations", {})
     assert "kopf" not in st  # kopf's bookkeeping is in annotations, not in status
-    assert any(k.startswith("kraftsman.io/") for k in annotations), annotations
+    kc = await api.wait("KafkaCluster", "demo", lambda o: any(
+        k.startswith("kraftsman.io/") for k in o["metadata"].get("annotations", {})))
+    assert "kopf" not in kc["status"]
+    assert "kraftsman.io/finalizer" in kc["metadata"]["finalizers"]
 
 
 async def test_reassignment_completes_and_elects(api: Api, start_operator: Any) -> None:
