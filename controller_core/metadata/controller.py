@@ -138,15 +138,15 @@ class Controller:
         if not target:
             return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT,
                              f"{tp}: the target replica list is empty")
-        negative = sorted({r for r in target if r < 0})
-        if negative:
+        if min(target) < 0:
             return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT,
-                             f"{tp}: negative broker id(s) {negative}")
-        dup = sorted({r for r in target if list(target).count(r) > 1})
-        if dup:
+                             f"{tp}: negative broker id(s) {sorted(r for r in target if r < 0)}")
+        if len(set(target)) != len(target):
+            dup = sorted({r for r in target if list(target).count(r) > 1})
             return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT,
                              f"{tp}: broker id(s) {dup} listed more than once")
-        unknown = sorted(set(target) - set(self.image.brokers))
+        brokers = self.image.brokers
+        unknown = sorted(r for r in target if r not in brokers)
         if unknown:
             return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT,
                              f"{tp}: unknown broker id(s) {unknown}; the cluster has "

@@ -1,0 +1,118 @@
+"""The voter-change walker: from the current voters to the target, one safe step at a time.
+
+Each step adds or removes a single voter (KIP-853's AddRaftVoter / RemoveRaftVoter, which
+is also how KIP-595's AlterQuorum moves), so any two configurations that can be in force
+overlap in a majority. Steps alternate so the quorum never grows by more than one voter
+above the larger of the two sets; a node is added only once it has caught up as an
+observer; the leader is removed last, and it steps down only after its removal commits
+(the quorum enforces that). Works on any backend that implements the quorum calls of the
+:class:`~controller_core.admin.ClusterAdmin` port.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from controller_core.errors import ApiResult, KafkaApiError
+from controller_core.raft.describe import QuorumStatus
+
+
+class QuorumAdmin(Protocol):
+    def describe_quorum(self) -> QuorumStatus: ...
+
+    def add_raft_voter(self, node_id: int) -> ApiResult: ...
+
+    def remove_raft_voter(self, node_id: int) -> ApiResult: ...
+
+    def quorum_node_ids(self) -> set[int]:
+        """Every node id that can hold a voter: controllers and brokers."""
+        ...
+
+
+class WalkPhase(StrEnum):
+    RUNNING = "Running"
+    COMPLETED = "Completed"
+    FAILED = "Failed"
+
+
+@dataclass(frozen=True, slots=True)
+class WalkProgress:
+    phase: WalkPhase
+    current: tuple[int, ...]
+    target: tuple[int, ...]
+    action: str  # what this step did or waits for, in words
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+
+
+def voter_set_problems(target: Sequence[int], known: set[int], live: set[int]) -> list[str]:
+    """Why ``target`` cannot be the voter set, in words; empty when it can."""
+    problems = []
+    if not target:
+        return ["voters: the voter set is empty; name at least one node id"]
+    if len(set(target)) != len(target):
+        problems.append(f"voters: {list(target)} lists a node id twice")
+    unknown = sorted(set(target) - known)
+    if unknown:
+        problems.append(f"voters: unknown node id(s) {unknown}; nodes are {sorted(known)}")
+    up = set(target) & live
+    majority = len(set(target)) // 2 + 1
+    if not unknown and len(up) < majority:
+        problems.append(
+            f"voters: only {len(up)} of {sorted(set(target))} are live, fewer than the "
+            f"majority of {majority} the new quorum needs to elect a leader")
+    return problems
+
+
+class VoterChangeWalker:
+    def __init__(self, admin: QuorumAdmin, target: Sequence[int], *,
+                 max_catch_up_lag: int = 0) -> None:
+        self.admin = admin
+        self.target = tuple(sorted(set(target)))
+        self.max_catch_up_lag = max_catch_up_lag
+
+    def step(self) -> WalkProgress:
+        """Look at the quorum and take at most one step toward the target."""
+        q = self.admin.describe_quorum()
+        current = tuple(sorted(q.current_voters))
+        if q.target_voters is not None and tuple(sorted(q.target_voters)) != current:
+            return self._progress(q, WalkPhase.RUNNING,
+                                  "waiting for the voter change in flight to commit")
+        if current == self.target:
+            return self._progress(q, WalkPhase.COMPLETED, "voters are as desired")
+        to_add = [n for n in self.target if n not in current]
+        to_remove = [n for n in current if n not in self.target]
+        if to_add and (len(current) <= len(self.target) or not to_remove):
+            for node in to_add:
+                lag = self._lag(q, node)
+                if lag is not None and lag <= self.max_catch_up_lag:
+                    return self._act(q, self.admin.add_raft_voter(node), f"adding voter {node}")
+            if not to_remove:
+                waiting = ", ".join(f"{n} (lag {self._lag(q, n)})" for n in to_add)
+                return self._progress(q, WalkPhase.RUNNING,
+                                      f"waiting for observer(s) to catch up: {waiting}")
+        # Remove followers before the leader; the leader resigns once its removal commits.
+        node = sorted(to_remove, key=lambda n: (n == q.leader_id, n))[0]
+        return self._act(q, self.admin.remove_raft_voter(node), f"removing voter {node}")
+
+    def _progress(self, q: QuorumStatus, phase: WalkPhase, action: str) -> WalkProgress:
+        return WalkProgress(phase, tuple(sorted(q.current_voters)), self.target, action,
+                            q.leader_id, q.leader_epoch, q.high_watermark)
+
+    @staticmethod
+    def _lag(q: QuorumStatus, node: int) -> int | None:
+        for r in q.replicas:
+            if r.replica_id == node and r.log_end_offset >= 0:
+                return r.lag
+        return None
+
+    def _act(self, q: QuorumStatus, result: ApiResult, action: str) -> WalkProgress:
+        if result.ok:
+            return self._progress(q, WalkPhase.RUNNING, action)
+        if result.error.retriable:
+            return self._progress(q, WalkPhase.RUNNING, f"{action}: {result.error.name}, retrying")
+        raise KafkaApiError(result.error, f"{action}: {result.message}")
