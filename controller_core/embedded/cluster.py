@@ -190,6 +190,7 @@ class EmbeddedCluster:
     def _emit(self, record: Record) -> None:
         self._pending_change = True  # rates may have changed: recompute the next event
         self._next_event_in = 0.0
+        self.data.invalidate()
         if isinstance(record, PartitionChangeRecord | PartitionRecord):
             tp = TopicPartition(record.topic, record.partition)
             before = self.image.partition(tp) if isinstance(record, PartitionChangeRecord) else None
@@ -276,12 +277,14 @@ class EmbeddedCluster:
         """The broker process dies; the controller fences it after the session timeout."""
         self._known_broker(broker)
         self.data.on_broker_down(broker, self.now)
+        self.data.invalidate()
         self._next_event_in = 0.0
 
     def restore_broker(self, broker: int) -> None:
         """The broker comes back: it re-registers and its replicas catch up."""
         self._known_broker(broker)
         self.data.on_broker_up(broker, self.now)
+        self.data.invalidate()
         self._next_event_in = 0.0
         self.controller.unfence_broker(broker)
         self._flush()

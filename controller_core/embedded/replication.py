@@ -29,6 +29,15 @@ class Lagging:
     in_isr: bool = False  # an ISR member that fell behind (subject to replica.lag.time.max)
 
 
+@dataclass(frozen=True, slots=True)
+class FetchPlan:
+    tp: TopicPartition
+    broker: int
+    lag: Lagging
+    rate: float  # messages/s this replica fetches
+    produce: float  # messages/s its leader appends (0 while stalled)
+
+
 @dataclass(slots=True)
 class LogBase:
     """LEO(t) = offset + rate * (t - time), or just ``offset`` while the partition is stalled."""
@@ -46,6 +55,7 @@ class DataPlane:
         self.bases: dict[TopicPartition, LogBase] = {}
         self.lagging: dict[TopicPartition, dict[int, Lagging]] = {}
         self.down: dict[int, float] = {}  # brokers that are down, and since when
+        self._plans: list[FetchPlan] | None = None
 
     # -- logs ---------------------------------------------------------------------------------
     def base(self, tp: TopicPartition) -> LogBase:
@@ -91,8 +101,10 @@ class DataPlane:
     def _lag(self, tp: TopicPartition, broker: int, leo: float, now: float,
              in_isr: bool = False) -> None:
         self.lagging.setdefault(tp, {})[broker] = Lagging(leo, now, in_isr)
+        self._plans = None
 
     def _unlag(self, tp: TopicPartition, broker: int) -> None:
+        self._plans = None
         lagging = self.lagging.get(tp)
         if lagging is not None:
             lagging.pop(broker, None)
@@ -166,13 +178,15 @@ class DataPlane:
             for broker, lag in replicas.items():
                 yield tp, broker, lag
 
-    def fetch(self, dt: float, now: float) -> tuple[list[tuple[TopicPartition, int]], float]:
-        """Advance every fetching replica by ``dt`` seconds ending at ``now``.
+    def invalidate(self) -> None:
+        """Metadata, configs or brokers changed: fetch rates must be worked out again."""
+        self._plans = None
 
-        Returns the replicas that caught up and the time (s) until the next one would.
-        """
+    def _plan_fetches(self) -> list[FetchPlan]:
+        """Each fetching replica with its rate in messages/s; rates are constant until the
+        next change, so this runs once per change, not once per step."""
         image = self.image
-        plans: list[tuple[TopicPartition, int, Lagging, int, bool]] = []
+        found: list[tuple[TopicPartition, int, Lagging, int, bool]] = []
         per_broker: dict[int, int] = {}
         per_broker_throttled: dict[int, int] = {}
         per_leader_throttled: dict[int, int] = {}
@@ -184,14 +198,13 @@ class DataPlane:
             if p is None or p.leader == NO_LEADER or p.leader == broker or p.leader in self.down:
                 continue
             throttled = self._throttled(tp, broker, p.leader, throttle_cache)
-            plans.append((tp, broker, lag, p.leader, throttled))
+            found.append((tp, broker, lag, p.leader, throttled))
             per_broker[broker] = per_broker.get(broker, 0) + 1
             if throttled:
                 per_broker_throttled[broker] = per_broker_throttled.get(broker, 0) + 1
                 per_leader_throttled[p.leader] = per_leader_throttled.get(p.leader, 0) + 1
-        caught_up: list[tuple[TopicPartition, int]] = []
-        next_eta = float("inf")
-        for tp, broker, lag, leader, throttled in plans:
+        plans = []
+        for tp, broker, lag, leader, throttled in found:
             rate = self.bandwidth(broker) / per_broker[broker]
             if throttled:
                 f_limit = self._rate(broker, "follower.replication.throttled.rate")
@@ -200,16 +213,32 @@ class DataPlane:
                 l_limit = self._rate(leader, "leader.replication.throttled.rate")
                 if l_limit is not None:
                     rate = min(rate, l_limit / per_leader_throttled[leader])
-            msg_bytes = image.topics[tp.topic].message_bytes
-            target = self.leader_leo(tp, now)
-            lag.leo = min(target, lag.leo + rate * dt / msg_bytes)
-            if lag.leo >= target - 1e-9:
-                caught_up.append((tp, broker))
+            produce = 0.0 if self.base(tp).stalled else self.rate_msgs(tp.topic)
+            plans.append(FetchPlan(tp, broker, lag, rate / image.topics[tp.topic].message_bytes,
+                                   produce))
+        return plans
+
+    def fetch(self, dt: float, now: float) -> tuple[list[tuple[TopicPartition, int]], float]:
+        """Advance every fetching replica by ``dt`` seconds ending at ``now``.
+
+        Returns the replicas that caught up and the time (s) until the next one would.
+        """
+        if self._plans is None:
+            self._plans = self._plan_fetches()
+        caught_up: list[tuple[TopicPartition, int]] = []
+        next_eta = float("inf")
+        for plan in self._plans:
+            lag = plan.lag
+            target = self.leader_leo(plan.tp, now) if plan.produce else self.base(plan.tp).offset
+            leo = lag.leo + plan.rate * dt
+            if leo >= target - 1e-9:
+                lag.leo = target
+                caught_up.append((plan.tp, plan.broker))
             else:
-                gain = rate / msg_bytes - (0.0 if self.base(tp).stalled
-                                          else self.rate_msgs(tp.topic))
+                lag.leo = leo
+                gain = plan.rate - plan.produce
                 if gain > 0:
-                    next_eta = min(next_eta, (target - lag.leo) / gain)
+                    next_eta = min(next_eta, (target - leo) / gain)
         return caught_up, next_eta
 
     def _rate(self, broker: int, key: str) -> float | None:
@@ -248,6 +277,7 @@ class DataPlane:
         }
 
     def load_json(self, doc: dict[str, Any]) -> None:
+        self._plans = None
         self.topic_base = {t: LogBase(float(o), float(tm), bool(s))
                            for t, (o, tm, s) in doc["topic_base"].items()}
         self.bases = {TopicPartition(t, int(p)): LogBase(float(o), float(tm), bool(s))
