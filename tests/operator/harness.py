@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -221,3 +222,38 @@ class Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
         return {}
 
 
+
+
+def _jsonpath(obj: Any, path: str) -> Any:
+    """The subset of JSONPath printer columns use: .a.b and [?(@.type=="X")]."""
+    node = obj
+    for part in re.findall(r'\[\?\(@\.type=="[^"]*"\)\]|[^.\[]+', path):
+        if node is None:
+            return None
+        if part.startswith("[?"):
+            want = part.split('"')[1]
+            node = next((c for c in node or [] if c.get("type") == want), None)
+        else:
+            node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def kubectl_get(objs: list[dict[str, Any]], kind: str, *, wide: bool = False) -> str:
+    """Render objects like `kubectl get` does, from the CRD's printer columns."""
+    from kraftsman.crdgen import KIND_INFO
+
+    cols = [c for c in KIND_INFO[kind].columns if wide or not c.priority]
+    rows = [["NAME", *[c.name.upper() for c in cols]]]
+    for o in objs:
+        row = [o["metadata"]["name"]]
+        for c in cols:
+            v = _jsonpath(o, c.json_path)
+            if c.type == "date":
+                v = "10s" if v or c.json_path.endswith("creationTimestamp") else None
+            elif isinstance(v, list):
+                v = "[" + ",".join(map(str, v)) + "]"
+            row.append("<none>" if v is None else str(v))
+        rows.append(row)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("   ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
+                     for r in rows)

@@ -266,3 +266,37 @@ async def test_continuous_election_keeps_preferred_leaders(api: Api,
     assert first["imbalancePercent"] > 10 and first["elected"] > 0
     assert st["recentRuns"][-1]["imbalancePercent"] == 0.0
     assert cond_is("Succeeded", "True", "Balanced")(obj)
+
+
+async def test_kubectl_get_columns_answer_where_it_stands(api: Api, start_operator: Any) -> None:
+    """The examples of docs/operator.md: `kubectl get` columns rendered from live objects
+    (AGE is not emulated; shown as a placeholder)."""
+    from harness import kubectl_get
+
+    start_operator()
+    await ready_cluster(api)
+    await api.create("KafkaQuorum", "demo", {**REF, "voters": [0, 1, 2]})
+    await api.create("PartitionReassignment", "orders-to-new-brokers", {
+        **REF, "partitions": MOVES[:3], "maxConcurrentMoves": 2, "electPreferredLeaders": True})
+    kq = await api.wait("KafkaQuorum", "demo", cond_is("Ready", "True"))
+    pr = await api.wait("PartitionReassignment", "orders-to-new-brokers",
+                        cond_is("Succeeded", "True"), timeout=60)
+    # A later sync wave: elect once the moves are done (during them, a preferred replica
+    # that is still catching up is not eligible: PREFERRED_LEADER_NOT_AVAILABLE).
+    await api.create("LeaderElection", "orders-preferred", {**REF, "topics": ["orders"],
+                                                            "electionType": "PREFERRED"})
+    le = await api.wait("LeaderElection", "orders-preferred", cond_is("Succeeded", "True"))
+    kc = await api.get("KafkaCluster", "demo")
+    assert kc is not None
+    tables = {kind: kubectl_get([o], kind) for kind, o in [
+        ("KafkaCluster", kc), ("KafkaQuorum", kq), ("PartitionReassignment", pr),
+        ("LeaderElection", le)]}
+    print("\n\n".join(tables.values()))
+    assert tables["PartitionReassignment"].splitlines()[1].split()[1:6] == [
+        "demo", "Completed", "100%", "0", "3"]
+    assert tables["KafkaQuorum"].splitlines()[1].split()[1:2] == ["demo"]
+    assert "[0,1,2]" in tables["KafkaQuorum"]
+    le_row = tables["LeaderElection"].splitlines()[1].split()
+    assert le_row[1:4] == ["demo", "PREFERRED", "Completed"] and le_row[5] == "0"
+    assert tables["KafkaCluster"].splitlines()[1].split()[1:7] == [
+        "embedded", "6", "6", "0", "0", "True"]
