@@ -235,16 +235,22 @@ class RaftNode:
 
     def next_deadline(self) -> int:
         """The earliest local time at which :meth:`tick` has something to do."""
-        d = min(self._election_deadline, self._fetch_deadline, self._next_fetch_ms,
-                self._next_discover_ms, self._end_resend_ms)
-        if self._fetch_inflight_since is not None:
-            d = min(d, self._fetch_inflight_since + self.cfg.request_timeout_ms)
         ls = self._leader
         if ls is not None:
-            d = min(d, ls.begin_resend_ms if len(ls.begin_acked) + 1 < len(self.voters())
-                    else NEVER, ls.flush_at_ms, self._check_quorum_deadline(ls))
+            d = min(ls.flush_at_ms, self._check_quorum_deadline(ls))
+            if len(ls.begin_acked) + 1 < len(self.voters()):
+                d = min(d, ls.begin_resend_ms)
             for p in ls.parked.values():
                 d = min(d, p.expires_ms)
+            return d
+        if self.role is Role.FOLLOWER:
+            if self._fetch_inflight_since is not None:
+                return min(self._fetch_deadline,
+                           self._fetch_inflight_since + self.cfg.request_timeout_ms)
+            return min(self._fetch_deadline, self._next_fetch_ms)
+        d = min(self._election_deadline, self._next_discover_ms)
+        if self.role is Role.RESIGNED:
+            d = min(d, self._end_resend_ms)
         return d
 
     # ================================================================== ready / advance
@@ -693,8 +699,14 @@ class RaftNode:
             self._send(src, VoteResponse(NONE, self._leader_hint(), self.qs.epoch, False,
                                          r.candidate_epoch))
             return
+        # Raft resets the election timer only on granting a vote or hearing from a leader:
+        # a hopeless candidate (stale log) bumping the epoch must not postpone our election
+        keep = (self._fetch_deadline if self.role is Role.FOLLOWER
+                else self._election_deadline if self.role is not Role.LEADER else NEVER)
         if r.candidate_epoch > self.qs.epoch:
             self._become_unattached(r.candidate_epoch, now)
+            if keep != NEVER:
+                self._election_deadline = keep
         grant = False
         if self.qs.voted_for == r.candidate_id and self.qs.leader_id is None:
             grant = True  # a retransmission of a request we already granted

@@ -1,0 +1,229 @@
+"""The safety properties of SPEC §3, checked against a :class:`SimulatedQuorum` after every event.
+
+Kafka's randomised Raft simulation checks the same: SingleLeader, MonotonicEpoch,
+MonotonicHighWatermark, MajorityReachedHighWatermark and ConsistentCommittedData. We add
+that every configuration that can be in force overlaps (as a quorum) with the committed one,
+that voter changes are single-server steps, and that DescribeQuorum tells the truth.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from controller_core.raft.log import RaftLog
+from controller_core.raft.node import RaftNode, majority
+from controller_core.raft.quorum import SimulatedQuorum
+from controller_core.raft.records import Batch, VoterAssignment
+from controller_core.raft.storage import MemoryStorage
+
+
+class InvariantViolation(AssertionError):
+    pass
+
+
+def _entries(b: Batch) -> list[tuple[int, object]]:
+    if b.control is not None:
+        return [(b.epoch, b.control)]
+    return [(b.epoch, r) for r in b.records]
+
+
+def disjoint_majorities_possible(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    """True if some majority of ``a`` and some majority of ``b`` share no member."""
+    sa, sb = set(a), set(b)
+    both = sa & sb
+    need_a = max(0, majority(len(sa)) - len(sa - sb))
+    need_b = max(0, majority(len(sb)) - len(sb - sa))
+    return need_a + need_b <= len(both)
+
+
+@dataclass
+class _NodeTrack:
+    log: RaftLog | None = None
+    verified: int = 0
+    hw: int = 0
+
+
+@dataclass
+class InvariantChecker:
+    sim: SimulatedQuorum
+    leaders: dict[int, int] = field(default_factory=dict)  # epoch -> leader id
+    epochs: dict[int, int] = field(default_factory=dict)
+    ref: list[tuple[int, object]] = field(default_factory=list)  # committed (epoch, entry)
+    tracks: dict[int, _NodeTrack] = field(default_factory=dict)
+    committed_end: int = 0
+    checks: int = 0
+
+    def fail(self, msg: str) -> None:
+        raise InvariantViolation(
+            f"seed {self.sim.seed}, t={self.sim.now:.0f}ms, event {self.sim.events}: {msg}")
+
+    def check(self) -> None:
+        self.checks += 1
+        sim = self.sim
+        # committed reference grows from the driver's global committed list
+        if sim.committed_end < self.committed_end:
+            self.fail(f"global high watermark went back {self.committed_end}->"
+                      f"{sim.committed_end}")
+        while len(self.ref) < sim.committed_end:
+            off = len(self.ref)
+            b = next(b for b in reversed(sim.committed) if b.base_offset <= off)
+            self.ref.extend(_entries(b.slice(off, b.end_offset)))
+        self.committed_end = sim.committed_end
+        for n, node in sim.nodes.items():
+            if node is None:
+                continue
+            self._check_node(n, node)
+        self._check_majority()
+        self._check_configs()
+        self._check_describe()
+
+    def _check_node(self, n: int, node: RaftNode) -> None:
+        # MonotonicEpoch (the quorum state is durable, so across restarts too)
+        if node.epoch < self.epochs.get(n, 0):
+            self.fail(f"node {n}: epoch went back {self.epochs[n]}->{node.epoch}")
+        self.epochs[n] = node.epoch
+        # SingleLeader
+        if node.is_leader:
+            other = self.leaders.setdefault(node.epoch, n)
+            if other != n:
+                self.fail(f"two leaders in epoch {node.epoch}: {other} and {n}")
+        tr = self.tracks.setdefault(n, _NodeTrack())
+        if tr.log is not node.log:  # a restart: a new incarnation
+            tr.log, tr.verified, tr.hw = node.log, 0, 0
+        # MonotonicHighWatermark (per incarnation; the global one above)
+        if node.hw < tr.hw:
+            self.fail(f"node {n}: high watermark went back {tr.hw}->{node.hw}")
+        tr.hw = node.hw
+        if node.hw > self.committed_end:
+            self.fail(f"node {n}: high watermark {node.hw} beyond what was ever committed "
+                      f"{self.committed_end}")
+        # ConsistentCommittedData / no committed entry lost on a running node
+        log = node.log
+        if log.end_offset < tr.verified:
+            self.fail(f"node {n}: truncated committed entries ({tr.verified} -> "
+                      f"{log.end_offset})")
+        # a node's own committed prefix must equal the cluster's (beyond its HW it may
+        # still hold a stale suffix that its next fetch truncates)
+        upto = min(log.end_offset, node.hw, self.committed_end)
+        if upto > tr.verified:
+            for b in log.read(tr.verified, 1 << 62):
+                if b.base_offset >= upto:
+                    break
+                for i, e in enumerate(_entries(b.slice(b.base_offset, upto))):
+                    off = max(b.base_offset, tr.verified) + i
+                    if self.ref[off] != e:
+                        self.fail(f"node {n}: entry at offset {off} differs from the committed "
+                                  f"one ({e!r} != {self.ref[off]!r})")
+            tr.verified = upto
+
+    def _has_prefix(self, n: int, offset: int) -> bool:
+        """Node ``n`` durably holds the committed prefix up to ``offset`` (Log Matching: the
+        same epoch at ``offset - 1`` means the same prefix)."""
+        want = self.ref[offset - 1][0]
+        st = self.sim.storages[n]
+        node = self.sim.nodes.get(n)
+        if isinstance(st, MemoryStorage):
+            if st.durable_end < offset:
+                return False
+            b = next(b for b in reversed(st.durable) if b.base_offset <= offset - 1)
+            if b.epoch != want:
+                return False
+            return node is None or (node.log.end_offset >= offset
+                                    and node.log.epoch_at(offset - 1) == want)
+        if node is None:
+            return False
+        return (node.durable_end >= offset and node.log.end_offset >= offset
+                and node.log.epoch_at(offset - 1) == want)
+
+    def _check_majority(self) -> None:
+        """MajorityReachedHighWatermark: the committed end is durable on a majority."""
+        c = self.committed_end
+        if c == 0:
+            return
+        candidates: list[tuple[int, ...]] = []
+        for node in self.sim.nodes.values():
+            if node is not None and node.is_leader:
+                candidates.append(node.voters())
+                at = node.log.config_at(c - 1)
+                candidates.append(at[1].current_voters if at else node.bootstrap_voters)
+        if not candidates:
+            return
+        for voters in candidates:
+            if sum(1 for v in voters if v in self.sim.nodes and self._has_prefix(v, c)) >= majority(
+                    len(voters)):
+                return
+        self.fail(f"committed end {c} is not durable on a majority of any configuration in "
+                  f"force {candidates}")
+
+    def _check_configs(self) -> None:
+        committed: VoterAssignment | None = None
+        in_force: list[tuple[int, ...]] = []
+        for n, node in self.sim.nodes.items():
+            if node is None:
+                continue
+            configs = node.log.configs
+            for (_, a), (_, b) in itertools.pairwise(configs):
+                if len(set(a.current_voters) ^ set(b.current_voters)) > 1:
+                    self.fail(f"node {n}: voter change {a.current_voters} -> "
+                              f"{b.current_voters} is not a single-server step")
+            if self.committed_end and not self._has_prefix(n, self.committed_end):
+                continue  # lacks committed entries: cannot be elected
+            at = node.log.config_at(self.committed_end - 1) if self.committed_end else None
+            if at is not None:
+                committed = at[1]
+            in_force.extend(c.current_voters for off, c in configs if off >= self.committed_end)
+        if committed is None:
+            return
+        for cfg in in_force:
+            if disjoint_majorities_possible(committed.current_voters, cfg):
+                self.fail(f"configurations {committed.current_voters} and {cfg} can both be in "
+                          f"force with disjoint majorities")
+
+    def _check_describe(self) -> None:
+        lid = self.sim.leader()
+        if lid is None:
+            return
+        leader = self.sim.node(lid)
+        resp = self.sim.describe_quorum()
+        st = resp.status
+        if st is None:
+            self.fail(f"leader {lid} did not answer DescribeQuorum: {resp.error}")
+            return
+        if (st.leader_id, st.leader_epoch, st.high_watermark) != (lid, leader.epoch, leader.hw):
+            self.fail(f"DescribeQuorum says leader {st.leader_id} epoch {st.leader_epoch} HW "
+                      f"{st.high_watermark}; truth {lid}/{leader.epoch}/{leader.hw}")
+        if st.current_voters != leader.voters() or st.target_voters != leader.target_voters():
+            self.fail(f"DescribeQuorum voters {st.current_voters}/{st.target_voters} != "
+                      f"{leader.voters()}/{leader.target_voters()}")
+        leo = leader.log.end_offset
+        for r in st.replicas:
+            if r.lag != (leo - r.log_end_offset if r.log_end_offset >= 0 else leo):
+                self.fail(f"DescribeQuorum lag of {r.replica_id} is {r.lag}, truth "
+                          f"{leo - r.log_end_offset}")
+            node = self.sim.nodes.get(r.replica_id)
+            if r.replica_id == lid:
+                if r.log_end_offset != leo:
+                    self.fail("DescribeQuorum: leader log end offset is wrong")
+                continue
+            if (node is not None and node.epoch == leader.epoch
+                    and node.leader_id == lid and r.log_end_offset > node.log.end_offset):
+                self.fail(f"DescribeQuorum: replica {r.replica_id} reported at "
+                          f"{r.log_end_offset}, it only has {node.log.end_offset}")
+        followers = [r for r in st.replicas if r.status == "Follower"]
+        if st.max_follower_lag != max((r.lag for r in followers), default=0):
+            self.fail("DescribeQuorum MaxFollowerLag is not the maximum follower lag")
+
+    def check_quiescent(self) -> None:
+        """After healing and draining: every follower row equals the follower's log end."""
+        lid = self.sim.leader()
+        if lid is None:
+            self.fail("no leader after healing the network")
+            return
+        st = self.sim.describe_quorum().status
+        assert st is not None
+        for r in st.replicas:
+            node = self.sim.nodes.get(r.replica_id)
+            if node is not None and r.log_end_offset != node.log.end_offset:
+                self.fail(f"quiescent: DescribeQuorum reports {r.replica_id} at "
+                          f"{r.log_end_offset}, truth {node.log.end_offset}")
