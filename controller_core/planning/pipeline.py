@@ -23,6 +23,7 @@ from controller_core.planning.render import (
     DEFAULT_MAX_PARTITIONS,
     RenderedResource,
     RenderOptions,
+    cluster_name_problem,
     kafka_tool_json,
     render,
 )
@@ -69,6 +70,9 @@ def prepare(req: PlanRequest) -> tuple[Snapshot, Goal]:
     problems = check_goal(goal, snapshot)
     if problems:
         raise GoalError(problems)
+    name_problem = cluster_name_problem(req.cluster_name or snapshot.cluster_name)
+    if name_problem:
+        raise GoalError([name_problem])
     out = req.out
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not req.force:
         raise OutputError(f"--out {out}: exists and is not empty; choose a new directory or "

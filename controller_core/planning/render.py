@@ -89,6 +89,17 @@ class RenderedResource:
     elect_preferred_leaders: bool
 
 
+K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+
+def cluster_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a clusterRef.name (a Kubernetes object name), or None."""
+    if K8S_NAME.match(name):
+        return None
+    return (f"cluster name {name!r} is not a Kubernetes object name (lowercase letters, digits, "
+            f"'-' and '.'); pass --cluster-name {dns_label(name)!r} or the KafkaCluster's name")
+
+
 def dns_label(text: str) -> str:
     s = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
     return s or "kafka"

@@ -214,7 +214,7 @@ def _collect_candidates(spark: Any, rows: Any, ctx: RoundContext, caps: dict[int
         .withColumn("rn", F.row_number().over(w)) \
         .filter(F.col("mandatory") | (F.col("rn") <= F.coalesce(F.col("cap"), F.lit(0))))
     out: list[Candidate] = []
-    for r in capped.select(*_CANDIDATE_SCHEMA_NAMES).toLocalIterator(prefetchPartitions=True):
+    for r in capped.select(*_CANDIDATE_SCHEMA_NAMES).collect():
         out.append(Candidate(
             pid=int(r[0]), pos=int(r[1]), src=int(r[2]), mandatory=bool(r[3]),
             dests=tuple(int(d) for d in r[4]), priority=float(r[5]),

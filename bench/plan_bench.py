@@ -1,0 +1,132 @@
+"""Benchmark of `kraftsman plan`: time at scale and quality on a skewed cluster.
+
+    .venv/bin/python bench/plan_bench.py --case 100000x100 --case 1000000x1000
+
+For each case (partitions x brokers, RF 3, 3 racks, the first 20% of brokers attracting
+``1 + skew`` times the replicas) it prints: snapshot generation and validation time, plan
+time on Spark (``--master``, default local[2]), then max/mean after of disk, replicas and
+leaders, and bytes moved over the lower bound (the sum of each broker's disk above the
+mean) — for the planner and for the kafka-reassign-partitions --generate baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from plan_baseline import generate
+
+from controller_core.planning.goals import parse_goal
+from controller_core.planning.objective import (
+    DISK,
+    LEADERS,
+    REPLICAS,
+    compute_loads,
+    rate,
+)
+from controller_core.planning.render import RenderOptions, render
+from controller_core.planning.report import max_over_mean
+from controller_core.planning.snapshot import read_snapshot, write_snapshot
+from controller_core.planning.spark_job import PlanOptions, make_session, run_plan
+from controller_core.planning.synthetic import make_snapshot
+
+
+def lower_bound(loads: dict[int, list[int]]) -> float:
+    mean = sum(v[DISK] for v in loads.values()) / len(loads)
+    return sum(max(0.0, v[DISK] - mean) for v in loads.values())
+
+
+def quality(before: dict[int, list[int]], after: dict[int, list[int]], moved: int
+            ) -> dict[str, float]:
+    ids = sorted(after)
+    lb = lower_bound(before)
+    return {"disk": max_over_mean(after, ids, DISK),
+            "replicas": max_over_mean(after, ids, REPLICAS),
+            "leaders": max_over_mean(after, ids, LEADERS),
+            "bytes_moved": moved, "lower_bound": lb, "moved_over_lb": moved / lb if lb else 0.0}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--case", action="append", default=[], help="PARTITIONSxBROKERS")
+    ap.add_argument("--skew", type=float, default=1.0)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--workdir", type=Path, default=Path("bench/results/plan"))
+    ap.add_argument("--json", type=Path, default=None, help="also write figures here")
+    args = ap.parse_args()
+    cases = args.case or ["100000x100"]
+    spark = make_session(args.master, {"spark.driver.memory": "6g"})
+    out = []
+    for case in cases:
+        n_p, n_b = (int(x) for x in case.lower().split("x"))
+        d = args.workdir / f"snap-{n_p}-{n_b}"
+        t0 = time.monotonic()
+        snap = make_snapshot(brokers=n_b, partitions=n_p, racks=3, seed=args.seed,
+                             skew=args.skew, topics=max(1, n_p // 1000), size_sigma=1.0)
+        write_snapshot(snap, d, overwrite=True)
+        t_gen = time.monotonic() - t0
+        t0 = time.monotonic()
+        snap = read_snapshot(d)
+        t_read = time.monotonic() - t0
+        t0 = time.monotonic()
+        res = run_plan(spark, d, snap, parse_goal(["rebalance"]), PlanOptions(seed=args.seed))
+        t_plan = time.monotonic() - t0
+        t0 = time.monotonic()
+        resources = render(res.moves, RenderOptions("bench", "rebalance"))
+        t_render = time.monotonic() - t0
+        ours = quality(res.loads_before, res.loads_after, res.bytes_moved)
+
+        t0 = time.monotonic()
+        pt = snap.partitions
+        brokers = [(b.id, b.rack) for b in snap.brokers]
+        base = generate(brokers, pt.topic, pt.partition, [len(r) for r in pt.replicas],
+                        args.seed)
+        bin_ = [rate(x) for x in pt.bytes_in_per_second]
+        bout = [rate(x) for x in pt.bytes_out_per_second]
+        base_loads = compute_loads([b for b, _ in brokers], base, [r[0] for r in base],
+                                   pt.size_bytes, bin_, bout)
+        moved = sum(s * len(set(new) - set(old))
+                    for s, old, new in zip(pt.size_bytes, pt.replicas, base, strict=True))
+        t_base = time.monotonic() - t0
+        theirs = quality(res.loads_before, base_loads, moved)
+        before = {"disk": max_over_mean(res.loads_before, sorted(res.loads_before), DISK),
+                  "replicas": max_over_mean(res.loads_before, sorted(res.loads_before),
+                                            REPLICAS),
+                  "leaders": max_over_mean(res.loads_before, sorted(res.loads_before), LEADERS)}
+        row = {"case": case, "partitions": n_p, "brokers": n_b, "generate_s": t_gen,
+               "read_validate_s": t_read, "plan_s": t_plan, "render_s": t_render,
+               "baseline_s": t_base, "rounds": len(res.rounds),
+               "partitions_in_plan": len(res.moves), "replicas_moved": res.replicas_moved,
+               "resources": len(resources), "violations": len(res.violations),
+               "before": before, "planner": ours, "baseline": theirs}
+        out.append(row)
+        print(f"\n== {n_p} partitions / {n_b} brokers, RF 3, 3 racks, skew {args.skew}, "
+              f"{args.master}")
+        print(f"generate {t_gen:.1f}s  read+validate {t_read:.1f}s  plan {t_plan:.1f}s "
+              f"({len(res.rounds)} rounds)  render {t_render:.1f}s  baseline {t_base:.1f}s")
+        print(f"before: disk {before['disk']:.3f}  replicas {before['replicas']:.3f}  "
+              f"leaders {before['leaders']:.3f}")
+        print("                 disk max/mean  replicas  leaders  bytes moved / lower bound")
+        for name, q in (("planner", ours), ("kafka --generate", theirs)):
+            print(f"{name:>16}  {q['disk']:13.3f}  {q['replicas']:8.3f}  {q['leaders']:7.3f}  "
+                  f"{q['moved_over_lb']:.3f} ({q['bytes_moved']:.3e} / {q['lower_bound']:.3e})")
+        print(f"plan: {len(res.moves)} partitions, {res.replicas_moved} replicas, "
+              f"{len(resources)} resources, {len(res.violations)} violations")
+        for r in res.rounds:
+            print(f"  {r.phase:8} round {r.round:2}: sources {r.sources:4} candidates "
+                  f"{r.candidates:7} accepted {r.accepted:6}  {r.seconds:6.1f}s")
+        sys.stdout.flush()
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(out, indent=1))
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""The Spark planning job on small synthetic clusters (one shared local[2] session)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller_core.planning.goals import parse_goal
+from controller_core.planning.objective import (
+    DISK,
+    LEADERS,
+    REPLICAS,
+    check_assignment,
+    compute_loads,
+    rate,
+)
+from controller_core.planning.report import lower_bound_bytes, max_over_mean
+from controller_core.planning.result import PlanResult
+from controller_core.planning.snapshot import Snapshot, read_snapshot
+from controller_core.planning.spark_job import PlanOptions, run_plan
+
+pytestmark = pytest.mark.spark
+
+_cache: dict[tuple[str, str, int], tuple[Snapshot, PlanResult]] = {}
+
+
+def plan(spark: Any, d: Path, goal: str, seed: int = 1) -> tuple[Snapshot, PlanResult]:
+    key = (str(d), goal, seed)
+    if key not in _cache:
+        snap = read_snapshot(d)
+        _cache[key] = (snap, run_plan(spark, d, snap, parse_goal(goal.split()),
+                                      PlanOptions(seed=seed)))
+    return _cache[key]
+
+
+def final_assignment(snap: Snapshot, res: PlanResult) -> list[list[int]]:
+    moved = {(m.topic, m.partition): list(m.after) for m in res.moves}
+    return [moved.get((t, p), list(r)) for t, p, r in zip(
+        snap.partitions.topic, snap.partitions.partition, snap.partitions.replicas, strict=True)]
+
+
+def assert_valid(snap: Snapshot, res: PlanResult, removed: set[int] = frozenset()) -> None:  # type: ignore[assignment]
+    pt = snap.partitions
+    after = final_assignment(snap, res)
+    violations = check_assignment(snap.brokers, pt.topic, pt.partition, pt.replicas, after,
+                                  pt.size_bytes, set(removed))
+    assert violations == [], violations[:5]
+    assert res.violations == []
+    # the loads the report shows are the loads of this assignment (leaders: preferred for
+    # the partitions in the plan, unchanged for the others)
+    moved = {(m.topic, m.partition) for m in res.moves}
+    leaders = [a[0] if (t, p) in moved else ld
+               for t, p, a, ld in zip(pt.topic, pt.partition, after, pt.leader, strict=True)]
+    loads = compute_loads(snap.broker_ids(), after, leaders, pt.size_bytes,
+                          [rate(x) for x in pt.bytes_in_per_second],
+                          [rate(x) for x in pt.bytes_out_per_second])
+    assert loads == res.loads_after
+
+
+def test_rebalance_is_valid_balanced_and_moves_little(spark: Any, skewed_dir: Path) -> None:
+    snap, res = plan(spark, skewed_dir, "rebalance")
+    assert_valid(snap, res)
+    ids = sorted(res.eligible)
+    # ~100 replicas per broker with sizes spread 1:20: replica counts cannot be evened out
+    # without swaps once disk is balanced (bench/ shows <= 1.02 at 3000 replicas per broker)
+    for metric, tolerance in ((DISK, 1.05), (REPLICAS, 1.25), (LEADERS, 1.05)):
+        before = max_over_mean(res.loads_before, ids, metric)
+        after = max_over_mean(res.loads_after, ids, metric)
+        assert before > 1.4, (metric, before)
+        assert after <= tolerance, (metric, after)
+    assert res.bytes_moved <= 1.3 * lower_bound_bytes(res)
+    # replicas that need not move stay: far fewer than all partitions are in the plan
+    assert 0 < len(res.moves) < len(snap.partitions) / 2
+    # plan order: small partitions first
+    sizes = [m.size_bytes for m in res.moves]
+    assert sizes == sorted(sizes)
+
+
+def test_a_fixed_seed_gives_the_same_plan(spark: Any, skewed_dir: Path) -> None:
+    _, first = plan(spark, skewed_dir, "rebalance", seed=1)
+    snap = read_snapshot(skewed_dir)
+    again = run_plan(spark, skewed_dir, snap, parse_goal(["rebalance"]), PlanOptions(seed=1))
+    assert again.moves == first.moves
+    assert again.loads_after == first.loads_after
+
+
+def test_added_brokers_receive_load_and_old_ones_only_give(spark: Any, added_dir: Path
+                                                           ) -> None:
+    snap, res = plan(spark, added_dir, "add-brokers 6,7,8")
+    assert_valid(snap, res)
+    new = {6, 7, 8}
+    assert all(res.loads_before[b][REPLICAS] == 0 for b in new)
+    for b in new:
+        target = res.targets.target[b]
+        assert res.loads_after[b][REPLICAS] >= 0.85 * target[REPLICAS]
+        assert res.loads_after[b][DISK] >= 0.85 * target[DISK]
+        assert res.loads_after[b][LEADERS] > 0
+    for m in res.moves:
+        assert set(m.added) <= new, m
+    assert max_over_mean(res.loads_after, range(9), DISK) <= 1.10
+
+
+def test_removed_brokers_hold_nothing_afterwards(spark: Any, skewed_dir: Path) -> None:
+    snap, res = plan(spark, skewed_dir, "remove-brokers 4")
+    assert_valid(snap, res, removed={4})
+    assert res.loads_after[4] == [0, 0, 0, 0, 0]
+    # only replicas of broker 4 moved; the rest stayed where they were
+    for m in res.moves:
+        assert set(m.removed) <= {4}, m
+    held = sum(1 for r in snap.partitions.replicas if 4 in r)
+    assert res.replicas_moved == held
+
+
+def test_leader_balance_moves_no_data(spark: Any, skewed_dir: Path) -> None:
+    snap, res = plan(spark, skewed_dir, "leader-balance")
+    assert_valid(snap, res)
+    assert res.bytes_moved == 0 and res.replicas_moved == 0
+    assert all(set(m.before) == set(m.after) for m in res.moves)
+    ids = sorted(res.eligible)
+    assert max_over_mean(res.loads_before, ids, LEADERS) > 1.4
+    # leaders can only go to brokers that hold a replica; the skew limits how far it gets
+    assert max_over_mean(res.loads_after, ids, LEADERS) <= 1.15
