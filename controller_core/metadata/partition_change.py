@@ -70,6 +70,14 @@ def start_reassignment(tp: TopicPartition, p: PartitionRegistration, target: Seq
     base_set = set(base)
     adding = tuple(r for r in target if r not in base_set)
     removing = tuple(r for r in base if r not in target_set)
+    if not base_isr:
+        # Only replicas this move is adding are in sync (one led, then failed): rolling them
+        # back would empty the ISR and throw away the only committed copy (KAFKA-14808).
+        return ApiResult(
+            errors.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+            f"{tp}: the only in-sync replicas {list(p.isr)} are being added by the current "
+            f"move and none of the original replicas {list(base)} is in sync; bring one of "
+            "them back so the move can finish, or elect a leader first")
     leader = p.leader
     if leader not in base_set or leader not in base_isr or leader not in live:
         # The leader is an adding replica of the move being replaced (KAFKA-14808), or gone:

@@ -63,28 +63,40 @@ def partition_cases(draw: st.DrawFn, *, moving: bool | None = None) -> Partition
     """A registration (stable, or mid-move as the pure functions leave it) plus the live set.
 
     A moving registration is produced by the real ``start_reassignment`` from a stable one,
-    optionally followed by some adding replicas joining the ISR, so it is always a state the
-    controller can reach.
+    optionally followed by some adding replicas joining the ISR; then the brokers outside the
+    live set are fenced through ``shrink_isr``. So a moving case is a state the controller can
+    reach, including a leaderless one whose only in-sync replicas are being added.
     """
     brokers = tuple(sorted(draw(st.sets(st.sampled_from(BROKER_IDS), min_size=1, max_size=7))))
     live = frozenset(b for b in brokers if draw(st.booleans()))
     reg = draw(stable_registrations(brokers))
     want_moving = draw(st.booleans()) if moving is None else moving
     if want_moving:
-        tp = TP
         start_live = frozenset(brokers)  # start while everything is up, then maybe fail some
         target = draw(replica_lists(brokers))
-        change = pc.start_reassignment(tp, reg, target, start_live)
+        change = pc.start_reassignment(TP, reg, target, start_live)
         if isinstance(change, PartitionChangeRecord):
             reg = apply_change(reg, change)
             for r in reg.adding:
                 if draw(st.booleans()):
-                    grown = pc.expand_isr(tp, reg, r, start_live)
+                    grown = pc.expand_isr(TP, reg, r, start_live)
                     if grown is not None:
                         reg = apply_change(reg, grown)
             if set(reg.adding) <= set(reg.isr):
                 # A move whose adding replicas are all in sync would already have completed.
-                done = pc.maybe_complete_reassignment(tp, reg, start_live)
+                done = pc.maybe_complete_reassignment(TP, reg, start_live)
+                if done is not None:
+                    reg = apply_change(reg, done)
+    # The brokers outside ``live`` fail now: the controller fences them one by one, dropping
+    # each from the ISR (and from leadership), as Controller.fence_broker does.
+    still_live = set(brokers)
+    for b in brokers:
+        if b not in live:
+            still_live.discard(b)
+            shrunk = pc.shrink_isr(TP, reg, b, frozenset(still_live))
+            if shrunk is not None:
+                reg = apply_change(reg, shrunk)
+                done = pc.maybe_complete_reassignment(TP, reg, frozenset(still_live))
                 if done is not None:
                     reg = apply_change(reg, done)
     return PartitionCase(reg, brokers, live)

@@ -111,6 +111,16 @@ def _eligible(order: Sequence[int], isr: Sequence[int], live: Set[int]) -> list[
     return [r for r in order if r in isr and r in live]
 
 
+def start_refused(p: PartitionRegistration, live: Set[int]) -> bool:
+    """The oracle of KAFKA-14808 for a (re-)start: refuse when rolling the current move back
+    leaves no original replica in sync, or drops the leader with none to take over."""
+    base_isr = [r for r in p.isr if r in p.original]
+    if not base_isr:
+        return True
+    keeps_leader = p.leader in p.original and p.leader in base_isr and p.leader in live
+    return p.leader != NO_LEADER and not keeps_leader and not _eligible(p.original, base_isr, live)
+
+
 @PURE
 @given(case=partition_cases(), data=st.data())
 def test_start_reassignment_shapes_the_move(case: PartitionCase, data: st.DataObject) -> None:
@@ -122,9 +132,9 @@ def test_start_reassignment_shapes_the_move(case: PartitionCase, data: st.DataOb
         return
     if isinstance(out, ApiResult):
         assert out.error == errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
-        base_isr = [r for r in p.isr if r in p.original]
-        assert p.leader != NO_LEADER and not _eligible(p.original, base_isr, live)
+        assert start_refused(p, live), out.message
         return
+    assert not start_refused(p, live), f"accepted, though it drops every in-sync leader: {out}"
     after = _apply(p, out)
     assert after.leader == NO_LEADER or after.leader in live, "a move must not elect a dead leader"
     if after.leader != NO_LEADER:
@@ -432,19 +442,17 @@ class ClusterMachine(RuleBasedStateMachine):
         if p is None:
             return {errors.UNKNOWN_TOPIC_OR_PARTITION}
         live = self.unfenced()
-        base = p.original
-        eligible = _eligible(base, [r for r in p.isr if r in base], live)
         if target is None:
             if not p.is_reassigning:
                 return {errors.NO_REASSIGNMENT_IN_PROGRESS}
+            eligible = _eligible(p.original, p.isr, live)
             return {errors.NONE} if eligible else {errors.ELIGIBLE_LEADERS_NOT_AVAILABLE}
         if (not target or len(set(target)) != len(target) or min(target) < 0
                 or not set(target) <= set(self.c.image.brokers)):
             return {errors.INVALID_REPLICA_ASSIGNMENT}
-        keeps_leader = p.leader in base and p.leader in p.isr and p.leader in live
-        if p.leader == NO_LEADER or keeps_leader or eligible:
-            return {errors.NONE}
-        return {errors.ELIGIBLE_LEADERS_NOT_AVAILABLE}
+        if start_refused(p, live):
+            return {errors.ELIGIBLE_LEADERS_NOT_AVAILABLE}
+        return {errors.NONE}
 
     def _record_move(self, tp: TopicPartition, old: PartitionRegistration,
                      target: tuple[int, ...] | None) -> None:
@@ -461,6 +469,7 @@ class ClusterMachine(RuleBasedStateMachine):
             assert set(old.original) == original
         if p.is_reassigning:
             check_move(tp, p, target, original)
+            assert p.leader_epoch > old.leader_epoch, "starting a move bumps the leader epoch"
             self.moves[tp] = Move(tuple(target), original)
         else:
             assert p.replicas == tuple(target), f"{tp}: completed at once on {p.replicas}"
@@ -654,7 +663,8 @@ class ClusterMachine(RuleBasedStateMachine):
             check_registration(tp, p)
             if p.leader == NO_LEADER:
                 assert not set(p.isr) & live, f"{tp} is offline though {p.isr} is in sync: {p}"
-            assert p.leader_epoch >= self.leader_epochs.get(tp, 0), f"{tp}: leader epoch went back"
+            seen_epoch = self.leader_epochs.get(tp, 0)
+            assert p.leader_epoch >= seen_epoch, f"{tp}: leader epoch went back"
             assert p.partition_epoch >= self.partition_epochs.get(tp, 0), f"{tp}: epoch went back"
             self.leader_epochs[tp] = p.leader_epoch
             self.partition_epochs[tp] = p.partition_epoch
@@ -672,6 +682,7 @@ class ClusterMachine(RuleBasedStateMachine):
             elif move is not None:
                 assert p.replicas == move.target, \
                     f"{tp}: completed on {p.replicas}, target {move.target}"
+                assert p.leader_epoch > seen_epoch, f"{tp}: completion must bump the leader epoch"
                 del self.moves[tp]
         assert img.reassigning == reassigning
         listed = c.list_partition_reassignments()

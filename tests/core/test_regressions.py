@@ -89,3 +89,35 @@ def test_a_broker_fenced_after_the_last_checkpoint_stays_down_after_a_crash(
     p = c.image.partition(T0)
     assert p is not None and set(p.isr) == {0, 1}, p
     c.close()
+
+
+def test_a_new_target_may_not_drop_the_only_in_sync_replicas(tmp_path: Path) -> None:
+    """partition_change.py start_reassignment: re-targeting a leaderless move whose only
+    in-sync replica was an adding one (it led, then failed) rolled the move back to the
+    original replicas with an EMPTY ISR — the only committed copy thrown away without any
+    unclean election (KAFKA-14808). It is now refused, like the equivalent cancel."""
+    spec = _spec([1, 2, 3], [[1]], replicationBytesPerSecond=10_000_000.0)
+    c = EmbeddedCluster.open(tmp_path, spec, fsync=False)
+    c.fail_broker(3)
+    assert c.alter_partition_reassignments({T0: [2, 3]})[T0].ok
+    c.advance(0.5)  # 2 catches up; 3 is down: the move waits for it
+    c.fail_broker(1)
+    c.advance(1.0)  # 1 fenced: the adding replica 2 leads
+    c.fail_broker(2)
+    c.advance(1.0)  # 2 fenced too: leaderless, ISR [2]
+    c.restore_broker(1)
+    c.restore_broker(3)
+    before = c.image.partition(T0)
+    assert before is not None
+    assert (before.leader, before.isr, before.adding) == (NO_LEADER, (2,), (2, 3))
+    for target in ([1], [1, 3], [2, 3, 1]):
+        result = c.alter_partition_reassignments({T0: target})[T0]
+        assert result.error.name == "ELIGIBLE_LEADERS_NOT_AVAILABLE", (target, result)
+        assert "[2]" in result.message
+        assert c.image.partition(T0) == before
+    assert not c.alter_partition_reassignments({T0: None})[T0].ok  # as cancel already was
+    c.restore_broker(2)  # the in-sync replica returns: it leads, and the move can finish
+    c.advance(5.0)
+    p = c.image.partition(T0)
+    assert p is not None and (p.replicas, p.leader, p.adding) == ((2, 3), 2, ())
+    c.close()
