@@ -1,0 +1,573 @@
+"""The ``kafka`` backend: the ClusterAdmin port over kafka-python's KafkaAdminClient.
+
+Requests are built with kafka-python's protocol classes (and the KIP-853 classes of
+:mod:`controller_core.wire.raft_voter_messages`) and sent through the admin client's
+connection manager, so per-partition error messages reach the caller intact. Top-level
+transient failures (NOT_CONTROLLER, REQUEST_TIMED_OUT, leadership moving, disconnects) are
+retried with exponential backoff within a bounded total time; then, and for every other
+top-level failure, a :class:`KafkaApiError` with Kafka's code and a message naming the
+bootstrap servers is raised. Secrets never appear in a message or a log line.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import kafka.errors as kerr
+from kafka.admin import KafkaAdminClient
+from kafka.protocol.admin import (
+    AlterPartitionReassignmentsRequest,
+    DescribeClusterRequest,
+    DescribeConfigsRequest,
+    DescribeLogDirsRequest,
+    DescribeQuorumRequest,
+    ElectLeadersRequest,
+    IncrementalAlterConfigsRequest,
+    ListPartitionReassignmentsRequest,
+)
+from kafka.protocol.metadata import MetadataRequest
+
+from controller_core import errors
+from controller_core.admin import (
+    IN_SYNC,
+    NOT_HOSTED,
+    UNKNOWN_BROKER,
+    UNKNOWN_PARTITION,
+    UNKNOWN_TOPIC,
+    BrokerDescription,
+    ClusterDescription,
+    ConfigResource,
+    ElectionOutcome,
+    OngoingReassignment,
+    PartitionDescription,
+    ReplicaStatus,
+    behind,
+)
+from controller_core.backends.security import connection_settings
+from controller_core.errors import ApiResult, ErrorCode, KafkaApiError
+from controller_core.model import ElectionType, TopicPartition
+from controller_core.raft.describe import QuorumStatus
+from controller_core.raft.describe import ReplicaStatus as QuorumReplica
+from controller_core.wire.raft_voter_messages import AddRaftVoterRequest, RemoveRaftVoterRequest
+
+T = TypeVar("T")
+METADATA_TOPIC = "__cluster_metadata"
+NETWORK_EXCEPTION = ErrorCode.of(kerr.NetworkExceptionError)
+SASL_AUTHENTICATION_FAILED = ErrorCode.of(kerr.SaslAuthenticationFailedError)
+LEADER_NOT_AVAILABLE = ErrorCode.of(kerr.LeaderNotAvailableError)
+NOT_LEADER_OR_FOLLOWER = ErrorCode.of(kerr.NotLeaderForPartitionError)
+TOPIC_AUTHORIZATION_FAILED = ErrorCode.of(kerr.TopicAuthorizationFailedError)
+# Top-level errors worth another attempt: the request was not acted on, or leadership moved.
+RETRIABLE = frozenset(e.code for e in (errors.NOT_CONTROLLER, errors.REQUEST_TIMED_OUT,
+                                       LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER,
+                                       NETWORK_EXCEPTION))
+_RESOURCE_CODES = {"TOPIC": 2, "BROKER": 4}
+_DYNAMIC_SOURCE = {"TOPIC": 1, "BROKER": 2}  # TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG
+_DEFAULT_BROKER_SOURCE = 3  # DYNAMIC_DEFAULT_BROKER_CONFIG (resource name "")
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    total_seconds: float = 30.0
+    initial_backoff_seconds: float = 0.1
+    max_backoff_seconds: float = 2.0
+    request_timeout_ms: int = 10_000
+
+
+class _Retry(Exception):
+    def __init__(self, error: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+
+
+def _check(code: int, message: str | None, what: str) -> None:
+    """Raise for a top-level error: retriable ones as _Retry, the rest as KafkaApiError."""
+    if code == 0:
+        return
+    error = ErrorCode.for_code(code)
+    text = f"{what}: {message or error.name}"
+    if code in RETRIABLE:
+        raise _Retry(error, text)
+    raise KafkaApiError(error, text)
+
+
+class KafkaAdmin:
+    """ClusterAdmin over the Kafka protocol. ``client`` is a connected KafkaAdminClient."""
+
+    def __init__(self, client: Any, bootstrap_servers: str, *,
+                 retry: RetryPolicy = RetryPolicy(),
+                 sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic,
+                 wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+        self.client = client
+        self.bootstrap_servers = bootstrap_servers
+        self.retry = retry
+        self._sleep = sleep
+        self._clock = clock
+        self._wall_ms = wall_ms
+        self._cluster_id: str | None = None
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> KafkaAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- transport ---------------------------------------------------------------------------------
+    def _send(self, request: Any, node_id: int | None = None) -> Any:
+        manager = self.client._manager
+        return manager.run(manager.send, request, node_id, self.retry.request_timeout_ms)
+
+    def _send_to_controller(self, request: Any) -> Any:
+        async def send() -> Any:
+            return await self.client._send_request_to_controller(request)
+        return self.client._manager.run(send)
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        """Run ``fn`` with retries on transient failures, within the policy's total time."""
+        deadline = self._clock() + self.retry.total_seconds
+        backoff = self.retry.initial_backoff_seconds
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                return fn()
+            except _Retry as e:
+                error, message = e.error, e.message
+                if error == errors.NOT_CONTROLLER:
+                    self.client._controller_id = None  # ask again who the controller is
+            except kerr.SaslAuthenticationFailedError as e:
+                raise KafkaApiError(SASL_AUTHENTICATION_FAILED, (
+                    f"{what}: authentication to {self.bootstrap_servers} failed: {e}; check "
+                    "the Secret's sasl.username/sasl.password")) from None
+            except kerr.AuthorizationError as e:
+                raise KafkaApiError(ErrorCode.for_code(int(e.errno)), f"{what}: {e}") from None
+            except (kerr.KafkaConnectionError, kerr.NodeNotReadyError, kerr.KafkaTimeoutError,
+                    kerr.RequestTimedOutError, kerr.NotControllerError,
+                    kerr.NoBrokersAvailable, kerr.UnknownBrokerIdError) as e:
+                error = errors.REQUEST_TIMED_OUT if isinstance(
+                    e, kerr.KafkaTimeoutError | kerr.RequestTimedOutError) else NETWORK_EXCEPTION
+                message = f"{what}: {type(e).__name__}: {e}"
+                if isinstance(e, kerr.NotControllerError):
+                    self.client._controller_id = None
+            except kerr.BrokerResponseError as e:
+                raise KafkaApiError(ErrorCode.for_code(int(e.errno)), f"{what}: {e}") from None
+            now = self._clock()
+            if now + backoff > deadline:
+                raise KafkaApiError(error, (
+                    f"{message} (gave up after {attempts} attempt(s) over "
+                    f"{self.retry.total_seconds:.0f} s against {self.bootstrap_servers})"))
+            self._sleep(backoff)
+            backoff = min(backoff * 2, self.retry.max_backoff_seconds)
+
+    # -- cluster -----------------------------------------------------------------------------------
+    def now_ms(self) -> int:
+        return self._wall_ms()
+
+    def describe_cluster(self) -> ClusterDescription:
+        def go() -> ClusterDescription:
+            r = self._send(DescribeClusterRequest(include_cluster_authorized_operations=False,
+                                                  endpoint_type=1, include_fenced_brokers=True))
+            _check(r.error_code, r.error_message, "DescribeCluster")
+            self._cluster_id = r.cluster_id
+            return ClusterDescription(r.cluster_id, r.controller_id, tuple(
+                BrokerDescription(b.broker_id, b.rack, bool(getattr(b, "is_fenced", False)))
+                for b in sorted(r.brokers, key=lambda b: b.broker_id)))
+        return self._call("DescribeCluster", go)
+
+    def _metadata(self, topics: list[str] | None) -> Any:
+        _Topic = MetadataRequest.MetadataRequestTopic
+        request = MetadataRequest(
+            topics=None if topics is None else [_Topic(name=t) for t in topics],
+            allow_auto_topic_creation=False)
+        r = self._send(request)
+        _check(getattr(r, "error_code", 0) or 0, None, "Metadata")
+        for t in r.topics:
+            if t.error_code == TOPIC_AUTHORIZATION_FAILED.code:
+                raise KafkaApiError(TOPIC_AUTHORIZATION_FAILED,
+                                    f"Metadata: not authorized to describe topic {t.name!r}")
+        return r
+
+    def describe_partitions(self, topics: Iterable[str] | None = None,
+                            partitions: Iterable[TopicPartition] | None = None
+                            ) -> list[PartitionDescription]:
+        wanted: set[TopicPartition] | None = None
+        if partitions is not None:
+            wanted = set(partitions)
+            names: list[str] | None = sorted({tp.topic for tp in wanted})
+        else:
+            names = None if topics is None else list(dict.fromkeys(topics))
+        if names == []:
+            return []
+
+        def go() -> list[PartitionDescription]:
+            meta = self._metadata(names)
+            rows = []
+            for t in meta.topics:
+                if t.error_code not in (0, LEADER_NOT_AVAILABLE.code):
+                    continue  # unknown topics are omitted, as the port says
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, p.partition_index)
+                    if wanted is None or tp in wanted:
+                        rows.append((tp, p))
+            ongoing = self._list_reassignments([tp for tp, _ in rows] if wanted else None)
+            sizes = self._leader_sizes([(tp, p.leader_id) for tp, p in rows])
+            out = []
+            for tp, p in sorted(rows, key=lambda row: row[0]):
+                o = ongoing.get(tp)
+                out.append(PartitionDescription(
+                    tp, tuple(p.replica_nodes), tuple(p.isr_nodes), p.leader_id,
+                    p.leader_epoch, o.adding if o else (), o.removing if o else (),
+                    sizes.get(tp), None, tuple(p.offline_replicas or ())))
+            return out
+        return self._call("Metadata", go)
+
+    # -- log dirs ----------------------------------------------------------------------------------
+    def _log_dirs(self, broker: int, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Any]:
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for tp in tps:
+            by_topic[tp.topic].append(tp.partition)
+        if not by_topic:
+            return {}
+        _Topic = DescribeLogDirsRequest.DescribableLogDirTopic
+        r = self._send(DescribeLogDirsRequest(topics=[
+            _Topic(topic=t, partitions=ps) for t, ps in by_topic.items()]), node_id=broker)
+        _check(getattr(r, "error_code", 0) or 0, None, f"DescribeLogDirs on broker {broker}")
+        out: dict[TopicPartition, Any] = {}
+        for result in r.results:
+            if result.error_code:
+                continue
+            for t in result.topics:
+                for p in t.partitions:
+                    if not p.is_future_key:
+                        out[TopicPartition(t.name, p.partition_index)] = p
+        return out
+
+    def _leader_sizes(self, led: Iterable[tuple[TopicPartition, int]]) -> dict[TopicPartition, int]:
+        by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
+        for tp, leader in led:
+            if leader >= 0:
+                by_leader[leader].append(tp)
+        sizes: dict[TopicPartition, int] = {}
+        for leader, tps in by_leader.items():
+            try:
+                found = self._log_dirs(leader, tps)
+            except (kerr.KafkaError, _Retry):
+                continue  # a size is a nicety: an unreachable leader leaves it unknown
+            sizes.update({tp: int(p.partition_size) for tp, p in found.items()})
+        return sizes
+
+    def replica_log_sizes(self, replicas: Iterable[tuple[TopicPartition, int]]
+                          ) -> dict[tuple[TopicPartition, int], int]:
+        by_broker: dict[int, list[TopicPartition]] = defaultdict(list)
+        for tp, broker in replicas:
+            by_broker[broker].append(tp)
+
+        def go() -> dict[tuple[TopicPartition, int], int]:
+            out = {}
+            for broker, tps in by_broker.items():
+                for tp, p in self._log_dirs(broker, tps).items():
+                    out[(tp, broker)] = int(p.partition_size)
+            return out
+        return self._call("DescribeLogDirs", go)
+
+    def replica_status(self, replicas: Iterable[tuple[TopicPartition, int]] | None = None
+                       ) -> list[ReplicaStatus]:
+        def go() -> list[ReplicaStatus]:
+            pairs: list[tuple[TopicPartition, int]]
+            if replicas is None:
+                pairs = [(tp, r) for tp, o in sorted(self._list_reassignments(None).items())
+                         for r in o.replicas]
+            else:
+                pairs = list(replicas)
+            meta = self._metadata(sorted({tp.topic for tp, _ in pairs})) if pairs else None
+            parts: dict[TopicPartition, Any] = {}
+            known_topics: set[str] = set()
+            for t in meta.topics if meta else ():
+                if t.error_code in (0, LEADER_NOT_AVAILABLE.code):
+                    known_topics.add(t.name)
+                    for p in t.partitions:
+                        parts[TopicPartition(t.name, p.partition_index)] = p
+            brokers = {b.node_id for b in meta.brokers} if meta else set()
+            now = self._wall_ms()
+            hosted = [(tp, b) for tp, b in pairs if tp in parts and b in parts[tp].replica_nodes]
+            by_broker: dict[int, list[TopicPartition]] = defaultdict(list)
+            for tp, b in hosted:
+                by_broker[b].append(tp)
+                leader = parts[tp].leader_id
+                if leader >= 0:
+                    by_broker[leader].append(tp)
+            dirs = {b: self._log_dirs(b, set(tps)) for b, tps in by_broker.items()}
+            out = []
+            for tp, b in pairs:
+                if tp.topic not in known_topics:
+                    out.append(ReplicaStatus(tp, b, UNKNOWN_TOPIC, time_ms=now))
+                elif tp not in parts:
+                    out.append(ReplicaStatus(tp, b, UNKNOWN_PARTITION, time_ms=now))
+                elif b not in brokers and b not in parts[tp].replica_nodes:
+                    out.append(ReplicaStatus(tp, b, UNKNOWN_BROKER, time_ms=now))
+                elif b not in parts[tp].replica_nodes:
+                    out.append(ReplicaStatus(tp, b, NOT_HOSTED, time_ms=now))
+                else:
+                    mine = dirs.get(b, {}).get(tp)
+                    lead = dirs.get(parts[tp].leader_id, {}).get(tp)
+                    size = int(mine.partition_size) if mine is not None else None
+                    lag = int(mine.offset_lag) if mine is not None else None
+                    lag_bytes = (max(0, int(lead.partition_size) - size)
+                                 if lead is not None and size is not None else None)
+                    status = IN_SYNC if lag == 0 and not lag_bytes else behind(lag or 0)
+                    out.append(ReplicaStatus(tp, b, status, lag, lag_bytes, size, now))
+            return out
+        return self._call("DescribeLogDirs", go)
+
+    # -- reassignments -----------------------------------------------------------------------------
+    def alter_partition_reassignments(self, changes: Mapping[TopicPartition, Sequence[int] | None]
+                                      ) -> dict[TopicPartition, ApiResult]:
+        if not changes:
+            return {}
+        _Topic = AlterPartitionReassignmentsRequest.ReassignableTopic
+        _Part = _Topic.ReassignablePartition
+        grouped: dict[str, list[Any]] = defaultdict(list)
+        for tp, target in changes.items():
+            grouped[tp.topic].append(_Part(partition_index=tp.partition,
+                                           replicas=None if target is None else list(target)))
+
+        def go() -> dict[TopicPartition, ApiResult]:
+            r = self._send_to_controller(AlterPartitionReassignmentsRequest(
+                timeout_ms=self.retry.request_timeout_ms, allow_replication_factor_change=True,
+                topics=[_Topic(name=t, partitions=ps) for t, ps in grouped.items()]))
+            _check(r.error_code, r.error_message, "AlterPartitionReassignments")
+            return {TopicPartition(t.name, p.partition_index):
+                    ApiResult(ErrorCode.for_code(p.error_code), p.error_message or "")
+                    for t in r.responses for p in t.partitions}
+        return self._call("AlterPartitionReassignments", go)
+
+    def _list_reassignments(self, partitions: Iterable[TopicPartition] | None
+                            ) -> dict[TopicPartition, OngoingReassignment]:
+        _Topic = ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics
+        topics = None
+        if partitions is not None:
+            grouped: dict[str, list[int]] = defaultdict(list)
+            for tp in partitions:
+                grouped[tp.topic].append(tp.partition)
+            if not grouped:
+                return {}
+            topics = [_Topic(name=t, partition_indexes=ps) for t, ps in grouped.items()]
+        r = self._send_to_controller(ListPartitionReassignmentsRequest(
+            timeout_ms=self.retry.request_timeout_ms, topics=topics))
+        _check(r.error_code, r.error_message, "ListPartitionReassignments")
+        return {TopicPartition(t.name, p.partition_index): OngoingReassignment(
+            tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas))
+            for t in r.topics for p in t.partitions}
+
+    def list_partition_reassignments(self, partitions: Iterable[TopicPartition] | None = None
+                                     ) -> dict[TopicPartition, OngoingReassignment]:
+        wanted = None if partitions is None else list(partitions)
+        listing = self._call("ListPartitionReassignments",
+                             lambda: self._list_reassignments(wanted))
+        return dict(sorted(listing.items()))
+
+    # -- elections ---------------------------------------------------------------------------------
+    def elect_leaders(self, election_type: ElectionType,
+                      partitions: Iterable[TopicPartition] | None = None) -> ElectionOutcome:
+        _Topic = ElectLeadersRequest.TopicPartitions
+        wanted = None if partitions is None else list(dict.fromkeys(partitions))
+        topics = None
+        if wanted is not None:
+            grouped: dict[str, list[int]] = defaultdict(list)
+            for tp in wanted:
+                grouped[tp.topic].append(tp.partition)
+            topics = [_Topic(topic=t, partitions=ps) for t, ps in grouped.items()]
+            if not topics:
+                return ElectionOutcome({})
+        kind = 0 if election_type is ElectionType.PREFERRED else 1
+
+        def go() -> ElectionOutcome:
+            r = self._send_to_controller(ElectLeadersRequest(
+                election_type=kind, topic_partitions=topics,
+                timeout_ms=self.retry.request_timeout_ms))
+            _check(getattr(r, "error_code", 0) or 0, None, "ElectLeaders")
+            results = {TopicPartition(t.topic, p.partition_id):
+                       ApiResult(ErrorCode.for_code(p.error_code), p.error_message or "")
+                       for t in r.replica_election_results for p in t.partition_result}
+            return ElectionOutcome(results, tuple(results) if wanted is None else ())
+        return self._call("ElectLeaders", go)
+
+    # -- configs -----------------------------------------------------------------------------------
+    @staticmethod
+    def _node_for(resource: ConfigResource) -> int | None:
+        """A broker's own dynamic configs are read and written on that broker."""
+        rtype, name = resource
+        return int(name) if rtype == "BROKER" and name.isdigit() else None
+
+    def describe_configs(self, resources: Iterable[ConfigResource]
+                         ) -> dict[ConfigResource, dict[str, str]]:
+        by_node: dict[int | None, list[ConfigResource]] = defaultdict(list)
+        for res in dict.fromkeys(resources):
+            if res[0] not in _RESOURCE_CODES:
+                raise KafkaApiError(errors.INVALID_REQUEST,
+                                    f"DescribeConfigs: unsupported resource type {res[0]!r}")
+            by_node[self._node_for(res)].append(res)
+        _Res = DescribeConfigsRequest.DescribeConfigsResource
+
+        def go() -> dict[ConfigResource, dict[str, str]]:
+            out: dict[ConfigResource, dict[str, str]] = {}
+            for node, group in by_node.items():
+                r = self._send(DescribeConfigsRequest(resources=[
+                    _Res(resource_type=_RESOURCE_CODES[t], resource_name=n,
+                         configuration_keys=None) for t, n in group],
+                    include_synonyms=False), node_id=node)
+                for res, result in zip(group, r.results, strict=True):
+                    if result.error_code == errors.UNKNOWN_TOPIC_OR_PARTITION.code:
+                        out[res] = {}
+                        continue
+                    _check(result.error_code, result.error_message,
+                           f"DescribeConfigs {res[0].lower()} {res[1]!r}")
+                    source = _DYNAMIC_SOURCE[res[0]] if res[1] else _DEFAULT_BROKER_SOURCE
+                    out[res] = {c.name: c.value for c in result.configs
+                                if c.config_source == source and c.value is not None}
+            return out
+        return self._call("DescribeConfigs", go)
+
+    def incremental_alter_configs(self, changes: Mapping[ConfigResource, Mapping[str, str | None]]
+                                  ) -> dict[ConfigResource, ApiResult]:
+        by_node: dict[int | None, list[ConfigResource]] = defaultdict(list)
+        out: dict[ConfigResource, ApiResult] = {}
+        for res in changes:
+            if res[0] not in _RESOURCE_CODES:
+                out[res] = ApiResult(errors.INVALID_REQUEST,
+                                     f"unsupported resource type {res[0]!r}")
+            else:
+                by_node[self._node_for(res)].append(res)
+        _Res = IncrementalAlterConfigsRequest.AlterConfigsResource
+        _Cfg = _Res.AlterableConfig
+
+        def go() -> dict[ConfigResource, ApiResult]:
+            for node, group in by_node.items():
+                r = self._send(IncrementalAlterConfigsRequest(resources=[
+                    _Res(resource_type=_RESOURCE_CODES[t], resource_name=n, configs=[
+                        _Cfg(name=k, config_operation=0 if v is not None else 1, value=v)
+                        for k, v in changes[(t, n)].items()]) for t, n in group],
+                    validate_only=False), node_id=node)
+                for res, result in zip(group, r.responses, strict=True):
+                    if result.error_code in RETRIABLE:
+                        _check(result.error_code, result.error_message, "IncrementalAlterConfigs")
+                    out[res] = ApiResult(ErrorCode.for_code(result.error_code),
+                                         result.error_message or "")
+            return out
+        return self._call("IncrementalAlterConfigs", go)
+
+    # -- the metadata quorum -----------------------------------------------------------------------
+    def _describe_quorum_raw(self) -> tuple[Any, Any]:
+        _Topic = DescribeQuorumRequest.TopicData
+        r = self._send(DescribeQuorumRequest(topics=[_Topic(
+            topic_name=METADATA_TOPIC, partitions=[_Topic.PartitionData(partition_index=0)])]))
+        _check(r.error_code, getattr(r, "error_message", None), "DescribeQuorum")
+        p = r.topics[0].partitions[0]
+        _check(p.error_code, getattr(p, "error_message", None), "DescribeQuorum")
+        return r, p
+
+    def describe_quorum(self) -> QuorumStatus:
+        def go() -> QuorumStatus:
+            _, p = self._describe_quorum_raw()
+            now = self._wall_ms()
+            leader_leo = max((v.log_end_offset for v in p.current_voters
+                              if v.replica_id == p.leader_id), default=p.high_watermark)
+
+            def row(v: Any, role: str) -> QuorumReplica:
+                caught = int(getattr(v, "last_caught_up_timestamp", -1))
+                return QuorumReplica(
+                    v.replica_id, v.log_end_offset, max(0, leader_leo - v.log_end_offset),
+                    max(0, now - caught) if caught >= 0 else -1, role, False,
+                    int(getattr(v, "last_fetch_timestamp", -1)), caught)
+
+            voters = [row(v, "Leader" if v.replica_id == p.leader_id else "Follower")
+                      for v in sorted(p.current_voters,
+                                      key=lambda v: (v.replica_id != p.leader_id, v.replica_id))]
+            observers = [row(o, "Observer") for o in p.observers]
+            followers = [v for v in voters if v.status == "Follower"]
+            return QuorumStatus(
+                p.leader_id, p.leader_epoch, p.high_watermark,
+                max((v.lag for v in followers), default=0),
+                max((v.lag_time_ms for v in followers), default=0),
+                tuple(v.replica_id for v in voters), None, tuple(voters + observers))
+        return self._call("DescribeQuorum", go)
+
+    def add_raft_voter(self, node_id: int) -> ApiResult:
+        def go() -> ApiResult:
+            r, p = self._describe_quorum_raw()
+            replica = next((o for o in [*p.observers, *p.current_voters]
+                            if o.replica_id == node_id), None)
+            directory = getattr(replica, "replica_directory_id", None) or uuid.UUID(int=0)
+            node = next((n for n in getattr(r, "nodes", None) or () if n.node_id == node_id),
+                        None)
+            _L = AddRaftVoterRequest.Listener
+            listeners = [_L(name=ln.name, host=ln.host, port=ln.port)
+                         for ln in (node.listeners if node is not None else ())]
+            resp = self._send(AddRaftVoterRequest(
+                cluster_id=self._known_cluster_id(), timeout_ms=self.retry.request_timeout_ms,
+                voter_id=node_id, voter_directory_id=directory, listeners=listeners,
+                ack_when_committed=True))
+            return self._voter_result(resp, "AddRaftVoter")
+        return self._call("AddRaftVoter", go)
+
+    def remove_raft_voter(self, node_id: int) -> ApiResult:
+        def go() -> ApiResult:
+            _, p = self._describe_quorum_raw()
+            replica = next((v for v in p.current_voters if v.replica_id == node_id), None)
+            directory = getattr(replica, "replica_directory_id", None) or uuid.UUID(int=0)
+            resp = self._send(RemoveRaftVoterRequest(
+                cluster_id=self._known_cluster_id(), voter_id=node_id,
+                voter_directory_id=directory))
+            return self._voter_result(resp, "RemoveRaftVoter")
+        return self._call("RemoveRaftVoter", go)
+
+    def _known_cluster_id(self) -> str | None:
+        if self._cluster_id is None:
+            self.describe_cluster()
+        return self._cluster_id
+
+    @staticmethod
+    def _voter_result(resp: Any, what: str) -> ApiResult:
+        if resp.error_code in RETRIABLE:
+            _check(resp.error_code, resp.error_message, what)
+        return ApiResult(ErrorCode.for_code(resp.error_code), resp.error_message or "")
+
+
+def open_kafka_admin(bootstrap_servers: str, secret_data: Mapping[str, str | bytes] | None = None,
+                     *, retry: RetryPolicy = RetryPolicy(), client_id: str = "kraftsman",
+                     **client_options: Any) -> KafkaAdmin:
+    """Connect to ``bootstrap_servers`` with the TLS/SASL settings of ``secret_data``.
+
+    Raises :class:`SecretError` for bad Secret data and :class:`KafkaApiError` when the
+    servers cannot be reached (NETWORK_EXCEPTION) or refuse the credentials
+    (SASL_AUTHENTICATION_FAILED) — both naming the bootstrap servers.
+    """
+    settings = connection_settings(secret_data)
+    timeout_ms = int(retry.total_seconds * 1000)
+    try:
+        client = KafkaAdminClient(
+            bootstrap_servers=bootstrap_servers, client_id=client_id,
+            request_timeout_ms=retry.request_timeout_ms, bootstrap_timeout_ms=timeout_ms,
+            retry_backoff_ms=int(retry.initial_backoff_seconds * 1000),
+            reconnect_backoff_max_ms=int(retry.max_backoff_seconds * 1000),
+            **settings, **client_options)
+    except kerr.SaslAuthenticationFailedError as e:
+        raise KafkaApiError(SASL_AUTHENTICATION_FAILED, (
+            f"authentication to {bootstrap_servers} failed ({e}); check the Secret's "
+            "sasl.username/sasl.password")) from None
+    except (kerr.KafkaTimeoutError, kerr.KafkaConnectionError, kerr.NoBrokersAvailable) as e:
+        raise KafkaApiError(NETWORK_EXCEPTION, (
+            f"cannot reach bootstrap servers {bootstrap_servers} within "
+            f"{retry.total_seconds:.0f} s ({type(e).__name__}); check spec.bootstrapServers, "
+            "the network path and security.protocol")) from None
+    return KafkaAdmin(client, bootstrap_servers, retry=retry)
