@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import aiohttp.web
 import kmock
 import kopf
 
@@ -189,7 +190,21 @@ class Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
     _versions = itertools.count(2)
     _generated = itertools.count(1)
 
+    # kmock logs every request and matches each new one against the whole log (quadratic);
+    # keep only the recent ones, or long runs (benchmarks) stall on the log itself.
+    keep_requests = 20
+
+    # Benchmarks turn this off: kmock scans every stored object on each request, and two
+    # Events per LeaderElection would make the emulator, not the operator, the bottleneck.
+    store_events = True
+
     async def _handle(self, request: Any) -> Any:
+        if not self.store_events and getattr(request.resource, "plural", None) == "events" \
+                and "create" in str(request.action).lower():
+            return aiohttp.web.json_response(request.data, status=201)
+        log = self._requests
+        if len(log) > 2 * self.keep_requests:
+            del log[:-self.keep_requests]
         data = getattr(request, "data", None)
         action = str(getattr(request, "action", ""))
         rv = str(next(self._versions))

@@ -44,7 +44,7 @@ def figures(cluster: EmbeddedCluster, st: KafkaClusterStatus) -> None:
 
 def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     @kopf.index(**resource(KIND), registry=registry, id="kafkaclusters")
-    def kafkaclusters(namespace: str, name: str, spec: Any, **_: Any) -> Any:
+    async def kafkaclusters(namespace: str, name: str, spec: Any, **_: Any) -> Any:
         """(namespace, name) -> backend, for operations resolving spec.clusterRef."""
         return {(namespace, name): "embedded" if spec.get("embedded") else "kafka"}
 

@@ -92,7 +92,7 @@ def fill(st: LeaderElectionStatus, doc: dict[str, Any], spec: LeaderElectionSpec
 
 def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     @kopf.index(**resource(KIND), registry=registry, id="le_users")
-    def le_users(namespace: str, name: str, spec: Any, status: Any, **_: Any) -> Any:
+    async def le_users(namespace: str, name: str, spec: Any, status: Any, **_: Any) -> Any:
         ref = (spec.get("clusterRef") or {}).get("name")
         phase = (status or {}).get("phase")
         if not ref or (spec.get("mode") != "Continuous" and phase in ("Completed", "Failed",

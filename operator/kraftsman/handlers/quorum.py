@@ -42,7 +42,7 @@ def observe(cluster: EmbeddedCluster, st: KafkaQuorumStatus) -> set[int]:
 
 def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     @kopf.index(**resource(KIND), registry=registry, id="kq_users")
-    def kq_users(namespace: str, name: str, spec: Any, **_: Any) -> Any:
+    async def kq_users(namespace: str, name: str, spec: Any, **_: Any) -> Any:
         ref = (spec.get("clusterRef") or {}).get("name")
         return {(namespace, ref): f"{KIND}/{name}"} if ref else None
 

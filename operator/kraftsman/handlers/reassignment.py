@@ -110,7 +110,7 @@ def summary(report: DryRunReport) -> ReassignmentPlanSummary:
 
 def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     @kopf.index(**resource(KIND), registry=registry, id="preas_users")
-    def preas_users(namespace: str, name: str, spec: Any, status: Any, **_: Any) -> Any:
+    async def preas_users(namespace: str, name: str, spec: Any, status: Any, **_: Any) -> Any:
         phase = (status or {}).get("phase")
         ref = (spec.get("clusterRef") or {}).get("name")
         if phase in TERMINAL_PHASES or phase == "Invalid" or not ref:
