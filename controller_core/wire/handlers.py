@@ -21,6 +21,8 @@ from controller_core import errors
 from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.errors import ApiResult, ErrorCode, KafkaApiError
 from controller_core.metadata.controller import (
+    ALTERABLE_CONFIGS,
+    THROTTLE_RATE_KEYS,
     THROTTLE_REPLICA_KEYS,
     format_throttled_replicas,
     parse_throttled_replicas,
@@ -45,7 +47,10 @@ ILLEGAL_SASL_STATE = ErrorCode.of(kerr.IllegalSaslStateError)
 _ACL_BITS = {Operation.ALL: 2, Operation.CREATE: 5, Operation.ALTER: 7, Operation.DESCRIBE: 8,
              Operation.DESCRIBE_CONFIGS: 10, Operation.ALTER_CONFIGS: 11}
 # DescribeConfigs ConfigSource and ConfigType values.
-_SOURCE_TOPIC, _SOURCE_BROKER, _SOURCE_DEFAULT_BROKER = 1, 2, 3
+_SOURCE_TOPIC, _SOURCE_BROKER, _SOURCE_DEFAULT_BROKER, _SOURCE_DEFAULT = 1, 2, 3, 5
+# Kafka's defaults for the configs the embedded cluster lets you change.
+_DEFAULTS = {**dict.fromkeys(THROTTLE_RATE_KEYS, str(2**63 - 1)),
+             **dict.fromkeys(THROTTLE_REPLICA_KEYS, "")}
 _TYPE_LONG, _TYPE_LIST = 5, 7
 _RESOURCE_TYPES = {2: "TOPIC", 4: "BROKER"}
 _ZERO_UUID = uuid.UUID(int=0)
@@ -439,12 +444,16 @@ class Handlers:
                 keys = None if res.configuration_keys is None else set(res.configuration_keys)
                 source = _SOURCE_TOPIC if rtype == "TOPIC" else (
                     _SOURCE_BROKER if res.resource_name else _SOURCE_DEFAULT_BROKER)
-                for key, value in sorted(values.get((rtype, res.resource_name), {}).items()):
+                dynamic = values.get((rtype, res.resource_name), {})
+                for key in sorted(set(ALTERABLE_CONFIGS[rtype]) | set(dynamic)):
                     if keys is not None and key not in keys:
                         continue
+                    value = dynamic.get(key)
                     configs.append(cls.DescribeConfigsResult.DescribeConfigsResourceResult(
-                        name=key, value=value, read_only=False, config_source=source,
-                        is_default=False, is_sensitive=False, synonyms=[],
+                        name=key, value=value if value is not None else _DEFAULTS[key],
+                        read_only=False,
+                        config_source=source if value is not None else _SOURCE_DEFAULT,
+                        is_default=value is None, is_sensitive=False, synonyms=[],
                         config_type=_TYPE_LIST if key in THROTTLE_REPLICA_KEYS else _TYPE_LONG,
                         documentation=None))
             results.append(cls.DescribeConfigsResult(

@@ -22,6 +22,7 @@ from controller_core.orchestration.election import run_election
 from kraftsman.cli_errors import UsageError
 from kraftsman.local_store import DEFAULT_STATE_DIR, LocalStore
 from kraftsman.progress_view import format_election
+from kraftsman.serve import add_parser as add_serve_parser
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -77,6 +78,7 @@ def register(sub: Any) -> None:
         _common(p)
         p.add_argument("broker", type=int)
         p.set_defaults(handler=cmd_broker, action_name=name)
+    add_serve_parser(c_sub)
 
 
 @contextmanager
