@@ -120,7 +120,7 @@ def test_manifest_problems(tmp_path: Path) -> None:
     with pytest.raises(SnapshotError, match="'schemaVersion' is 99"):
         read_snapshot(d)
     (d / MANIFEST_FILE).unlink()
-    with pytest.raises(SnapshotError, match="snapshot.json: missing"):
+    with pytest.raises(SnapshotError, match=r"snapshot\.json: missing"):
         read_snapshot(d)
     (d / MANIFEST_FILE).write_text("{")
     with pytest.raises(SnapshotError, match="not valid JSON"):
@@ -131,7 +131,7 @@ def test_missing_parquet_file(tmp_path: Path) -> None:
     d = tmp_path / "s"
     write_snapshot(small(), d)
     (d / PARTITIONS_FILE).unlink()
-    with pytest.raises(SnapshotError, match="partitions.parquet: missing"):
+    with pytest.raises(SnapshotError, match=r"partitions\.parquet: missing"):
         read_snapshot(d)
 
 

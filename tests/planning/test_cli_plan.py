@@ -1,0 +1,190 @@
+"""`kraftsman snapshot` / `kraftsman plan` end to end, and every bad input: exit 2, a
+message naming the problem, and no output left behind."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from controller_core.planning.objective import DISK, LEADERS, REPLICAS, compute_loads, rate
+from controller_core.planning.report import max_over_mean
+from controller_core.planning.snapshot import read_snapshot, write_snapshot
+from controller_core.planning.synthetic import make_snapshot
+from kraftsman.cli import main
+
+CLUSTER = """
+apiVersion: kraftsman.io/v1alpha1
+kind: KafkaCluster
+metadata: {name: demo}
+spec:
+  embedded:
+    brokers:
+    - {id: 0, rack: a, diskBytes: 10000000000}
+    - {id: 1, rack: b, diskBytes: 10000000000}
+    - {id: 2, rack: c, diskBytes: 10000000000}
+    - {id: 3, rack: a, diskBytes: 10000000000}
+    - {id: 4, rack: b, diskBytes: 10000000000}
+    - {id: 5, rack: c, diskBytes: 10000000000}
+    replicationBytesPerSecond: 200000000
+    topics:
+    - {name: orders, partitions: 12, replicationFactor: 2, sizeBytesPerPartition: 20000000,
+       assignment: [[0, 1], [1, 2], [2, 0], [0, 1], [1, 2], [2, 0], [0, 4], [1, 5], [2, 3],
+                    [0, 1], [1, 2], [2, 0]]}
+    - {name: events, partitions: 6, replicationFactor: 3, sizeBytesPerPartition: 5000000,
+       assignment: [[0, 1, 2], [1, 2, 0], [2, 0, 1], [0, 1, 2], [1, 2, 0], [2, 0, 1]]}
+"""
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def snapshot_loads(d: Path) -> dict[int, list[int]]:
+    s = read_snapshot(d)
+    pt = s.partitions
+    return compute_loads(s.broker_ids(), pt.replicas, pt.leader, pt.size_bytes,
+                         [rate(x) for x in pt.bytes_in_per_second],
+                         [rate(x) for x in pt.bytes_out_per_second])
+
+
+@pytest.mark.spark
+def test_plan_applied_on_the_embedded_cluster_balances_it_as_predicted(
+        spark: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    state = str(tmp_path / "state")
+    (tmp_path / "cluster.yaml").write_text(CLUSTER)
+    assert run(capsys, "apply", "-f", str(tmp_path / "cluster.yaml"), "--state-dir", state)[0] == 0
+    code, out, err = run(capsys, "snapshot", "--state-dir", state, "--out", str(tmp_path / "s1"))
+    assert code == 0, err
+    assert "6 brokers, 18 partitions" in out
+
+    plan_dir = tmp_path / "plan"
+    code, out, err = run(capsys, "plan", "--snapshot", str(tmp_path / "s1"), "--goal",
+                         "rebalance", "--out", str(plan_dir), "--master", "local[2]",
+                         "--throttle", "100000000", "--seed", "7")
+    assert code == 0, err
+    assert "plan written to" in out
+    assert sorted(p.name for p in plan_dir.iterdir()) == [
+        "plan.json", "reassignments", "report.json", "report.md", "report.png", "rollback.json"]
+    assert (plan_dir / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    report = json.loads((plan_dir / "report.json").read_text())
+    summary = report["summary"]
+    assert summary["violations"] == [] and summary["replicasToMove"] > 0
+    assert summary["estimatedSeconds"] > 0
+    docs = [yaml.safe_load(p.read_text())
+            for p in sorted((plan_dir / "reassignments").iterdir())]
+    assert docs and all(d["spec"]["throttleBytesPerSecond"] == 100_000_000 for d in docs)
+    assert "| broker | rack | replicas |" in (plan_dir / "report.md").read_text()
+
+    code, out, err = run(capsys, "apply", "-f", str(plan_dir / "reassignments"),
+                         "--state-dir", state)
+    assert code == 0, err
+    assert "completed" in out
+    code, _, err = run(capsys, "snapshot", "--state-dir", state, "--out", str(tmp_path / "s2"))
+    assert code == 0, err
+    actual = snapshot_loads(tmp_path / "s2")
+    predicted = {b["broker"]: [b["after"][k] for k in ("replicas", "leaders", "disk_bytes")]
+                 for b in report["brokers"]}
+    assert {b: [v[REPLICAS], v[LEADERS], v[DISK]] for b, v in actual.items()} == predicted
+    before = snapshot_loads(tmp_path / "s1")
+    assert max_over_mean(before, range(6), DISK) > 1.5
+    assert max_over_mean(actual, range(6), DISK) <= 1.05
+    assert max_over_mean(actual, range(6), REPLICAS) <= 1.05
+
+
+@pytest.fixture
+def snap_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "snap"
+    write_snapshot(make_snapshot(brokers=6, partitions=30, seed=2), d)
+    return d
+
+
+def assert_refused(capsys: pytest.CaptureFixture[str], out: Path, *argv: str) -> str:
+    code, _, err = run(capsys, "plan", *argv, "--out", str(out))
+    assert code == 2, err
+    assert "Traceback" not in err
+    assert not out.exists()
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(f".{out.name}.")]
+    return err
+
+
+def test_unknown_brokers_in_the_goal(capsys: pytest.CaptureFixture[str], snap_dir: Path,
+                                     tmp_path: Path) -> None:
+    err = assert_refused(capsys, tmp_path / "o", "--snapshot", str(snap_dir),
+                         "--goal", "add-brokers", "7,8")
+    assert "error: --goal add-brokers: unknown broker(s) [7, 8]" in err
+
+
+def test_goal_leaving_too_few_racks(capsys: pytest.CaptureFixture[str], snap_dir: Path,
+                                    tmp_path: Path) -> None:
+    err = assert_refused(capsys, tmp_path / "o", "--snapshot", str(snap_dir),
+                         "--goal", "remove-brokers", "2,5")
+    assert "leaves 2 rack(s)" in err
+
+
+def test_inconsistent_snapshot(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    snap = make_snapshot(brokers=4, partitions=10, seed=2, racks=0)
+    d = tmp_path / "bad"
+    write_snapshot(snap, d)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(d / "partitions.parquet")
+    idx = table.schema.get_field_index("leader")
+    table = table.set_column(idx, "leader", pa.array([99] * 10, pa.int64()))
+    pq.write_table(table, d / "partitions.parquet")
+    err = assert_refused(capsys, tmp_path / "o", "--snapshot", str(d), "--goal", "rebalance")
+    assert "partitions.parquet: row 0 (topic-0-0): field 'leader' 99 is not among replicas" in err
+
+
+def test_missing_snapshot_and_bad_options(capsys: pytest.CaptureFixture[str], snap_dir: Path,
+                                          tmp_path: Path) -> None:
+    err = assert_refused(capsys, tmp_path / "o", "--snapshot", str(tmp_path / "none"),
+                         "--goal", "rebalance")
+    assert "no such snapshot directory" in err
+    err = assert_refused(capsys, tmp_path / "o", "--snapshot", str(snap_dir), "--goal",
+                         "rebalance", "--spark-conf", "novalue")
+    assert "--spark-conf 'novalue': expected KEY=VALUE" in err
+    err = assert_refused(capsys, tmp_path / "o", "--snapshot", str(snap_dir), "--goal",
+                         "rebalance", "--cluster-name", "Prod_1")
+    assert "pass --cluster-name 'prod-1'" in err
+
+
+def test_existing_output_is_not_overwritten(capsys: pytest.CaptureFixture[str], snap_dir: Path,
+                                            tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep")
+    code, _, err = run(capsys, "plan", "--snapshot", str(snap_dir), "--goal", "rebalance",
+                       "--out", str(out))
+    assert code == 2 and "exists and is not empty" in err and "--force" in err
+    assert (out / "mine.txt").read_text() == "keep"
+
+
+def test_java_missing_says_what_to_install(capsys: pytest.CaptureFixture[str], snap_dir: Path,
+                                           tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                           ) -> None:
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    err = assert_refused(capsys, tmp_path / "o", "--snapshot", str(snap_dir),
+                         "--goal", "rebalance")
+    assert "no `java` on PATH and JAVA_HOME is not set" in err
+    assert "openjdk-17-jre-headless" in err
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path))
+    err = assert_refused(capsys, tmp_path / "o", "--snapshot", str(snap_dir),
+                         "--goal", "rebalance")
+    assert f"JAVA_HOME={tmp_path} has no bin/java" in err
+
+
+def test_snapshot_without_a_cluster(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(capsys, "snapshot", "--state-dir", str(tmp_path / "st"),
+                       "--out", str(tmp_path / "s"))
+    assert code == 2 and "no cluster in" in err
+    assert not (tmp_path / "s").exists()
