@@ -56,8 +56,9 @@ def register(sub: Any) -> None:
                    metavar="N")
     p.add_argument("--cluster-name", default=None,
                    help="clusterRef.name of the resources (default: from the snapshot)")
-    p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
-                   help="a Spark setting (repeatable), e.g. spark.driver.memory=4g")
+    p.add_argument("--spark-conf", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
+                   help="Spark settings, e.g. --spark-conf spark.driver.memory=4g "
+                        "spark.executor.memory=8g (repeatable)")
     p.add_argument("--force", action="store_true", help="replace --out if it is not empty")
     p.set_defaults(handler=run_plan)
 
