@@ -153,7 +153,7 @@ class KafkaAdmin:
                 raise KafkaApiError(ErrorCode.for_code(int(e.errno)), f"{what}: {e}") from None
             except (kerr.KafkaConnectionError, kerr.NodeNotReadyError, kerr.KafkaTimeoutError,
                     kerr.RequestTimedOutError, kerr.NotControllerError,
-                    kerr.NoBrokersAvailable, kerr.UnknownBrokerIdError) as e:
+                    kerr.UnknownBrokerIdError) as e:
                 error = errors.REQUEST_TIMED_OUT if isinstance(
                     e, kerr.KafkaTimeoutError | kerr.RequestTimedOutError) else NETWORK_EXCEPTION
                 message = f"{what}: {type(e).__name__}: {e}"
@@ -565,7 +565,7 @@ def open_kafka_admin(bootstrap_servers: str, secret_data: Mapping[str, str | byt
         raise KafkaApiError(SASL_AUTHENTICATION_FAILED, (
             f"authentication to {bootstrap_servers} failed ({e}); check the Secret's "
             "sasl.username/sasl.password")) from None
-    except (kerr.KafkaTimeoutError, kerr.KafkaConnectionError, kerr.NoBrokersAvailable) as e:
+    except (kerr.KafkaTimeoutError, kerr.KafkaConnectionError) as e:
         raise KafkaApiError(NETWORK_EXCEPTION, (
             f"cannot reach bootstrap servers {bootstrap_servers} within "
             f"{retry.total_seconds:.0f} s ({type(e).__name__}); check spec.bootstrapServers, "

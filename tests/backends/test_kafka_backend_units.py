@@ -1,0 +1,141 @@
+"""Secret data → client settings, retries with backoff, typed errors — without a network."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import kafka.errors as kerr
+import pytest
+
+from controller_core import errors
+from controller_core.backends import KafkaAdmin, RetryPolicy, SecretError, connection_settings
+from controller_core.backends.security import decode_secret_data
+from controller_core.errors import KafkaApiError
+
+
+def test_plaintext_by_default() -> None:
+    assert connection_settings(None) == {"security_protocol": "PLAINTEXT"}
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_sasl_mechanisms(mechanism: str) -> None:
+    s = connection_settings({"sasl.mechanism": mechanism, "sasl.username": "u",
+                             "sasl.password": "hunter2"})
+    assert s["security_protocol"] == "SASL_PLAINTEXT" and s["sasl_mechanism"] == mechanism
+    assert s["sasl_plain_username"] == "u" and s["sasl_plain_password"] == "hunter2"
+
+
+def test_sasl_ssl_inferred_with_ca() -> None:
+    s = connection_settings({"sasl.mechanism": "PLAIN", "sasl.username": "u",
+                             "sasl.password": "p", "ssl.check.hostname": "false"} | {})
+    assert s["security_protocol"] == "SASL_PLAINTEXT"
+    s = connection_settings({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+                             "sasl.username": "u", "sasl.password": "p",
+                             "ssl.check.hostname": "false"})
+    assert s["security_protocol"] == "SASL_SSL" and s["ssl_context"].check_hostname is False
+
+
+@pytest.mark.parametrize(("data", "names"), [
+    ({"sasl.mechanism": "GSSAPI", "sasl.username": "u", "sasl.password": "s3cr3t"},
+     "sasl.mechanism"),
+    ({"sasl.mechanism": "PLAIN", "sasl.username": "u"}, "sasl.password"),
+    ({"security.protocol": "TLS"}, "security.protocol"),
+    ({"ca.crt": "not a pem", "sasl.password": "s3cr3t"}, "ca.crt"),
+    ({"security.protocol": "SSL", "tls.crt": "x"}, "tls.key"),
+    ({"security.protocol": "PLAINTEXT", "ca.crt": "x"}, "SSL"),
+    ({"password": "s3cr3t"}, "unknown key"),
+    ({"security.protocol": "SSL", "ssl.check.hostname": "maybe"}, "ssl.check.hostname"),
+])
+def test_bad_secret_names_the_key_never_the_value(data: dict[str, str], names: str) -> None:
+    with pytest.raises(SecretError) as e:
+        connection_settings(data)
+    assert names in str(e.value) and "s3cr3t" not in str(e.value)
+
+
+def test_decode_secret_data() -> None:
+    assert decode_secret_data({"sasl.username": base64.b64encode(b"bob").decode()}) == {
+        "sasl.username": "bob"}
+    with pytest.raises(SecretError, match="sasl.username"):
+        decode_secret_data({"sasl.username": "%%%"})
+
+
+class FakeClient:
+    """Only what KafkaAdmin touches: the manager's run/send, the controller routing."""
+
+    def __init__(self, answers: list[Any]) -> None:
+        self.answers = answers
+        self._controller_id: int | None = 1
+        self._manager = self
+
+    def run(self, fn: Any, *args: Any) -> Any:
+        answer = self.answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    def send(self, *args: Any) -> Any:  # pragma: no cover - run() intercepts
+        raise AssertionError
+
+    def close(self) -> None:
+        pass
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+        self.sleeps: list[float] = []
+
+    def now(self) -> float:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.sleeps.append(s)
+        self.t += s
+
+
+class Resp:
+    def __init__(self, **kw: Any) -> None:
+        self.__dict__.update(kw)
+
+
+def admin(answers: list[Any], total: float = 5.0) -> tuple[KafkaAdmin, Clock]:
+    clock = Clock()
+    return KafkaAdmin(FakeClient(answers), "kafka-0:9092,kafka-1:9092",
+                      retry=RetryPolicy(total_seconds=total), sleep=clock.sleep,
+                      clock=clock.now), clock
+
+
+def ok_listing() -> Resp:
+    return Resp(error_code=0, error_message=None, topics=[])
+
+
+def test_retries_not_controller_and_disconnects_with_backoff() -> None:
+    a, clock = admin([Resp(error_code=41, error_message="moved", topics=[]),
+                      kerr.KafkaConnectionError("socket disconnected"),
+                      Resp(error_code=7, error_message=None, topics=[]), ok_listing()])
+    assert a.list_partition_reassignments() == {}
+    assert clock.sleeps == [0.1, 0.2, 0.4]  # exponential backoff
+
+
+def test_gives_up_within_the_total_time_naming_the_servers() -> None:
+    a, clock = admin([kerr.KafkaConnectionError("down")] * 100, total=3.0)
+    with pytest.raises(KafkaApiError) as e:
+        a.list_partition_reassignments()
+    assert clock.t <= 3.0 and "kafka-0:9092" in str(e.value)
+    assert e.value.error.name == "NETWORK_EXCEPTION"
+
+
+def test_non_retriable_errors_are_raised_at_once() -> None:
+    a, clock = admin([Resp(error_code=31, error_message="needs ALTER", topics=[])])
+    with pytest.raises(KafkaApiError) as e:
+        a.list_partition_reassignments()
+    assert e.value.error == errors.CLUSTER_AUTHORIZATION_FAILED and clock.sleeps == []
+
+
+def test_authentication_failure_is_typed() -> None:
+    a, _ = admin([kerr.SaslAuthenticationFailedError("bad password")])
+    with pytest.raises(KafkaApiError) as e:
+        a.list_partition_reassignments()
+    assert e.value.error.name == "SASL_AUTHENTICATION_FAILED"
+    assert "kafka-0:9092" in str(e.value)

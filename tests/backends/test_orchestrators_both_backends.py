@@ -1,0 +1,171 @@
+"""The orchestrators, unchanged, on both backends: the embedded cluster in-process, and the
+``kafka`` backend (kafka-python) against ``cluster serve`` of the same cluster.
+
+For the kafka backend the server's simulated clock runs at 50x wall time; tests poll the
+orchestrator with a deadline — never a fixed sleep standing in for the core.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from controller_core import errors
+from controller_core.admin import ClusterAdmin
+from controller_core.backends import KafkaAdmin, RetryPolicy, open_kafka_admin
+from controller_core.embedded.cluster import EmbeddedCluster
+from controller_core.errors import KafkaApiError
+from controller_core.model import ElectionType
+from controller_core.orchestration.election import run_election
+from controller_core.orchestration.reassignment import (
+    Limits,
+    Phase,
+    Progress,
+    ReassignmentExecutor,
+    ReassignmentPlan,
+)
+from tests.helpers import cluster, tp
+from tests.serve.harness import served
+
+RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+FOLLOWER = "follower.replication.throttled.replicas"
+
+
+@dataclass
+class Backend:
+    admin: ClusterAdmin
+    cluster: EmbeddedCluster
+    run: Callable[[Callable[[], object]], object]  # touch the cluster safely
+    tick: Callable[[], None]  # let time pass (simulated directly, or wall time for serve)
+
+
+@pytest.fixture(params=["embedded", "kafka"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    c = cluster(tmp_path / "c")
+    if request.param == "embedded":
+        yield Backend(c, c, lambda fn: fn(), lambda: c.advance(1.0))
+        return
+    with served(c, time_scale=50) as s:
+        admin = open_kafka_admin(s.bootstrap, retry=RetryPolicy(total_seconds=10))
+        try:
+            yield Backend(admin, c, s.call, lambda: time.sleep(0.02))
+        finally:
+            admin.close()
+
+
+def drive(b: Backend, ex: ReassignmentExecutor, wall_limit: float = 30.0) -> Progress:
+    deadline = time.monotonic() + wall_limit
+    while True:
+        p = ex.step()
+        if p.phase.terminal:
+            return p
+        assert time.monotonic() < deadline, f"not finished within {wall_limit} s: {p}"
+        b.tick()
+
+
+def spread_plan(b: Backend, limits: Limits, **kw: bool) -> ReassignmentPlan:
+    moves = [(d.tp, [r + 3 for r in d.replicas]) for d in b.admin.describe_partitions()]
+    plan, problems = ReassignmentPlan.from_moves(moves, limits=limits, **kw)
+    assert not problems
+    return plan
+
+
+def throttles(b: Backend) -> dict[tuple[str, str], dict[str, str]]:
+    res = [("BROKER", str(i)) for i in range(6)] + [("TOPIC", "orders")]
+    return {r: v for r, v in b.admin.describe_configs(res).items() if v}
+
+
+def test_plan_runs_to_completion_with_throttles_placed_and_removed(backend: Backend) -> None:
+    plan = spread_plan(backend, Limits(throttle_bytes_per_second=5_000_000,
+                                       max_concurrent_moves=2), elect_preferred_leaders=True)
+    ex = ReassignmentExecutor(backend.admin, plan)
+    assert ex.start() == []
+    ex.step()
+    placed = throttles(backend)
+    assert placed[("BROKER", "3")] == dict.fromkeys(RATE_KEYS, "5000000")
+    assert FOLLOWER in placed[("TOPIC", "orders")]
+    assert len(backend.admin.list_partition_reassignments()) == 2  # the concurrency limit
+    p = drive(backend, ex)
+    assert p.phase is Phase.COMPLETED and p.done == 6 and p.failed == 0
+    assert throttles(backend) == {}  # every throttle it placed is gone
+    for d in backend.admin.describe_partitions():
+        assert set(d.replicas) <= {3, 4, 5} and d.leader == d.replicas[0]
+    assert backend.admin.list_partition_reassignments() == {}
+
+
+def test_cancel_rolls_back(backend: Backend) -> None:
+    plan = spread_plan(backend, Limits(throttle_bytes_per_second=100_000,
+                                       max_concurrent_moves=3))
+    ex = ReassignmentExecutor(backend.admin, plan)
+    assert ex.start() == []
+    ex.step()
+    assert backend.admin.list_partition_reassignments()
+    ex.cancel()
+    p = drive(backend, ex)
+    assert p.phase is Phase.CANCELLED and p.cancelled == 6
+    assert backend.admin.list_partition_reassignments() == {}
+    assert throttles(backend) == {}
+    for d in backend.admin.describe_partitions():
+        assert set(d.replicas) == {0, 1, 2}
+
+
+def test_plan_problems_are_reported_per_partition(backend: Backend) -> None:
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [0, 0, 1]),
+                                           (tp("orders", 1), [9, 1, 2]),
+                                           (tp("ghost", 0), [1])])
+    problems = {p.tp: p.error for p in ReassignmentExecutor(backend.admin, plan).start()}
+    assert problems == {tp("orders", 0): errors.INVALID_REPLICA_ASSIGNMENT,
+                        tp("orders", 1): errors.INVALID_REPLICA_ASSIGNMENT,
+                        tp("ghost", 0): errors.UNKNOWN_TOPIC_OR_PARTITION}
+
+
+def test_alter_results_match_spec(backend: Backend) -> None:
+    a = backend.admin
+    out = a.alter_partition_reassignments({tp("orders", 0): None, tp("orders", 1): [],
+                                           tp("nope", 0): [1]})
+    assert out[tp("orders", 0)].error == errors.NO_REASSIGNMENT_IN_PROGRESS
+    assert out[tp("orders", 1)].error == errors.INVALID_REPLICA_ASSIGNMENT
+    assert out[tp("nope", 0)].error == errors.UNKNOWN_TOPIC_OR_PARTITION
+    assert out[tp("orders", 1)].message  # a message a person can act on crosses the wire
+
+
+def test_elections(backend: Backend) -> None:
+    report = run_election(backend.admin, ElectionType.PREFERRED, topics=["orders", "ghost"])
+    assert report.not_needed == 6 and report.unknown_topics == ("ghost",)
+    backend.run(lambda: backend.cluster.fail_broker(2))
+    deadline = time.monotonic() + 30
+    while next(d for d in backend.admin.describe_partitions(partitions=[tp("orders", 2)])
+               ).leader == 2:
+        assert time.monotonic() < deadline
+        if isinstance(backend.admin, KafkaAdmin):
+            backend.tick()
+        else:
+            backend.cluster.advance(5)
+    report = run_election(backend.admin, ElectionType.PREFERRED, partitions=[tp("orders", 2)])
+    assert report.results[tp("orders", 2)].error == errors.PREFERRED_LEADER_NOT_AVAILABLE
+    backend.run(lambda: backend.cluster.restore_broker(2))
+    deadline = time.monotonic() + 30
+    while True:
+        report = run_election(backend.admin, ElectionType.PREFERRED,
+                              partitions=[tp("orders", 2)])
+        if report.elected == 1:
+            break
+        assert time.monotonic() < deadline, report.results
+        if isinstance(backend.admin, KafkaAdmin):
+            backend.tick()
+        else:
+            backend.cluster.advance(5)
+    d = next(iter(backend.admin.describe_partitions(partitions=[tp("orders", 2)])))
+    assert d.leader == 2
+    everything = run_election(backend.admin, ElectionType.PREFERRED)
+    assert everything.attempted_all and len(everything.results) == 6
+
+
+def test_kafka_backend_errors_name_the_bootstrap_servers(tmp_path: Path) -> None:
+    with pytest.raises(KafkaApiError) as e:
+        open_kafka_admin("127.0.0.1:1", retry=RetryPolicy(total_seconds=1.0))
+    assert "127.0.0.1:1" in str(e.value) and e.value.error.name == "NETWORK_EXCEPTION"
