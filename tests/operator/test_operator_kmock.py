@@ -300,3 +300,25 @@ async def test_kubectl_get_columns_answer_where_it_stands(api: Api, start_operat
     assert le_row[1:4] == ["demo", "PREFERRED", "Completed"] and le_row[5] == "0"
     assert tables["KafkaCluster"].splitlines()[1].split()[1:7] == [
         "embedded", "6", "6", "0", "0", "True"]
+
+
+async def test_changed_target_mid_flight_retargets(api: Api, start_operator: Any) -> None:
+    op = start_operator(time_scale=0.5)  # slow: the first target is still in flight
+    await ready_cluster(api)
+    await api.create("PartitionReassignment", "move", {**REF, "partitions": MOVES[:1]})
+    await api.wait("PartitionReassignment", "move",
+                   lambda o: (o.get("status") or {}).get("moving", 0) == 1)
+    new = [{"topic": "orders", "partition": 0, "replicas": [4, 5, 3]}]
+    await api.set_spec("PartitionReassignment", "move", {"partitions": new})
+    opened = op.rt.clusters[("default", "demo")]
+    deadline = asyncio.get_running_loop().time() + 30
+    while True:
+        ongoing = await op.rt.run(opened, lambda c: c.list_partition_reassignments())
+        target = next(iter(ongoing.values())).target if ongoing else None
+        if target == (4, 5, 3):
+            break
+        assert asyncio.get_running_loop().time() < deadline, f"not re-targeted: {target}"
+        await asyncio.sleep(0.1)
+    obj = await api.get("PartitionReassignment", "move")
+    assert obj is not None and obj["status"]["counts"]["failed"] == 0
+    assert obj["status"]["observedGeneration"] == 2
