@@ -142,13 +142,19 @@ class InvariantChecker:
         if c == 0:
             return
         candidates: list[tuple[int, ...]] = []
-        for node in self.sim.nodes.values():
-            if node is not None and node.is_leader:
-                candidates.append(node.voters())
+        for n, node in self.sim.nodes.items():
+            # configurations as seen by nodes that hold the committed prefix (a zombie
+            # leader's stale log does not tell which configuration is in force)
+            if node is not None and self._has_prefix(n, c):
                 at = node.log.config_at(c - 1)
                 candidates.append(at[1].current_voters if at else node.bootstrap_voters)
+                candidates.append(node.voters())
+            elif (node is not None and node.is_leader and node.log.end_offset >= c
+                  and node.log.epoch_at(c - 1) == self.ref[c - 1][0]):
+                # a leader counts the configuration it appended at once (even unflushed)
+                candidates.append(node.voters())
         if not candidates:
-            return
+            return  # every holder is down; their logs are checked when they restart
         for voters in candidates:
             if sum(1 for v in voters if v in self.sim.nodes and self._has_prefix(v, c)) >= majority(
                     len(voters)):

@@ -21,6 +21,7 @@ class VoteRequest:
     candidate_id: int
     last_epoch: int
     last_epoch_end_offset: int
+    pre_vote: bool = False  # KIP-996: ask without bumping anyone's epoch
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +31,7 @@ class VoteResponse:
     leader_epoch: int
     vote_granted: bool
     candidate_epoch: int  # echo, so a late grant for an older epoch is not counted
+    pre_vote: bool = False
 
 
 @dataclass(frozen=True, slots=True)

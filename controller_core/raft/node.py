@@ -213,7 +213,14 @@ class RaftNode:
         return self._durable_end
 
     def cluster_id(self) -> str | None:
-        return self.log.cluster_id() or self._configured_cluster_id
+        """The cluster id this node checks requests against: configured, or written by the
+        first leader and *committed* (an uncommitted one may still be truncated away)."""
+        if self._configured_cluster_id is not None:
+            return self._configured_cluster_id
+        configs = self.log.configs
+        if configs and configs[0][0] < self.hw:
+            return configs[0][1].cluster_id
+        return None
 
     def voters(self) -> tuple[int, ...]:
         """Voters in force on this node: the latest configuration in its log (even uncommitted)."""
@@ -557,6 +564,27 @@ class RaftNode:
         spread = min(self.cfg.election_timeout_ms, self.cfg.fetch_timeout_ms // 2)
         self._fetch_deadline = now + self.cfg.fetch_timeout_ms - self.rng.randrange(spread + 1)
 
+    def _become_prospective(self, now: int) -> None:
+        """Pre-vote (KIP-996): ask whether we could win before bumping anyone's epoch, so a
+        node that is cut off or removed cannot disrupt a healthy leader."""
+        keep = self.role
+        self._reset_role_state()
+        if keep is Role.FOLLOWER:
+            # we lost our leader: forget it (same epoch), so we can grant votes
+            self._persist(QuorumState(self.qs.epoch, None, self.qs.voted_for))
+        self.role = Role.PROSPECTIVE
+        self._votes_granted = {self.id}
+        self._election_deadline = now + self._random_election_timeout()
+        self._next_discover_ms = now + self.cfg.election_timeout_ms // 4
+        if self._candidate_won():
+            self._become_candidate(now)
+            return
+        req = VoteRequest(self.cluster_id(), self.qs.epoch + 1, self.id, self.log.last_epoch,
+                          self.log.end_offset, pre_vote=True)
+        for v in self.voters():
+            if v != self.id:
+                self._send(v, req)
+
     def _become_candidate(self, now: int) -> None:
         self._reset_role_state()
         epoch = self.qs.epoch + 1
@@ -564,7 +592,7 @@ class RaftNode:
         self.role = Role.CANDIDATE
         self._votes_granted = {self.id}
         self._election_deadline = now + self._random_election_timeout()
-        self._next_discover_ms = NEVER
+        self._next_discover_ms = now + self.cfg.election_timeout_ms // 4
         if self._candidate_won():
             self._become_leader(now)
             return
@@ -627,7 +655,7 @@ class RaftNode:
     # ================================================================== timers
     def _on_fetch_timeout(self, now: int) -> None:
         if self.is_voter and self._may_campaign():
-            self._become_candidate(now)
+            self._become_prospective(now)
         else:
             # an observer (or a voter that knows too few peers) looks for the leader
             self._become_unattached(self.qs.epoch, now)
@@ -636,7 +664,10 @@ class RaftNode:
         if self.role is Role.RESIGNED:
             self._end_resend_ms = NEVER
         if self.is_voter and self._may_campaign():
-            self._become_candidate(now)
+            if self.role is Role.CANDIDATE:
+                self._become_candidate(now)  # a real election timed out: next epoch
+            else:
+                self._become_prospective(now)
         else:
             self._election_deadline = now + self._random_election_timeout()
             self._next_discover_ms = min(self._next_discover_ms, now)
@@ -688,6 +719,16 @@ class RaftNode:
             self._send(src, VoteResponse(INCONSISTENT_CLUSTER_ID, self._leader_hint(),
                                          self.qs.epoch, False, r.candidate_epoch))
             return
+        if r.pre_vote:
+            # never changes our state; grant if the candidate could legitimately win
+            fresh_leader = (self.role is Role.LEADER or (
+                self.role is Role.FOLLOWER
+                and now - self._last_leader_contact < self.cfg.election_timeout_ms))
+            grant = (r.candidate_epoch > self.qs.epoch and not fresh_leader
+                     and self._log_up_to_date(r.last_epoch, r.last_epoch_end_offset))
+            self._send(src, VoteResponse(NONE, self._leader_hint(), self.qs.epoch, grant,
+                                         r.candidate_epoch, pre_vote=True))
+            return
         if r.candidate_epoch < self.qs.epoch:
             self._send(src, VoteResponse(FENCED_LEADER_EPOCH, self._leader_hint(),
                                          self.qs.epoch, False, r.candidate_epoch))
@@ -710,7 +751,7 @@ class RaftNode:
         grant = False
         if self.qs.voted_for == r.candidate_id and self.qs.leader_id is None:
             grant = True  # a retransmission of a request we already granted
-        elif (self.role is Role.UNATTACHED and self.qs.voted_for is None
+        elif (self.role in (Role.UNATTACHED, Role.PROSPECTIVE) and self.qs.voted_for is None
               and self.qs.leader_id is None and self.is_voter
               and self._log_up_to_date(r.last_epoch, r.last_epoch_end_offset)):
             grant = True
@@ -720,16 +761,24 @@ class RaftNode:
 
     def _on_vote_response(self, src: int, r: VoteResponse) -> None:
         now = self.now
-        if r.leader_epoch > self.qs.epoch:
-            self._observe_epoch(r.leader_epoch,
-                                r.leader_id if r.leader_id != NO_LEADER else None, now)
+        leader = r.leader_id if r.leader_id != NO_LEADER else None
+        if r.leader_epoch > self.qs.epoch or (
+                r.leader_epoch == self.qs.epoch and leader is not None and leader != self.id
+                and self.role in (Role.PROSPECTIVE, Role.CANDIDATE)):
+            # a (newer) leader exists: follow it instead of campaigning
+            self._observe_epoch(r.leader_epoch, leader, now)
             return
-        if self.role is not Role.CANDIDATE or r.candidate_epoch != self.qs.epoch:
+        expected = Role.PROSPECTIVE if r.pre_vote else Role.CANDIDATE
+        want_epoch = self.qs.epoch + 1 if r.pre_vote else self.qs.epoch
+        if self.role is not expected or r.candidate_epoch != want_epoch:
             return
         if r.vote_granted:
             self._votes_granted.add(src)
             if self._candidate_won():
-                self._become_leader(now)
+                if r.pre_vote:
+                    self._become_candidate(now)
+                else:
+                    self._become_leader(now)
             return
         self._votes_rejected.add(src)
         voters = self.voters()
@@ -977,7 +1026,7 @@ class RaftNode:
         self._wake_parked(only_expired=False)
 
     def _append_config(self, current: Sequence[int], target: Sequence[int] | None) -> None:
-        cid = self.cluster_id()
+        cid = self.log.cluster_id()
         assert cid is not None
         self._leader_append(Batch(self.log.end_offset, self.qs.epoch, control=VoterAssignment(
             cid, tuple(sorted(current)), None if target is None else tuple(sorted(target)))))

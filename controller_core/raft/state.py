@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 class Role(enum.Enum):
     LEADER = "Leader"
+    PROSPECTIVE = "Prospective"  # KIP-996 pre-vote: asks before bumping the epoch
     CANDIDATE = "Candidate"
     FOLLOWER = "Follower"
     UNATTACHED = "Unattached"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 from dataclasses import dataclass
 
@@ -43,7 +44,7 @@ def run_chaos(seed: int, events: int = 3000) -> ChaosReport:
     changes = 0
     crashed: set[int] = set()
     fault_rate = rng.choice([0.002, 0.005, 0.01])
-    for i in range(events):
+    for _ in range(events):
         r = rng.random()
         if r < fault_rate:
             faults += 1
@@ -86,11 +87,9 @@ def run_chaos(seed: int, events: int = 3000) -> ChaosReport:
                     sim.restart(n)
                 crashed = set(back[len(back) // 2 + 1:])
         elif r < 0.08:
-            try:
+            with contextlib.suppress(NotLeaderError):
                 sim.propose([rng.randbytes(rng.randrange(1, 32))
                              for _ in range(rng.randrange(1, 4))])
-            except NotLeaderError:
-                pass
         else:
             if not sim.step():
                 sim.advance(rng.choice([10, 100, 1000]))

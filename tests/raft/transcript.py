@@ -26,7 +26,7 @@ from dataclasses import dataclass, fields
 
 from controller_core.raft.config import RaftConfig
 from controller_core.raft.describe import format_replication, format_status
-from controller_core.raft.messages import Envelope, FetchResponse
+from controller_core.raft.messages import BrokerInfo, Envelope
 from controller_core.raft.node import RaftNode
 from controller_core.raft.records import Batch
 from controller_core.raft.storage import MemoryStorage
@@ -43,13 +43,14 @@ def fmt_body(env: Envelope) -> str:
             if v.code == 0:
                 continue
             v = v.name
-        elif f.name in ("cluster_id", "max_bytes", "host", "port", "brokers"):
-            continue
-        elif isinstance(b, FetchResponse) and f.name in ("diverging_epoch",
-                                                          "diverging_end_offset") and v < 0:
+        elif f.name in ("cluster_id", "max_bytes", "host", "port", "brokers", "pre_vote") or (
+                f.name in ("diverging_epoch", "diverging_end_offset") and v < 0):
             continue
         parts.append(f"{f.name}={v}")
-    return f"{env.src}->{env.dst} {type(b).__name__} " + " ".join(parts)
+    name = type(b).__name__
+    if getattr(b, "pre_vote", False):
+        name = "Pre" + name
+    return f"{env.src}->{env.dst} {name} " + " ".join(parts)
 
 
 def fmt_batch(b: Batch) -> str:
@@ -160,7 +161,6 @@ def _execute(sim: _Sim, argv: list[str]) -> None:
         node = sim.node(n)
         # brokers normally arrive by DiscoverBrokers; scripts start from a known set
         for m in sim.nodes:
-            from controller_core.raft.messages import BrokerInfo
             node.brokers.setdefault(m, BrokerInfo(m, 0, "", 0))
         sim.tick(n, max(0, node._election_deadline - sim.clocks[n]))
     elif op == "tick":
