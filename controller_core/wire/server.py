@@ -276,7 +276,7 @@ class ClusterServer:
 
     @staticmethod
     def _encode(response: Any, correlation_id: int, version: int) -> bytes:
-        assert response.API_VERSION == version  # set at construction: a response header
+        assert version == response.API_VERSION  # set at construction: a response header
         response.with_header(correlation_id=correlation_id)  # has no version to update
         return bytes(response.encode(header=True, framed=True))
 

@@ -37,7 +37,6 @@ def test_serve_then_sigterm_checkpoints(tmp_path: Path) -> None:
         bootstrap = line.split()[-1]
         admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
         topic = admin.list_topics()[0]
-        [desc] = admin.describe_topics([topic])
         target = [b["broker_id"] for b in admin.describe_cluster()["brokers"]][-1:]
         admin.alter_partition_reassignments({KTP(topic, 0): target})
         admin.close()
