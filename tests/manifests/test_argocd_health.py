@@ -8,7 +8,8 @@ from typing import Any
 import lupa
 import pytest
 import yaml
-from conftest import ROOT
+from k8s_schemas import ROOT
+
 from kraftsman.resources import KINDS
 
 SCRIPTS = ROOT / "manifests" / "argocd" / "resource_customizations" / "kraftsman.io"

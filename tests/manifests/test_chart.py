@@ -7,7 +7,7 @@ from typing import Any
 import helm_python as helm
 import pytest
 import yaml
-from conftest import ROOT, k8s_errors, load_docs
+from k8s_schemas import ROOT, k8s_errors, load_docs
 from test_argocd_health import SCRIPTS
 from test_manifests import check_least_privilege, check_restricted_pod
 

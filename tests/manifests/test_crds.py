@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import ROOT, k8s_errors, load_docs
+from k8s_schemas import ROOT, k8s_errors, load_docs
+
 from kraftsman import crdgen
 from kraftsman.cli_errors import UsageError
 from kraftsman.resources import API_VERSION, KINDS, parse_resource

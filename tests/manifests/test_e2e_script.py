@@ -7,7 +7,7 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import ROOT
+from k8s_schemas import ROOT
 
 SCRIPT = ROOT / "tests" / "e2e" / "kind-e2e.sh"
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, k8s_errors, load_docs
+from k8s_schemas import ROOT, k8s_errors, load_docs
 
 MANIFESTS = sorted((ROOT / "manifests").glob("*.yaml"))
 

@@ -10,9 +10,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from harness import Api, Emulator, OperatorThread, cond_is, condition, declare
-
-__all__ = ["Api", "cond_is", "condition"]
+from harness import Api, Emulator, OperatorThread, declare
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from conftest import Api, cond_is, condition
+from harness import Api, cond_is, condition
 
 CLUSTER = {"embedded": {
     "brokers": [{"id": i, "rack": "abc"[i % 3]} for i in range(6)],
