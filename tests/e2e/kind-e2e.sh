@@ -52,17 +52,22 @@ helm upgrade --install kraftsman "$CHART" --namespace "$NAMESPACE" --create-name
 kubectl label namespace "$NAMESPACE" pod-security.kubernetes.io/enforce=restricted --overwrite
 kubectl -n "$NAMESPACE" rollout status deploy/kraftsman --timeout 180s
 
-echo "--- examples"
+echo "--- examples, in order (like Argo CD sync waves: each file Ready/Succeeded first)"
 kubectl create namespace "$EXAMPLES_NS" --dry-run=client -o yaml | kubectl apply -f -
-kubectl -n "$EXAMPLES_NS" apply -f "$EXAMPLES"
-
-wait_for() {  # kind condition
-  kubectl -n "$EXAMPLES_NS" wait "$1" --all --for=condition="$2" --timeout="$TIMEOUT"
+condition_for() {  # kind -> the condition that means done
+  case "$1" in
+    KafkaCluster|KafkaQuorum) echo Ready ;;
+    *) echo Succeeded ;;
+  esac
 }
-wait_for kafkaclusters.kraftsman.io Ready
-wait_for kafkaquorums.kraftsman.io Ready
-wait_for partitionreassignments.kraftsman.io Succeeded
-wait_for leaderelections.kraftsman.io Succeeded
+for file in "$EXAMPLES"/*.yaml; do
+  kubectl -n "$EXAMPLES_NS" apply -f "$file"
+  for ref in $(kubectl -n "$EXAMPLES_NS" get -f "$file" -o name); do
+    kind="$(kubectl -n "$EXAMPLES_NS" get "$ref" -o jsonpath='{.kind}')"
+    kubectl -n "$EXAMPLES_NS" wait "$ref" --for=condition="$(condition_for "$kind")" \
+      --timeout="$TIMEOUT"
+  done
+done
 
 echo "--- kubectl get kraftsman"
 kubectl get kraftsman -n "$EXAMPLES_NS" -o wide

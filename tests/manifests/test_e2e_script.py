@@ -39,8 +39,8 @@ def test_referenced_files_exist() -> None:
 
 def test_waits_for_every_kind_with_its_condition() -> None:
     text = SCRIPT.read_text()
-    for plural, cond in [("kafkaclusters", "Ready"), ("kafkaquorums", "Ready"),
-                         ("partitionreassignments", "Succeeded"),
-                         ("leaderelections", "Succeeded")]:
-        assert f"wait_for {plural}.kraftsman.io {cond}" in text
+    assert "KafkaCluster|KafkaQuorum) echo Ready" in text
+    assert "*) echo Succeeded" in text
+    assert '--for=condition="$(condition_for "$kind")"' in text
+    assert 'for file in "$EXAMPLES"/*.yaml' in text
     assert "kubectl get kraftsman" in text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 from harness import Api, cond_is, condition
@@ -322,3 +323,26 @@ async def test_changed_target_mid_flight_retargets(api: Api, start_operator: Any
     obj = await api.get("PartitionReassignment", "move")
     assert obj is not None and obj["status"]["counts"]["failed"] == 0
     assert obj["status"]["observedGeneration"] == 2
+
+
+async def test_examples_reach_ready_or_succeeded_in_file_order(api: Api,
+                                                               start_operator: Any) -> None:
+    """What tests/e2e/kind-e2e.sh does on a real cluster, here against the emulator."""
+    import yaml
+    from harness import kubectl_get
+
+    root = Path(__file__).resolve().parents[2] / "manifests" / "examples"
+    start_operator()
+    done = {"KafkaCluster": "Ready", "KafkaQuorum": "Ready"}
+    seen: list[tuple[str, dict[str, Any]]] = []
+    for path in sorted(root.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            meta = doc["metadata"]
+            await api.create(doc["kind"], meta["name"], doc["spec"],
+                             annotations=meta.get("annotations", {}))
+            obj = await api.wait(doc["kind"], meta["name"],
+                                 cond_is(done.get(doc["kind"], "Succeeded"), "True"), timeout=60)
+            seen.append((doc["kind"], obj))
+    assert {k for k, _ in seen} == {"KafkaCluster", "KafkaQuorum", "PartitionReassignment",
+                                    "LeaderElection"}
+    print("\n".join(kubectl_get([o], k) for k, o in seen))
