@@ -193,6 +193,7 @@ class RaftNode:
         self._end_successors: tuple[int, ...] = ()
         self._end_pending: set[int] = set()
         self._end_resend_ms = NEVER
+        self._lost_leader: tuple[int, int] | None = None  # (epoch, leader) we timed out on
         self._recover_role()
 
     # ================================================================== public queries
@@ -553,12 +554,15 @@ class RaftNode:
         self._persist(QuorumState(epoch, leader, voted))
         self.role = Role.FOLLOWER
         self._backoff_attempts = 0
-        self._touch_leader(now)
+        self._arm_fetch_timer(now)  # not leader *contact*: that needs a message from it
         self._next_fetch_ms = now
         self._next_discover_ms = NEVER
 
     def _touch_leader(self, now: int) -> None:
         self._last_leader_contact = now
+        self._arm_fetch_timer(now)
+
+    def _arm_fetch_timer(self, now: int) -> None:
         # KIP-595: fetch.timeout is the *maximum* silence; randomising it below that
         # keeps followers the long poll synchronised from timing out together (split votes)
         spread = min(self.cfg.election_timeout_ms, self.cfg.fetch_timeout_ms // 2)
@@ -569,9 +573,10 @@ class RaftNode:
         node that is cut off or removed cannot disrupt a healthy leader."""
         keep = self.role
         self._reset_role_state()
-        if keep is Role.FOLLOWER:
-            # we lost our leader: forget it (same epoch), so we can grant votes
-            self._persist(QuorumState(self.qs.epoch, None, self.qs.voted_for))
+        if keep is Role.FOLLOWER and self.qs.leader_id is not None:
+            # keep it in the quorum state: clearing it would let us grant a vote in an epoch
+            # that already has a leader (two leaders in one epoch)
+            self._lost_leader = (self.qs.epoch, self.qs.leader_id)
         self.role = Role.PROSPECTIVE
         self._votes_granted = {self.id}
         self._election_deadline = now + self._random_election_timeout()
@@ -764,7 +769,8 @@ class RaftNode:
         leader = r.leader_id if r.leader_id != NO_LEADER else None
         if r.leader_epoch > self.qs.epoch or (
                 r.leader_epoch == self.qs.epoch and leader is not None and leader != self.id
-                and self.role in (Role.PROSPECTIVE, Role.CANDIDATE)):
+                and self.role in (Role.PROSPECTIVE, Role.CANDIDATE)
+                and self._lost_leader != (r.leader_epoch, leader)):
             # a (newer) leader exists: follow it instead of campaigning
             self._observe_epoch(r.leader_epoch, leader, now)
             return

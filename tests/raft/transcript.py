@@ -91,6 +91,14 @@ class _Sim:
 
     def process(self, n: int, quiet: bool = False) -> None:
         node = self.node(n)
+        for _ in range(10):  # zero-delay timers (e.g. a follower's next fetch) fire now
+            if node.next_deadline() > self.clocks[n]:
+                break
+            node.tick(self.clocks[n])
+            self._drain(n, node, quiet)
+        self._drain(n, node, quiet)
+
+    def _drain(self, n: int, node: RaftNode, quiet: bool) -> None:
         while node.has_ready():
             r = node.ready()
             st = self.storages[n]
@@ -162,7 +170,9 @@ def _execute(sim: _Sim, argv: list[str]) -> None:
         # brokers normally arrive by DiscoverBrokers; scripts start from a known set
         for m in sim.nodes:
             node.brokers.setdefault(m, BrokerInfo(m, 0, "", 0))
-        sim.tick(n, max(0, node._election_deadline - sim.clocks[n]))
+        from controller_core.raft.state import Role
+        due = node._fetch_deadline if node.role is Role.FOLLOWER else node._election_deadline
+        sim.tick(n, max(0, due - sim.clocks[n]))
     elif op == "tick":
         sim.tick(int(args[0]), int(args[1]))
     elif op in ("deliver", "drop"):
