@@ -325,7 +325,7 @@ class SimulatedQuorum:
         """AlterQuorum at the leader; ``None`` (or the current voters) cancels."""
         node = self._leader_node()
         if target_voters is not None:
-            unknown = sorted(set(target_voters) - set(self.nodes))
+            unknown = sorted(i for i in set(target_voters) - set(self.nodes) if i >= 0)
             if unknown:
                 from controller_core.raft.node import VOTER_NOT_FOUND
                 return AlterQuorumResult(

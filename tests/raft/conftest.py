@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("raft")
-    names = {opt for o in parser._anonymous.options for opt in o.names()}  # noqa: SLF001
+    names = {opt for o in parser._anonymous.options for opt in o.names()}
     if "--soak" not in names:
         group.addoption("--soak", action="store_true", default=False,
                         help="run the long randomised Raft soak (tests marked slow)")
