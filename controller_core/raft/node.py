@@ -769,8 +769,9 @@ class RaftNode:
         leader = r.leader_id if r.leader_id != NO_LEADER else None
         if r.leader_epoch > self.qs.epoch or (
                 r.leader_epoch == self.qs.epoch and leader is not None and leader != self.id
-                and self.role in (Role.PROSPECTIVE, Role.CANDIDATE)
-                and self._lost_leader != (r.leader_epoch, leader)):
+                and self.role in (Role.PROSPECTIVE, Role.CANDIDATE)):
+            # (if it is the leader we timed out on, the voter still hears from it: go back
+            # and fetch; our fetch timer is not reset by this, only by the leader itself)
             # a (newer) leader exists: follow it instead of campaigning
             self._observe_epoch(r.leader_epoch, leader, now)
             return

@@ -11,6 +11,7 @@ them to commit and applies what :meth:`SimulatedQuorum.committed_since` /
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 import random
@@ -63,6 +64,7 @@ class SimulatedQuorum:
         cluster_id: str | None = None,
         clock_drift: float = 0.0,
         on_commit: CommitCallback | None = None,
+        storage_fsync: bool = True,
     ) -> None:
         if not voters:
             raise ValueError("voters: give at least one node id for quorum.voters")
@@ -80,6 +82,7 @@ class SimulatedQuorum:
         self.bootstrap_voters = tuple(voters)
         self.cluster_id = cluster_id
         self.data_dir = data_dir
+        self.storage_fsync = storage_fsync
         self.clock_drift = clock_drift
         self.on_commit = on_commit
         self.now: float = 0.0
@@ -100,7 +103,8 @@ class SimulatedQuorum:
     # ================================================================ membership of the sim
     def _create(self, n: int) -> None:
         if self.data_dir is not None:
-            self.storages[n] = DirectoryStorage(self.data_dir / f"node-{n}")
+            self.storages[n] = DirectoryStorage(self.data_dir / f"node-{n}",
+                                                fsync=self.storage_fsync)
         else:
             self.storages[n] = MemoryStorage()
         drift = self.clock_drift
@@ -297,7 +301,8 @@ class SimulatedQuorum:
 
     def committed_since(self, offset: int) -> Iterator[tuple[int, bytes]]:
         """(offset, record) of every committed application record at or after ``offset``."""
-        for b in self.committed:
+        start = bisect.bisect_right(self.committed, offset, key=lambda b: b.end_offset)
+        for b in self.committed[start:]:
             if b.end_offset <= offset or b.control is not None:
                 continue
             for i, rec in enumerate(b.records):
@@ -306,6 +311,12 @@ class SimulatedQuorum:
 
     def high_watermark(self) -> int:
         return self.committed_end
+
+    def close(self) -> None:
+        """Release the nodes' files (the quorum can be opened again from ``data_dir``)."""
+        for st in self.storages.values():
+            if isinstance(st, DirectoryStorage):
+                st.close()
 
     # ================================================================ admin
     def describe_quorum(self) -> DescribeQuorumResponse:

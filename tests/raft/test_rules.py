@@ -116,7 +116,7 @@ def leader_with_log(epochs: list[int]) -> RaftNode:
 def test_fetch_divergence_tells_where_to_truncate() -> None:
     ldr = leader_with_log([1, 1, 2])
     ldr.step(Envelope(1, 0, FetchRequest("c", 1, ldr.epoch, 5, 1, 1000)), 2)
-    r = [m.body for m in replies(ldr) if isinstance(m.body, FetchResponse)][0]
+    r = next(m.body for m in replies(ldr) if isinstance(m.body, FetchResponse))
     assert r.diverging and (r.diverging_epoch, r.diverging_end_offset) == (1, 2)
 
 
