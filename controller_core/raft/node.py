@@ -715,7 +715,10 @@ class RaftNode:
         return (last_epoch, end_offset) >= (self.log.last_epoch, self.log.end_offset)
 
     def _leader_hint(self) -> int:
-        return self.qs.leader_id if self.qs.leader_id is not None else NO_LEADER
+        lid = self.qs.leader_id
+        if lid is None or (lid == self.id and self.role is not Role.LEADER):
+            return NO_LEADER  # we led this epoch but resigned (or restarted)
+        return lid
 
     # ================================================================== Vote
     def _on_vote_request(self, src: int, r: VoteRequest) -> None:
@@ -769,7 +772,7 @@ class RaftNode:
         leader = r.leader_id if r.leader_id != NO_LEADER else None
         if r.leader_epoch > self.qs.epoch or (
                 r.leader_epoch == self.qs.epoch and leader is not None and leader != self.id
-                and self.role in (Role.PROSPECTIVE, Role.CANDIDATE)):
+                and not r.vote_granted and self.role in (Role.PROSPECTIVE, Role.CANDIDATE)):
             # (if it is the leader we timed out on, the voter still hears from it: go back
             # and fetch; our fetch timer is not reset by this, only by the leader itself)
             # a (newer) leader exists: follow it instead of campaigning
