@@ -70,6 +70,11 @@ class EmbeddedClusterSpec(CamelModel):
         default=30_000, ge=1, description="replica.lag.time.max.ms")
     broker_session_timeout_ms: int = Field(
         default=9_000, ge=1, description="broker.session.timeout.ms: a silent broker is fenced.")
+    controller_link_delay_ms: float = Field(
+        default=1.0, ge=0, description="One-way delay between the controllers of the quorum.")
+    controller_request_timeout_ms: int = Field(
+        default=30_000, ge=1,
+        description="How long a change waits for the metadata quorum to commit it.")
     snapshot_every_records: int = Field(
         default=200_000, ge=1, description="Write a metadata snapshot after this many records.")
     seed: int = Field(default=0, description="Seed of the cluster's random choices.")

@@ -43,15 +43,22 @@ from controller_core.metadata.records import (
     PartitionRecord,
     Record,
     TopicRecord,
+    decode_record,
+    encode_record,
 )
 from controller_core.model import NO_LEADER, ElectionType, TopicPartition
+from controller_core.raft.describe import QuorumStatus
 from controller_core.storage.framing import write_atomically
 from controller_core.storage.metadata_log import MetadataLog
 
+from .metadata_quorum import MetadataQuorum
 from .replication import DataPlane, LogBase
 
 MIN_STEP = 0.05  # s: the finest step, so a burst of catch-ups costs a bounded number of steps
 STEPS_PER_ADVANCE = 100  # ... and at most about this many steps per advance() call
+QUORUM_CHUNK = 20_000  # metadata records per quorum entry
+QUORUM_POLL = 0.1  # s between looks at a quorum that has no leader
+_ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 DATAPLANE_FILE = "dataplane.json"
 
 
@@ -73,6 +80,9 @@ class EmbeddedCluster:
         self.controller_available = True  # fault injection: the controller cannot be reached
         self._pending_change = False
         self.recovered_torn_bytes = 0
+        self._fsync = fsync
+        self.quorum: MetadataQuorum  # set by open()
+        self._quorum_end = 0  # quorum offset up to which committed entries are applied
 
     # -- lifecycle ------------------------------------------------------------------------------
     @classmethod
@@ -83,13 +93,32 @@ class EmbeddedCluster:
         state_dir.mkdir(parents=True, exist_ok=True)
         cluster = cls(spec, state_dir, fsync=fsync)
         cluster._recover()
+        cluster._start_quorum()
+        cluster._reconcile_data_plane()
         cluster._reconcile_spec()
         cluster.checkpoint()
         return cluster
 
+    def _start_quorum(self) -> None:
+        """Boot the controller quorum from its directory and apply what it committed that the
+        local metadata log does not hold yet (a crash between commit and local append)."""
+        cluster_id = self.image.cluster_id or "".join(
+            self.rng.choice(_ID_CHARS) for _ in range(22))
+        self._cluster_id = cluster_id
+        self.quorum = MetadataQuorum(
+            self.state_dir / "quorum", self.spec.voters, cluster_id=cluster_id,
+            seed=self.spec.seed, now_s=self.now, link_delay_ms=self.spec.controller_link_delay_ms,
+            fsync=self._fsync)
+        self.quorum.wait_caught_up(self.spec.controller_request_timeout_ms)
+        # The controllers came back and elected a leader before the brokers' clock resumes:
+        # a restart does not move the cluster's time.
+        self.quorum.rebase(self.now)
+        self._apply_committed()
+
     def _recover(self) -> None:
         rec = self.log.recover()
         self.recovered_torn_bytes = rec.torn_bytes
+        self._quorum_end = rec.quorum_end
         image = self.image
         image.apply_rows(rec.snapshot_rows)
         image.next_offset = rec.snapshot_offset
@@ -105,7 +134,6 @@ class EmbeddedCluster:
             current = int(doc.get("offset", -1)) >= image.next_offset
             self.now = float(doc["now"]) if current else max(self.now, float(doc["now"]))
             self.rng.setstate(_rng_state(doc["rng"]))
-        self._reconcile_data_plane()
 
     def _reconcile_data_plane(self) -> None:
         """Bring a data-plane checkpoint older than the metadata log in line with it: replicas
@@ -150,9 +178,7 @@ class EmbeddedCluster:
 
     def _reconcile_spec(self) -> None:
         if not self.image.cluster_id:
-            cid = "".join(self.rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                          "0123456789") for _ in range(22))
-            self._emit(ClusterRecord(cid))
+            self._emit(ClusterRecord(self._cluster_id))
         for b in self.spec.brokers:
             self.controller.register_broker(b.id, b.rack)
         for t in self.spec.topics:
@@ -185,9 +211,16 @@ class EmbeddedCluster:
     def close(self) -> None:
         self.checkpoint()
         self.log.close()
+        self.quorum.close()
 
     # -- the metadata pipeline ------------------------------------------------------------------
     def _emit(self, record: Record) -> None:
+        """A record from the controller: it takes effect here at once (the controller needs
+        to see its own changes) and is committed through the quorum before any answer."""
+        self._apply(record)
+        self._pending.append(record)
+
+    def _apply(self, record: Record) -> None:
         self._pending_change = True  # rates may have changed: recompute the next event
         self._next_event_in = 0.0
         self.data.invalidate()
@@ -200,24 +233,81 @@ class EmbeddedCluster:
             self.data.on_partition_change(tp, before, after, self.now)
         else:
             self.image.apply(record)
-            if isinstance(record, TopicRecord):
+            if isinstance(record, TopicRecord) and record.name not in self.data.topic_base:
                 self.data.topic_base[record.name] = LogBase(0.0, self.now)
-        self._pending.append(record)
 
     def _flush(self) -> None:
-        """Make the records of this step durable — before anything is answered."""
+        """Commit the records of this step through the quorum, then keep them in the local
+        metadata log — before anything is answered. If the quorum cannot commit them in
+        time, the speculative state is rolled back to what is committed."""
         if not self._pending:
             return
-        self.log.append(self._pending, epoch=0, timestamp_ms=self.now_ms())
-        self._since_snapshot += len(self._pending)
-        self._pending = []
+        records, self._pending = self._pending, []
+        chunks = [records[i:i + QUORUM_CHUNK] for i in range(0, len(records), QUORUM_CHUNK)]
+        payloads = [orjson.dumps([encode_record(r) for r in chunk]) for chunk in chunks]
+        first = (self.quorum.commit(payloads, self.spec.controller_request_timeout_ms)
+                 if self.controller_available else None)
+        self.now = max(self.now, self.quorum.now_s())
+        if first is None:
+            self._roll_back()
+            raise KafkaApiError(errors.REQUEST_TIMED_OUT,
+                                "the metadata quorum did not commit the change within "
+                                f"{self.spec.controller_request_timeout_ms} ms; nothing changed")
+        for i, payload in enumerate(payloads):
+            self._keep(payload, len(chunks[i]), first + i + 1)
+
+    def _keep(self, payload: bytes, count: int, quorum_end: int) -> None:
+        """Append a committed entry to the local metadata log (and snapshot when due)."""
+        self.log.append_encoded(payload, count, epoch=0, timestamp_ms=self.now_ms(),
+                                quorum_end=quorum_end)
+        self._quorum_end = quorum_end
+        self._since_snapshot += count
         if self._since_snapshot >= self.spec.snapshot_every_records:
             self.snapshot()
 
+    def _apply_committed(self) -> None:
+        """Apply committed entries this process has not applied (after a restart, or a
+        commit that arrived after its request had timed out)."""
+        if self.quorum.committed_end <= self._quorum_end:
+            return
+        for off, payload in list(self.quorum.committed_from(self._quorum_end)):
+            rows = orjson.loads(payload)
+            for row in rows:
+                self._apply(decode_record(row))
+            self._keep(payload, len(rows), off + 1)
+
+    def _roll_back(self) -> None:
+        """Forget uncommitted changes: rebuild the image from the committed metadata."""
+        self.log.close()
+        self.log = MetadataLog(self.state_dir / "metadata", fsync=self._fsync)
+        self.image = MetadataImage()
+        self.data.image = self.image
+        self.controller = Controller(self.image, self._emit)
+        rec = self.log.recover()
+        self._quorum_end = rec.quorum_end
+        self.image.apply_rows(rec.snapshot_rows)
+        self.image.next_offset = rec.snapshot_offset
+        for _, rows in rec.batches:
+            self.image.apply_rows(rows)
+        self._apply_committed()
+        self._reconcile_data_plane()
+        self.data.invalidate()
+
+    def controller_reachable(self) -> bool:
+        return self.controller_available and self.quorum.leader() is not None
+
     def _require_controller(self) -> None:
+        """Like an admin client, wait (in simulated time) for a controller to answer."""
         if not self.controller_available:
             raise KafkaApiError(errors.REQUEST_TIMED_OUT,
                                 "the controller did not answer within the request timeout")
+        deadline = self.now + self.spec.controller_request_timeout_ms / 1000.0
+        while self.quorum.leader() is None and self.now < deadline:
+            self.advance(0.1)
+        if self.quorum.leader() is None:
+            raise KafkaApiError(errors.NOT_CONTROLLER,
+                                "no controller is active: the metadata quorum has no leader "
+                                "(a majority of controllers may be down)")
 
     # -- time -------------------------------------------------------------------------------------
     def now_ms(self) -> int:
@@ -242,8 +332,15 @@ class EmbeddedCluster:
         self.now = max(self.now, end)
 
     def _step(self, dt: float) -> None:
+        self.quorum.advance_to(self.now)
+        self._apply_committed()
         now = self.now
         caught_up, next_catch_up = self.data.fetch(dt, now)
+        if not self.controller_reachable():
+            # No active controller: replicas keep fetching, but ISR changes and fencing wait
+            # (a caught-up replica stays listed and is noticed again once a leader is back).
+            self._next_event_in = QUORUM_POLL
+            return
         for tp, broker in caught_up:
             self.data.caught_up_now(tp, broker)
             self.controller.replica_caught_up(tp, broker)
@@ -267,7 +364,11 @@ class EmbeddedCluster:
                     self.controller.fence_broker(broker)
                 else:
                     next_timer = min(next_timer, since + session)
-        self._flush()
+        try:
+            self._flush()
+        except KafkaApiError:
+            self._next_event_in = QUORUM_POLL  # rolled back; the conditions are seen again
+            return
         if not self._pending_change:
             self._next_event_in = min(next_catch_up, next_timer - now)
         self._pending_change = False
@@ -289,6 +390,23 @@ class EmbeddedCluster:
         self.controller.unfence_broker(broker)
         self._flush()
 
+    def fail_controller(self, node: int, *, lose_unflushed: bool = True) -> None:
+        """Hard-kill a node of the metadata quorum (with its unflushed writes, by default)."""
+        if node not in self.quorum.nodes():
+            raise ValueError(f"node {node} is not a controller; quorum nodes are "
+                             f"{self.quorum.nodes()}")
+        if not self.quorum.alive(node):
+            raise ValueError(f"controller {node} is already down")
+        self.quorum.crash(node, lose_unflushed=lose_unflushed)
+
+    def restore_controller(self, node: int) -> None:
+        if node not in self.quorum.nodes():
+            raise ValueError(f"node {node} is not a controller; quorum nodes are "
+                             f"{self.quorum.nodes()}")
+        if self.quorum.alive(node):
+            raise ValueError(f"controller {node} is already running")
+        self.quorum.restart(node)
+
     def _known_broker(self, broker: int) -> None:
         if broker not in self.image.brokers:
             raise ValueError(f"unknown broker {broker}; brokers are {sorted(self.image.brokers)}")
@@ -299,9 +417,9 @@ class EmbeddedCluster:
     # -- admin operations (the ClusterAdmin port) -------------------------------------------
     def describe_cluster(self) -> ClusterDescription:
         self._require_controller()
-        voters = self.spec.voters
+        leader = self.quorum.leader()
         return ClusterDescription(
-            self.image.cluster_id, voters[0] if voters else -1,
+            self.image.cluster_id, leader if leader is not None else -1,
             tuple(BrokerDescription(b.id, b.rack, b.fenced)
                   for b in sorted(self.image.brokers.values(), key=lambda b: b.id)))
 
@@ -408,6 +526,43 @@ class EmbeddedCluster:
         results = self.controller.incremental_alter_configs(changes)
         self._flush()
         return results
+
+    # -- the metadata quorum (KIP-595 DescribeQuorum / AlterQuorum, KIP-853) -----------------
+    def describe_quorum(self) -> QuorumStatus:
+        self._require_controller()
+        return self.quorum.describe()
+
+    def quorum_node_ids(self) -> set[int]:
+        """Node ids that can be voters: brokers, controllers, and nodes already started."""
+        return set(self.image.brokers) | set(self.spec.voters) | set(self.quorum.nodes())
+
+    def _live_nodes(self) -> set[int]:
+        started = set(self.quorum.nodes())
+        live = {n for n in started if self.quorum.alive(n)}
+        # a broker that is not yet a quorum node starts when a change names it
+        return live | {b for b in self.image.brokers if b not in started and self.alive(b)}
+
+    def alter_quorum(self, voters: Sequence[int] | None) -> ApiResult:
+        """AlterQuorum: set TargetVoters; None (or the current voters) cancels a pending one."""
+        self._require_controller()
+        result = self.quorum.alter(voters, known=self.quorum_node_ids(), live=self._live_nodes())
+        self.now = max(self.now, self.quorum.now_s())
+        return result
+
+    def add_raft_voter(self, node_id: int) -> ApiResult:
+        self._require_controller()
+        current = self.quorum.describe().current_voters
+        if node_id in current:
+            return ApiResult(errors.INVALID_REQUEST, f"node {node_id} is already a voter")
+        return self.alter_quorum([*current, node_id])
+
+    def remove_raft_voter(self, node_id: int) -> ApiResult:
+        self._require_controller()
+        current = self.quorum.describe().current_voters
+        if node_id not in current:
+            return ApiResult(errors.INVALID_REQUEST,
+                             f"node {node_id} is not a voter; voters are {list(current)}")
+        return self.alter_quorum([n for n in current if n != node_id])
 
     # -- views ------------------------------------------------------------------------------------
     def high_watermark(self, tp: TopicPartition) -> int:

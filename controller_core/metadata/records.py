@@ -136,6 +136,7 @@ class RecordBatch:
     epoch: int
     timestamp_ms: int
     records: tuple[Record, ...]
+    quorum_end: int = 0  # metadata-quorum offset just past the entry these records came in
 
     @property
     def next_offset(self) -> int:
@@ -144,11 +145,11 @@ class RecordBatch:
     def encode(self) -> bytes:
         return orjson.dumps({
             "o": self.base_offset, "e": self.epoch, "t": self.timestamp_ms,
-            "r": [encode_record(r) for r in self.records],
+            "q": self.quorum_end, "r": [encode_record(r) for r in self.records],
         })
 
     @classmethod
     def decode(cls, payload: bytes) -> RecordBatch:
         doc = orjson.loads(payload)
         return cls(int(doc["o"]), int(doc["e"]), int(doc["t"]),
-                   tuple(decode_record(r) for r in doc["r"]))
+                   tuple(decode_record(r) for r in doc["r"]), int(doc.get("q", 0)))

@@ -4,7 +4,7 @@ Each step adds or removes a single voter (KIP-853's AddRaftVoter / RemoveRaftVot
 is also how KIP-595's AlterQuorum moves), so any two configurations that can be in force
 overlap in a majority. Steps alternate so the quorum never grows by more than one voter
 above the larger of the two sets; a node is added only once it has caught up as an
-observer; the leader is removed last, and it steps down only after its removal commits
+observer (the quorum's rule); the leader is removed last, and it steps down only after its removal commits
 (the quorum enforces that). Works on any backend that implements the quorum calls of the
 :class:`~controller_core.admin.ClusterAdmin` port.
 """
@@ -69,11 +69,9 @@ def voter_set_problems(target: Sequence[int], known: set[int], live: set[int]) -
 
 
 class VoterChangeWalker:
-    def __init__(self, admin: QuorumAdmin, target: Sequence[int], *,
-                 max_catch_up_lag: int = 0) -> None:
+    def __init__(self, admin: QuorumAdmin, target: Sequence[int]) -> None:
         self.admin = admin
         self.target = tuple(sorted(set(target)))
-        self.max_catch_up_lag = max_catch_up_lag
 
     def step(self) -> WalkProgress:
         """Look at the quorum and take at most one step toward the target."""
@@ -87,14 +85,9 @@ class VoterChangeWalker:
         to_add = [n for n in self.target if n not in current]
         to_remove = [n for n in current if n not in self.target]
         if to_add and (len(current) <= len(self.target) or not to_remove):
-            for node in to_add:
-                lag = self._lag(q, node)
-                if lag is not None and lag <= self.max_catch_up_lag:
-                    return self._act(q, self.admin.add_raft_voter(node), f"adding voter {node}")
-            if not to_remove:
-                waiting = ", ".join(f"{n} (lag {self._lag(q, n)})" for n in to_add)
-                return self._progress(q, WalkPhase.RUNNING,
-                                      f"waiting for observer(s) to catch up: {waiting}")
+            # The quorum promotes a new voter only once it has caught up as an observer.
+            node = to_add[0]
+            return self._act(q, self.admin.add_raft_voter(node), f"adding voter {node}")
         # Remove followers before the leader; the leader resigns once its removal commits.
         node = sorted(to_remove, key=lambda n: (n == q.leader_id, n))[0]
         return self._act(q, self.admin.remove_raft_voter(node), f"removing voter {node}")
@@ -102,13 +95,6 @@ class VoterChangeWalker:
     def _progress(self, q: QuorumStatus, phase: WalkPhase, action: str) -> WalkProgress:
         return WalkProgress(phase, tuple(sorted(q.current_voters)), self.target, action,
                             q.leader_id, q.leader_epoch, q.high_watermark)
-
-    @staticmethod
-    def _lag(q: QuorumStatus, node: int) -> int | None:
-        for r in q.replicas:
-            if r.replica_id == node and r.log_end_offset >= 0:
-                return r.lag
-        return None
 
     def _act(self, q: QuorumStatus, result: ApiResult, action: str) -> WalkProgress:
         if result.ok:

@@ -45,6 +45,7 @@ class Recovered:
     batches: list[tuple[int, list[list[Any]]]]  # (base offset, encoded records) after it
     last_timestamp_ms: int
     torn_bytes: int  # bytes of an unacknowledged tail that recovery dropped
+    quorum_end: int  # metadata-quorum offset up to which records are here (0: none)
 
 
 class MetadataLog:
@@ -55,6 +56,7 @@ class MetadataLog:
         self._writer: FrameWriter | None = None
         self.next_offset = 0
         self.snapshot_offset = 0
+        self.quorum_end = 0
 
     # -- recovery -------------------------------------------------------------------------------
     def _files(self, pattern: re.Pattern[str]) -> list[tuple[int, Path]]:
@@ -68,12 +70,12 @@ class MetadataLog:
     def recover(self) -> Recovered:
         for leftover in self.dir.glob("*.tmp"):
             leftover.unlink()  # a snapshot that never got renamed into place
-        snapshot_offset, ts = 0, 0
+        snapshot_offset, ts, quorum_end = 0, 0, 0
         rows: list[list[Any]] = []
         snapshots = self._files(_SNAPSHOT)
         if snapshots:
             snapshot_offset, path = snapshots[-1]
-            rows, ts = read_snapshot(path)
+            rows, ts, quorum_end = read_snapshot(path)
         segments = self._files(_SEGMENT)
         batches: list[tuple[int, list[list[Any]]]] = []
         expected = snapshot_offset
@@ -93,6 +95,7 @@ class MetadataLog:
                 try:
                     doc = orjson.loads(payload)
                     base, batch_rows, stamp = int(doc["o"]), doc["r"], int(doc["t"])
+                    quorum_end = max(quorum_end, int(doc.get("q", 0)))
                 except (ValueError, KeyError, TypeError) as e:
                     raise CorruptFileError(path, pos, f"undecodable batch: {e}") from None
                 if base + len(batch_rows) <= snapshot_offset:
@@ -105,8 +108,9 @@ class MetadataLog:
                 ts = max(ts, stamp)
         self.next_offset = expected
         self.snapshot_offset = snapshot_offset
+        self.quorum_end = quorum_end
         self._open_writer(segments[-1][1] if segments else None)
-        return Recovered(snapshot_offset, rows, batches, ts, torn)
+        return Recovered(snapshot_offset, rows, batches, ts, torn, quorum_end)
 
     def _open_writer(self, path: Path | None) -> None:
         if self._writer is not None:
@@ -116,13 +120,26 @@ class MetadataLog:
         self._writer = FrameWriter(path, fsync=self._fsync)
 
     # -- appending ------------------------------------------------------------------------------
-    def append(self, records: Iterable[Record], *, epoch: int, timestamp_ms: int) -> RecordBatch:
+    def append(self, records: Iterable[Record], *, epoch: int, timestamp_ms: int,
+               quorum_end: int = 0) -> RecordBatch:
         """Append one batch durably; returns it with its base offset."""
-        batch = RecordBatch(self.next_offset, epoch, timestamp_ms, tuple(records))
+        batch = RecordBatch(self.next_offset, epoch, timestamp_ms, tuple(records), quorum_end)
+        self.quorum_end = max(self.quorum_end, quorum_end)
         assert self._writer is not None, "recover() first"
         self._writer.append([batch.encode()])
         self.next_offset = batch.next_offset
         return batch
+
+    def append_encoded(self, rows_json: bytes, count: int, *, epoch: int, timestamp_ms: int,
+                       quorum_end: int = 0) -> None:
+        """Append a batch whose records are already encoded as a JSON list (as the quorum
+        carried them), without decoding and encoding them again."""
+        head = orjson.dumps({"o": self.next_offset, "e": epoch, "t": timestamp_ms,
+                             "q": quorum_end})
+        assert self._writer is not None, "recover() first"
+        self._writer.append([head[:-1] + b',"r":' + rows_json + b"}"])
+        self.next_offset += count
+        self.quorum_end = max(self.quorum_end, quorum_end)
 
     def append_batch(self, batch: RecordBatch) -> None:
         """Append a batch whose offsets were assigned elsewhere (e.g. by the quorum leader)."""
@@ -151,7 +168,8 @@ class MetadataLog:
                 f.write(encode_frame(orjson.dumps(chunk)))
                 count += len(chunk)
             f.write(encode_frame(orjson.dumps(
-                {"offset": offset, "timestamp_ms": timestamp_ms, "records": count})))
+                {"offset": offset, "timestamp_ms": timestamp_ms, "records": count,
+                 "quorum_end": self.quorum_end})))
             f.flush()
             if self._fsync:
                 os.fsync(f.fileno())
@@ -181,8 +199,9 @@ class MetadataLog:
             self._writer = None
 
 
-def read_snapshot(path: Path) -> tuple[list[list[Any]], int]:
-    """Rows of every record in a snapshot, and its timestamp; a damaged snapshot is an error."""
+def read_snapshot(path: Path) -> tuple[list[list[Any]], int, int]:
+    """Rows of every record in a snapshot, its timestamp and quorum offset; a damaged
+    snapshot is an error."""
     result = read_frames(path)
     if result.torn_bytes or not result.frames:
         raise CorruptFileError(path, result.valid_length, "snapshot is incomplete")
@@ -193,4 +212,4 @@ def read_snapshot(path: Path) -> tuple[list[list[Any]], int]:
         rows.extend(orjson.loads(payload))
     if not isinstance(meta, dict) or meta.get("records") != len(rows):
         raise CorruptFileError(path, pos, "snapshot trailer does not match its content")
-    return rows, int(meta["timestamp_ms"])
+    return rows, int(meta["timestamp_ms"]), int(meta.get("quorum_end", 0))

@@ -554,7 +554,7 @@ class Handlers:
             return failed(errors.UNKNOWN_TOPIC_OR_PARTITION,
                           f"the metadata quorum is {METADATA_TOPIC}-0, not {topic}-{index}")
         try:
-            q = self.cluster.describe_quorum()  # type: ignore[attr-defined]
+            q = self.cluster.describe_quorum()
         except KafkaApiError as e:
             return failed(e.error, e.message)
         voters = set(q.current_voters)
@@ -573,13 +573,12 @@ class Handlers:
 
     def add_raft_voter(self, request: Any, version: int, session: Session) -> Any:
         return self._voter_change(80, version, session, request,
-                                  lambda: self.cluster.add_raft_voter(  # type: ignore[attr-defined]
-                                      request.voter_id))
+                                  lambda: self.cluster.add_raft_voter(request.voter_id))
 
     def remove_raft_voter(self, request: Any, version: int, session: Session) -> Any:
         return self._voter_change(
             81, version, session, request,
-            lambda: self.cluster.remove_raft_voter(request.voter_id))  # type: ignore[attr-defined]
+            lambda: self.cluster.remove_raft_voter(request.voter_id))
 
     def _voter_change(self, key: int, version: int, session: Session, request: Any,
                       call: Callable[[], ApiResult]) -> Any:
