@@ -3,9 +3,9 @@
 Each step adds or removes a single voter (KIP-853's AddRaftVoter / RemoveRaftVoter, which
 is also how KIP-595's AlterQuorum moves), so any two configurations that can be in force
 overlap in a majority. Steps alternate so the quorum never grows by more than one voter
-above the larger of the two sets; a node is added only once it has caught up as an
-observer (the quorum's rule); the leader is removed last, and it steps down only after its removal commits
-(the quorum enforces that). Works on any backend that implements the quorum calls of the
+above the larger of the two sets. The quorum promotes a node only once it has caught up as
+an observer, and a leader that removes itself steps down only after the removal commits;
+the walker removes the leader last. Works on any backend that implements the quorum calls of the
 :class:`~controller_core.admin.ClusterAdmin` port.
 """
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from controller_core.embedded.cluster import EmbeddedCluster
-from controller_core.storage.framing import CorruptFileError, encode_frame, read_frames
 from controller_core.metadata.records import ClusterRecord
+from controller_core.storage.framing import CorruptFileError, encode_frame, read_frames
 from controller_core.storage.metadata_log import MetadataLog
 from tests.helpers import cluster, spec, tp
 
