@@ -83,6 +83,7 @@ class EmbeddedCluster:
         self._fsync = fsync
         self.quorum: MetadataQuorum  # set by open()
         self._quorum_end = 0  # quorum offset up to which committed entries are applied
+        self.down_controllers: set[int] = set()  # killed quorum nodes stay down across restarts
 
     # -- lifecycle ------------------------------------------------------------------------------
     @classmethod
@@ -109,6 +110,9 @@ class EmbeddedCluster:
             self.state_dir / "quorum", self.spec.voters, cluster_id=cluster_id,
             seed=self.spec.seed, now_s=self.now, link_delay_ms=self.spec.controller_link_delay_ms,
             fsync=self._fsync)
+        for node in sorted(self.down_controllers):
+            if self.quorum.alive(node):
+                self.quorum.crash(node, lose_unflushed=False)
         self.quorum.wait_caught_up(self.spec.controller_request_timeout_ms)
         # The controllers came back and elected a leader before the brokers' clock resumes:
         # a restart does not move the cluster's time.
@@ -134,6 +138,7 @@ class EmbeddedCluster:
             current = int(doc.get("offset", -1)) >= image.next_offset
             self.now = float(doc["now"]) if current else max(self.now, float(doc["now"]))
             self.rng.setstate(_rng_state(doc["rng"]))
+            self.down_controllers = set(doc.get("down_controllers", []))
 
     def _reconcile_data_plane(self) -> None:
         """Bring a data-plane checkpoint older than the metadata log in line with it: replicas
@@ -198,7 +203,8 @@ class EmbeddedCluster:
         """Persist the data plane and the clock (the metadata log is always durable)."""
         self._flush()
         doc = {"now": self.now, "offset": self.log.next_offset, "data": self.data.to_json(),
-               "rng": _rng_json(self.rng.getstate())}
+               "rng": _rng_json(self.rng.getstate()),
+               "down_controllers": sorted(self.down_controllers)}
         write_atomically(self.state_dir / DATAPLANE_FILE, orjson.dumps(doc))
 
     def snapshot(self) -> Path:
@@ -398,6 +404,7 @@ class EmbeddedCluster:
         if not self.quorum.alive(node):
             raise ValueError(f"controller {node} is already down")
         self.quorum.crash(node, lose_unflushed=lose_unflushed)
+        self.down_controllers.add(node)
 
     def restore_controller(self, node: int) -> None:
         if node not in self.quorum.nodes():
@@ -406,6 +413,7 @@ class EmbeddedCluster:
         if self.quorum.alive(node):
             raise ValueError(f"controller {node} is already running")
         self.quorum.restart(node)
+        self.down_controllers.discard(node)
 
     def _known_broker(self, broker: int) -> None:
         if broker not in self.image.brokers:
@@ -536,7 +544,7 @@ class EmbeddedCluster:
         """Node ids that can be voters: brokers, controllers, and nodes already started."""
         return set(self.image.brokers) | set(self.spec.voters) | set(self.quorum.nodes())
 
-    def _live_nodes(self) -> set[int]:
+    def live_quorum_nodes(self) -> set[int]:
         started = set(self.quorum.nodes())
         live = {n for n in started if self.quorum.alive(n)}
         # a broker that is not yet a quorum node starts when a change names it
@@ -545,7 +553,8 @@ class EmbeddedCluster:
     def alter_quorum(self, voters: Sequence[int] | None) -> ApiResult:
         """AlterQuorum: set TargetVoters; None (or the current voters) cancels a pending one."""
         self._require_controller()
-        result = self.quorum.alter(voters, known=self.quorum_node_ids(), live=self._live_nodes())
+        result = self.quorum.alter(voters, known=self.quorum_node_ids(),
+                                   live=self.live_quorum_nodes())
         self.now = max(self.now, self.quorum.now_s())
         return result
 

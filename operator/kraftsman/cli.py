@@ -13,6 +13,7 @@ from kraftsman.cli_errors import UsageError
 COMMAND_MODULES = [
     "kraftsman.commands.apply",
     "kraftsman.commands.views",
+    "kraftsman.commands.quorum",
     "kraftsman.commands.crds",
     "kraftsman.commands.operator",
     "kraftsman.commands.plan",

@@ -214,3 +214,57 @@ def test_console_script_runs_as_a_process(tmp_path: Path) -> None:
          "--state-dir", str(tmp_path / "s")], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "KafkaCluster/demo created: 6 brokers" in proc.stdout
+
+
+QUORUM = """
+apiVersion: kraftsman.io/v1alpha1
+kind: KafkaQuorum
+metadata: {name: q}
+spec: {clusterRef: {name: demo}, voters: [0, 1, 3]}
+"""
+
+
+def test_quorum_describe_alter_and_kafkaquorum(capsys: pytest.CaptureFixture[str],
+                                               tmp_path: Path, state: Path) -> None:
+    s = ["--state-dir", str(state)]
+    c3 = CLUSTER.replace("brokers: [", "controllers: [0, 1, 2]\n    brokers: [")
+    assert run(capsys, "apply", "-f", write(tmp_path, "c.yaml", c3), *s)[0] == 0
+    code, out, _ = run(capsys, "quorum", "describe", *s)
+    assert code == 0 and "CurrentVoters:         [0, 1, 2]" in out and "LeaderEpoch:" in out
+    code, out, _ = run(capsys, "quorum", "describe", "--replication", *s)
+    assert out.splitlines()[0].split() == ["ReplicaId", "LogEndOffset", "Lag", "LagTimeMs",
+                                           "Status", "IsReassignTarget"]
+    code, out, _ = run(capsys, "apply", "-f", write(tmp_path, "q.yaml", QUORUM), *s, "-o",
+                       "json")
+    assert code == 0
+    summary = json.loads(out)[0]
+    assert summary["phase"] == "Ready" and summary["currentVoters"] == [0, 1, 3]
+    code, out, _ = run(capsys, "quorum", "alter", "--voters", "0,1,2", *s)
+    assert code == 0 and "removing voter 3" in out and "CurrentVoters:         [0, 1, 2]" in out
+    code, _, err = run(capsys, "quorum", "alter", "--voters", "0,1,9", *s)
+    assert code == 2 and "unknown node id(s) [9]" in err
+    code, _, err = run(capsys, "quorum", "alter", "--voters", "zero", *s)
+    assert code == 2 and "comma-separated node ids" in err
+    run(capsys, "cluster", "fail-controller", "3", *s)
+    run(capsys, "cluster", "fail-controller", "2", *s)
+    code, _, err = run(capsys, "quorum", "alter", "--voters", "2,3,1", *s)
+    assert code == 2 and "majority" in err
+    code, out, _ = run(capsys, "quorum", "describe", "-o", "json", *s)
+    assert json.loads(out)["currentVoters"] == [0, 1, 2]  # nothing changed
+    bad = QUORUM.replace("[0, 1, 3]", "[0, 1, 77]")
+    code, _, err = run(capsys, "apply", "-f", write(tmp_path, "b.yaml", bad), *s)
+    assert code == 2 and "KafkaQuorum/q: spec.voters: unknown node id(s) [77]" in err
+
+
+def test_controller_fault_injection(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                    state: Path) -> None:
+    s = ["--state-dir", str(state)]
+    c3 = CLUSTER.replace("brokers: [", "controllers: [0, 1, 2]\n    brokers: [")
+    assert run(capsys, "apply", "-f", write(tmp_path, "c.yaml", c3), *s)[0] == 0
+    code, out, _ = run(capsys, "quorum", "describe", "-o", "json", *s)
+    leader = json.loads(out)["leaderId"]
+    assert run(capsys, "cluster", "fail-controller", str(leader), *s)[0] == 0
+    code, _, err = run(capsys, "cluster", "fail-controller", "7", *s)
+    assert code == 2 and "not a controller" in err
+    code, _, err = run(capsys, "cluster", "restore-controller", str((leader + 1) % 3), *s)
+    assert code == 2 and "already running" in err

@@ -22,12 +22,15 @@ from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.model import ElectionType
 from controller_core.orchestration.election import leader_imbalance
 from controller_core.orchestration.reassignment import DryRunReport, Progress, dry_run
+from controller_core.orchestration.voters import WalkPhase, WalkProgress
 from kraftsman import reconcile
 from kraftsman.cli_errors import UsageError
+from kraftsman.commands.quorum import status_json, walk
 from kraftsman.local_store import DEFAULT_STATE_DIR, LocalStore
 from kraftsman.progress_view import ProgressView, format_bytes, format_election, format_seconds
 from kraftsman.resources import (
     KafkaClusterSpec,
+    KafkaQuorumSpec,
     LeaderElectionSpec,
     PartitionReassignmentSpec,
     Resource,
@@ -93,10 +96,12 @@ class Known:
 
     brokers: set[int] = field(default_factory=set)
     partitions: dict[str, int] = field(default_factory=dict)  # topic -> partition count
+    nodes: set[int] = field(default_factory=set)  # brokers and controllers: possible voters
 
 
 def _known(spec: EmbeddedClusterSpec) -> Known:
-    return Known({b.id for b in spec.brokers}, {t.name: t.partitions for t in spec.topics})
+    brokers = {b.id for b in spec.brokers}
+    return Known(brokers, {t.name: t.partitions for t in spec.topics}, brokers | set(spec.voters))
 
 
 def validate(resources: list[Resource], store: LocalStore) -> dict[str, EmbeddedClusterSpec]:
@@ -125,17 +130,18 @@ def validate(resources: list[Resource], store: LocalStore) -> dict[str, Embedded
     for r in resources:
         if r.kind == "KafkaCluster":
             continue
-        if r.kind == "KafkaQuorum":
-            problems.append(f"{r.key}: KafkaQuorum is not supported by `kraftsman apply` yet "
-                            "(the metadata quorum arrives with the Raft backend)")
-            continue
         ref = r.spec.cluster_ref.name
         k = known.get(ref)
         if k is None:
             problems.append(f"{r.key}: spec.clusterRef.name: cluster {ref!r} not found; apply "
                             "its KafkaCluster first or in the same file")
             continue
-        if r.kind == "PartitionReassignment":
+        if r.kind == "KafkaQuorum":
+            unknown = sorted(set(r.spec.voters) - k.nodes)
+            if unknown:
+                problems.append(f"{r.key}: spec.voters: unknown node id(s) {unknown}; cluster "
+                                f"{ref!r} has nodes {sorted(k.nodes)}")
+        elif r.kind == "PartitionReassignment":
             problems.extend(_reassignment_problems(r.key, ref, r.spec, k))
         elif r.kind == "LeaderElection":
             problems.extend(_election_problems(r.key, ref, r.spec, k))
@@ -225,6 +231,21 @@ class Session:
                        f"{len(c.image.topics)} topics, {c.image.partition_count()} partitions")
         self.summary.append({"resource": r.key, "phase": "Ready",
                              "clusterId": c.image.cluster_id})
+
+    def apply_quorum(self, r: Resource) -> None:
+        spec: KafkaQuorumSpec = r.spec
+        cluster = self.cluster(spec.cluster_ref.name)
+
+        def show(p: WalkProgress) -> None:
+            self.view.line(f"{r.key}: voters {','.join(map(str, p.current))} -> "
+                           f"{','.join(map(str, p.target))}: {p.action}")
+
+        p = walk(cluster, list(spec.voters), wait=not self.args.no_wait, on_step=show)
+        q = cluster.describe_quorum()
+        status = {"phase": "Ready" if p.phase is WalkPhase.COMPLETED else "Progressing",
+                  **status_json(q)}
+        self.store.save(r.kind, r.name, {"spec": _dump(spec), "status": status})
+        self.summary.append({"resource": r.key, **status})
 
     def apply_reassignment(self, r: Resource) -> None:
         spec: PartitionReassignmentSpec = r.spec
@@ -335,6 +356,8 @@ def run(args: argparse.Namespace) -> int:
         for r in sorted(resources, key=lambda r: ORDER[r.kind]):
             if r.kind == "KafkaCluster":
                 session.apply_cluster(r, cluster_specs[r.name])
+            elif r.kind == "KafkaQuorum":
+                session.apply_quorum(r)
             elif r.kind == "PartitionReassignment":
                 session.apply_reassignment(r)
             elif r.kind == "LeaderElection":

@@ -73,10 +73,15 @@ def register(sub: Any) -> None:
     p.add_argument("seconds", type=float)
     p.set_defaults(handler=cmd_advance)
     for name, helptext in (("fail-broker", "a broker dies (fenced after the session timeout)"),
-                           ("restore-broker", "a failed broker comes back")):
+                           ("restore-broker", "a failed broker comes back"),
+                           ("fail-controller", "a controller (quorum node) is killed"),
+                           ("restore-controller", "a killed controller restarts from disk")):
         p = c_sub.add_parser(name, help=helptext)
         _common(p)
-        p.add_argument("broker", type=int)
+        p.add_argument("broker", type=int, metavar="NODE_ID")
+        if name == "fail-controller":
+            p.add_argument("--keep-unflushed", action="store_true",
+                           help="a clean kill: writes not yet fsynced survive")
         p.set_defaults(handler=cmd_broker, action_name=name)
     add_serve_parser(c_sub)
 
@@ -262,6 +267,18 @@ def cmd_advance(args: argparse.Namespace) -> int:
 
 def cmd_broker(args: argparse.Namespace) -> int:
     with opened(args) as c:
+        if args.action_name.endswith("controller"):
+            try:
+                if args.action_name == "fail-controller":
+                    c.fail_controller(args.broker, lose_unflushed=not args.keep_unflushed)
+                    msg = f"Controller {args.broker} is down"
+                else:
+                    c.restore_controller(args.broker)
+                    msg = f"Controller {args.broker} restarted"
+            except ValueError as e:
+                raise UsageError(f"NODE_ID: {e}") from None
+            emit(args, {"node": args.broker, "action": args.action_name}, lambda: [msg])
+            return 0
         if args.broker not in c.image.brokers:
             raise UsageError(f"broker: unknown broker {args.broker}; brokers are "
                              f"{sorted(c.image.brokers)}")

@@ -1,0 +1,109 @@
+"""`kraftsman quorum describe|alter` — what kafka-metadata-quorum does, on a local cluster."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from controller_core.embedded.cluster import EmbeddedCluster
+from controller_core.errors import KafkaApiError
+from controller_core.orchestration.voters import (
+    VoterChangeWalker,
+    WalkPhase,
+    WalkProgress,
+    voter_set_problems,
+)
+from controller_core.raft.describe import QuorumStatus, format_replication, format_status
+from kraftsman.cli_errors import UsageError
+from kraftsman.commands.views import _common, emit, opened
+
+POLL_SECONDS = 0.5  # simulated time between two looks at a voter change
+MAX_WALK_SECONDS = 3600.0
+
+
+def register(sub: Any) -> None:
+    q = sub.add_parser("quorum", help="describe or change the KRaft metadata quorum")
+    q_sub = q.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = q_sub.add_parser("describe", help="like kafka-metadata-quorum --describe --status")
+    _common(p)
+    p.add_argument("--replication", action="store_true",
+                   help="per-replica figures (like --describe --replication)")
+    p.set_defaults(handler=cmd_describe)
+    p = q_sub.add_parser("alter", help="walk the voters to a new set, one voter at a time")
+    _common(p)
+    p.add_argument("--voters", required=True, help="comma-separated node ids, e.g. 0,3,4")
+    p.add_argument("--no-wait", action="store_true", help="take one step and return")
+    p.set_defaults(handler=cmd_alter)
+
+
+def status_json(q: QuorumStatus) -> dict[str, Any]:
+    return {
+        "leaderId": q.leader_id, "leaderEpoch": q.leader_epoch,
+        "highWatermark": q.high_watermark, "maxFollowerLag": q.max_follower_lag,
+        "maxFollowerLagTimeMs": q.max_follower_lag_time_ms,
+        "currentVoters": list(q.current_voters),
+        "targetVoters": None if q.target_voters is None else list(q.target_voters),
+        "replicas": [{"replicaId": r.replica_id, "logEndOffset": r.log_end_offset,
+                      "lag": r.lag, "lagTimeMs": r.lag_time_ms, "status": r.status,
+                      "isReassignTarget": r.is_reassign_target} for r in q.replicas],
+    }
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    with opened(args) as c:
+        q = _describe(c)
+    emit(args, status_json(q), lambda: (format_replication(q) if args.replication
+                                        else format_status(q)).rstrip("\n").splitlines())
+    return 0
+
+
+def _describe(c: EmbeddedCluster) -> QuorumStatus:
+    try:
+        return c.describe_quorum()
+    except KafkaApiError as e:
+        raise UsageError(f"the metadata quorum cannot answer: {e}") from None
+
+
+def parse_voters(text: str) -> list[int]:
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts or not all(p.isdigit() for p in parts):
+        raise UsageError(f"--voters {text!r}: expected comma-separated node ids, e.g. 0,3,4")
+    return [int(p) for p in parts]
+
+
+def walk(c: EmbeddedCluster, voters: list[int], *, wait: bool,
+         on_step: Any = None) -> WalkProgress:
+    """Validate the target voters, then walk to them in simulated time."""
+    problems = voter_set_problems(voters, c.quorum_node_ids(), c.live_quorum_nodes())
+    if problems:
+        raise UsageError(problems)
+    walker = VoterChangeWalker(c, voters)
+    deadline = c.now + MAX_WALK_SECONDS
+    last = ""
+    while True:
+        try:
+            p = walker.step()
+        except KafkaApiError as e:
+            raise UsageError(f"voter change refused: {e}") from None
+        if on_step is not None and p.action != last:
+            on_step(p)
+            last = p.action
+        if p.phase is not WalkPhase.RUNNING or not wait or c.now >= deadline:
+            return p
+        c.advance(POLL_SECONDS)
+
+
+def cmd_alter(args: argparse.Namespace) -> int:
+    voters = parse_voters(args.voters)
+
+    def show(p: WalkProgress) -> None:
+        if args.output == "text":
+            print(f"voters {','.join(map(str, p.current))} -> {','.join(map(str, p.target))}: "
+                  f"{p.action} (leader {p.leader_id}, epoch {p.leader_epoch})")
+
+    with opened(args) as c:
+        p = walk(c, voters, wait=not args.no_wait, on_step=show)
+        q = _describe(c)
+    data = {"phase": p.phase.value, **status_json(q)}
+    emit(args, data, lambda: format_status(q).rstrip("\n").splitlines())
+    return 0 if p.phase is not WalkPhase.FAILED else 1
