@@ -281,11 +281,15 @@ def run_plan(spark: Any, snapshot_dir: Path, snapshot: Snapshot, goal: Goal,
     stats: list[RoundStat] = []
     rack_dup = _rack_dup_filter(bal)
 
+    repair = goal.kind == "rebalance" and bool(bal.racks) and \
+        df.filter(rack_dup).limit(1).count() > 0
     if goal.moves_data:
         for rnd in range(options.max_rounds):
             t0 = time.monotonic()
             sources = bal.replica_sources(goal.kind, new)
-            cond = rack_dup if goal.kind == "rebalance" else F.lit(False)
+            if not sources and not repair:
+                break
+            cond = rack_dup if repair else F.lit(False)
             if sources:
                 cond = cond | F.arrays_overlap(
                     "replicas", F.array(*[F.lit(b) for b in sorted(sources)]).cast("array<int>"))

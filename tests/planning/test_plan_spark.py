@@ -20,6 +20,8 @@ from controller_core.planning.report import lower_bound_bytes, max_over_mean
 from controller_core.planning.result import PlanResult
 from controller_core.planning.snapshot import Snapshot, read_snapshot
 from controller_core.planning.spark_job import PlanOptions, run_plan
+from controller_core.planning.synthetic import make_snapshot
+from tests.planning.conftest import save
 
 pytestmark = pytest.mark.spark
 
@@ -122,3 +124,36 @@ def test_leader_balance_moves_no_data(spark: Any, skewed_dir: Path) -> None:
     assert max_over_mean(res.loads_before, ids, LEADERS) > 1.4
     # leaders can only go to brokers that hold a replica; the skew limits how far it gets
     assert max_over_mean(res.loads_after, ids, LEADERS) <= 1.15
+
+
+def test_replicas_sharing_a_rack_are_repaired(spark: Any, tmp_path: Path) -> None:
+    snap = make_snapshot(brokers=6, partitions=30, seed=3)  # racks a,b,c,a,b,c
+    for i in range(5):  # brokers 0 and 3 are both in rack-a
+        snap.partitions.replicas[i] = [0, 3, 1]
+        snap.partitions.leader[i] = 0
+    d = save(snap, tmp_path / "dup")
+    snap, res = plan(spark, d, "rebalance")
+    assert_valid(snap, res)  # includes: distinct racks wherever 3 racks allow it
+    fixed = {(m.topic, m.partition) for m in res.moves}
+    assert all((snap.partitions.topic[i], snap.partitions.partition[i]) in fixed
+               for i in range(5))
+
+
+def test_a_drain_that_does_not_fit_is_reported_with_the_reason(spark: Any, tmp_path: Path
+                                                               ) -> None:
+    from controller_core.planning.snapshot import Broker, PartitionTable
+
+    t = PartitionTable()
+    for i in range(4):
+        t.append("t", i, [i % 3, 3], 3, 400, 0.0, 0.0)
+    brokers = [Broker(b, None, 1000 if b < 3 else 5000, 1e6, 1e6) for b in range(4)]
+    d = save(Snapshot(brokers, t, "demo"), tmp_path / "full")
+    _, res = plan(spark, d, "remove-brokers 3")
+    # 4 replicas of 400 bytes must leave broker 3; broker 0 holds 800 of its 1000 bytes, 1 and
+    # 2 hold 400: only 1 and 2 can take one more each — two fit, two cannot
+    assert res.replicas_moved == 2
+    kinds = [v.constraint for v in res.violations]
+    assert kinds.count("placement") == 2 and kinds.count("drain") == 2
+    text = "\n".join(str(v) for v in res.violations)
+    assert "no broker that may receive it has 400 bytes of free disk" in text
+    assert all(res.loads_after[b][DISK] <= 1000 for b in range(3))
