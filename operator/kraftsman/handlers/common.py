@@ -68,3 +68,19 @@ def emit(body: Any, reason: str, message: str, *, warning: bool = False) -> None
         kopf.warn(body, reason=reason, message=message)
     else:
         kopf.info(body, reason=reason, message=message)
+
+
+def settled(*phases: str, continuous_ok: bool = False) -> Any:
+    """A kopf `when=` filter: false once the resource sits in one of `phases` for its current
+    generation. kopf stops the timer of a resource that stops matching and starts it again on
+    a spec change (new generation), so finished operations cost nothing per tick."""
+    done = set(phases)
+
+    def active(spec: Any, status: Any, meta: Any, **_: Any) -> bool:
+        if continuous_ok and (spec or {}).get("mode") == "Continuous":
+            return True
+        st = status or {}
+        return not (st.get("phase") in done
+                    and st.get("observedGeneration") == generation(meta))
+
+    return active

@@ -30,6 +30,7 @@ from kraftsman.handlers.common import (
     publish,
     resource,
     set_cond,
+    settled,
 )
 from kraftsman.handlers.runtime import Runtime, spec_digest
 from kraftsman.resources import LeaderElectionSpec
@@ -100,7 +101,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             return None
         return {(namespace, ref): f"{KIND}/{name}"}
 
-    @kopf.timer(**resource(KIND), interval=rt.tick, registry=registry, id="reconcile")
+    @kopf.timer(**resource(KIND), interval=rt.tick, registry=registry, id="reconcile",
+                when=settled("Completed", "Failed", continuous_ok=True))
     async def reconcile(spec: Any, status: Any, meta: Any, body: Any, patch: Any, uid: str,
                         namespace: str, kafkaclusters: Any, **_: Any) -> None:
         gen = generation(meta)

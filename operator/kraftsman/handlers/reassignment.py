@@ -34,6 +34,7 @@ from kraftsman.handlers.common import (
     publish,
     resource,
     set_cond,
+    settled,
 )
 from kraftsman.handlers.runtime import Runtime, spec_digest
 from kraftsman.resources import PartitionReassignmentSpec
@@ -134,7 +135,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             return None
         return opened
 
-    @kopf.timer(**resource(KIND), interval=rt.tick, registry=registry, id="reconcile")
+    @kopf.timer(**resource(KIND), interval=rt.tick, registry=registry, id="reconcile",
+                when=settled(*TERMINAL_PHASES))
     async def reconcile(spec: Any, status: Any, meta: Any, body: Any, patch: Any, uid: str,
                         namespace: str, kafkaclusters: Any, **_: Any) -> None:
         gen = generation(meta)
