@@ -479,7 +479,13 @@ class KafkaAdmin:
     def describe_quorum(self) -> QuorumStatus:
         def go() -> QuorumStatus:
             _, p = self._describe_quorum_raw()
-            now = self._wall_ms()
+            # Lag times against the leader's clock (its own row is caught up "now"), so skew
+            # between this host and the controllers does not distort them.
+            stamps = [int(getattr(v, "last_caught_up_timestamp", -1))
+                      for v in [*p.current_voters, *p.observers]]
+            now = max(stamps, default=-1)
+            if now < 0:
+                now = self._wall_ms()
             leader_leo = max((v.log_end_offset for v in p.current_voters
                               if v.replica_id == p.leader_id), default=p.high_watermark)
 

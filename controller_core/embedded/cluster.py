@@ -559,19 +559,39 @@ class EmbeddedCluster:
         return result
 
     def add_raft_voter(self, node_id: int) -> ApiResult:
+        """KIP-853 AddRaftVoter: answers once the new voter set is committed."""
         self._require_controller()
         current = self.quorum.describe().current_voters
         if node_id in current:
             return ApiResult(errors.INVALID_REQUEST, f"node {node_id} is already a voter")
-        return self.alter_quorum([*current, node_id])
+        return self._change_voters([*current, node_id])
 
     def remove_raft_voter(self, node_id: int) -> ApiResult:
+        """KIP-853 RemoveRaftVoter: answers once the new voter set is committed."""
         self._require_controller()
         current = self.quorum.describe().current_voters
         if node_id not in current:
             return ApiResult(errors.INVALID_REQUEST,
                              f"node {node_id} is not a voter; voters are {list(current)}")
-        return self.alter_quorum([n for n in current if n != node_id])
+        return self._change_voters([n for n in current if n != node_id])
+
+    def _change_voters(self, voters: list[int]) -> ApiResult:
+        result = self.alter_quorum(voters)
+        if not result.ok:
+            return result
+        want = set(voters)
+        deadline = self.now + self.spec.controller_request_timeout_ms / 1000.0
+        while self.now < deadline:
+            try:
+                q = self.quorum.describe()
+                if set(q.current_voters) == want and q.target_voters is None:
+                    return result
+            except KafkaApiError:
+                pass  # an election is under way (the leader removed itself)
+            self.advance(QUORUM_POLL)
+        return ApiResult(errors.REQUEST_TIMED_OUT,
+                         f"the voter change to {sorted(want)} did not commit within "
+                         f"{self.spec.controller_request_timeout_ms} ms; it goes on")
 
     # -- views ------------------------------------------------------------------------------------
     def high_watermark(self, tp: TopicPartition) -> int:

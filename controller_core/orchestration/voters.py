@@ -27,10 +27,6 @@ class QuorumAdmin(Protocol):
 
     def remove_raft_voter(self, node_id: int) -> ApiResult: ...
 
-    def quorum_node_ids(self) -> set[int]:
-        """Every node id that can hold a voter: controllers and brokers."""
-        ...
-
 
 class WalkPhase(StrEnum):
     RUNNING = "Running"
