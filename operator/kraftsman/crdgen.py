@@ -164,7 +164,8 @@ def structural_schema(model: type[BaseModel], *, defaults: bool = True) -> dict[
     """
     raw = model.model_json_schema(by_alias=True, mode="validation")
     defs = raw.pop("$defs", {})
-    return _ordered(_convert(raw, defs, model.__name__), defaults)
+    schema: dict[str, Any] = _ordered(_convert(raw, defs, model.__name__), defaults)
+    return schema
 
 
 def _ordered(node: Any, defaults: bool) -> Any:

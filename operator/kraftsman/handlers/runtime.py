@@ -59,7 +59,7 @@ class Backoff:
     def failed(self, key: str, now: float) -> float:
         n = self.failures.get(key, 0) + 1
         self.failures[key] = n
-        delay = min(self.cap, self.base * 2 ** (n - 1))
+        delay: float = min(self.cap, self.base * float(2 ** (n - 1)))
         self.not_before[key] = now + delay
         return delay
 
