@@ -186,7 +186,7 @@ def main() -> None:
     mem.add_argument("--timeout", type=float, default=900)
     args = p.parse_args()
     logging.basicConfig(level=logging.ERROR)
-    logging.getLogger("kopf").setLevel(logging.ERROR)
+    logging.getLogger("kopf").setLevel(logging.CRITICAL)
     asyncio.run(with_emulator(latency if args.bench == "latency" else memory, args))
 
 
