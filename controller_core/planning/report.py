@@ -15,21 +15,8 @@ from typing import Any
 from controller_core.planning.objective import DISK, LEADERS, METRICS, NET_IN, NET_OUT, REPLICAS
 from controller_core.planning.render import RenderedResource
 from controller_core.planning.result import PlanResult
-
-
-def fmt_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
-
-
-def fmt_seconds(s: float) -> str:
-    s = round(s)
-    h, rem = divmod(s, 3600)
-    m, sec = divmod(rem, 60)
-    return f"{h}h{m:02d}m{sec:02d}s" if h else f"{m}m{sec:02d}s"
+from controller_core.units import format_bytes as fmt_bytes
+from controller_core.units import format_duration as fmt_seconds
 
 
 def max_over_mean(loads: dict[int, list[int]], brokers: Sequence[int], metric: int) -> float:

@@ -9,26 +9,11 @@ from controller_core import errors
 from controller_core.model import ElectionType
 from controller_core.orchestration.election import ElectionReport
 from controller_core.orchestration.reassignment import DryRunReport, Progress
+from controller_core.units import format_bytes
+from controller_core.units import format_duration as format_seconds
 
 PLAIN_EVERY_PERCENT = 10.0
 LIST_LIMIT = 20
-
-
-def format_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} PB"
-
-
-def format_seconds(s: float | None) -> str:
-    if s is None:
-        return "-"
-    whole = round(s)
-    h, rem = divmod(whole, 3600)
-    m, sec = divmod(rem, 60)
-    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
 
 
 def progress_line(key: str, p: Progress, now: float) -> str:

@@ -27,7 +27,7 @@ from kraftsman import reconcile
 from kraftsman.cli_errors import UsageError
 from kraftsman.commands.quorum import status_json, walk
 from kraftsman.local_store import DEFAULT_STATE_DIR, LocalStore
-from kraftsman.progress_view import ProgressView, format_bytes, format_election, format_seconds
+from kraftsman.progress_view import ProgressView, format_election
 from kraftsman.resources import (
     KafkaClusterSpec,
     KafkaQuorumSpec,
@@ -368,5 +368,3 @@ def run(args: argparse.Namespace) -> int:
         print(orjson.dumps(session.summary, option=orjson.OPT_INDENT_2).decode())
     return 1 if session.failed else 0
 
-
-__all__ = ["format_bytes", "format_seconds", "register", "run"]

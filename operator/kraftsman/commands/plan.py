@@ -14,8 +14,9 @@ from typing import Any
 
 from controller_core.planning.goals import GOAL_KINDS, GoalError
 from controller_core.planning.pipeline import OutputError, PlanRequest
-from controller_core.planning.report import fmt_bytes, fmt_seconds
 from controller_core.planning.snapshot import SnapshotError
+from controller_core.units import format_bytes as fmt_bytes
+from controller_core.units import format_duration as fmt_seconds
 from kraftsman.cli_errors import UsageError
 from kraftsman.local_store import DEFAULT_STATE_DIR, LocalStore
 
