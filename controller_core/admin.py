@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from controller_core.errors import ApiResult
 from controller_core.model import ElectionType, TopicPartition
@@ -40,8 +40,7 @@ class ClusterDescription:
     brokers: tuple[BrokerDescription, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionDescription:
+class PartitionDescription(NamedTuple):
     tp: TopicPartition
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
@@ -60,8 +59,7 @@ class PartitionDescription:
         return len(self.isr) < len(self.replicas) - len(self.adding)
 
 
-@dataclass(frozen=True, slots=True)
-class OngoingReassignment:
+class OngoingReassignment(NamedTuple):
     replicas: tuple[int, ...]
     adding: tuple[int, ...]
     removing: tuple[int, ...]
@@ -74,8 +72,7 @@ class OngoingReassignment:
         return tuple(r for r in self.replicas if r not in removing)
 
 
-@dataclass(frozen=True, slots=True)
-class ReplicaStatus:
+class ReplicaStatus(NamedTuple):
     """KIP-179: where one replica of a partition stands."""
 
     tp: TopicPartition

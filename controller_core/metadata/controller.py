@@ -112,11 +112,7 @@ class Controller:
         p = self.image.partition(tp)
         if p is None:
             return
-        live = self.image.live_brokers()
-        self._change(pc.expand_isr(tp, p, broker, live))
-        p = self.image.partition(tp)
-        assert p is not None
-        self._change(pc.maybe_complete_reassignment(tp, p, live))
+        self._change(pc.expand_isr(tp, p, broker, self.image.live_brokers()))
 
     def replica_fell_behind(self, tp: TopicPartition, broker: int) -> None:
         p = self.image.partition(tp)
@@ -170,10 +166,7 @@ class Controller:
             if isinstance(outcome, ApiResult):
                 results[tp] = outcome
                 continue
-            self._change(outcome)
-            p = self.image.partition(tp)
-            assert p is not None
-            self._change(pc.maybe_complete_reassignment(tp, p, live))
+            self._change(outcome)  # a move that copies nothing completes in the same pass
             results[tp] = OK
         return results
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller_core.metadata.records import (
+    PARTITION_TAG,
     BrokerFencingRecord,
     ClusterRecord,
     ConfigRecord,
@@ -149,7 +150,7 @@ class MetadataImage:
         fast path: a snapshot holds one per partition, a million of them on a big cluster."""
         topics = self.topics
         for row in rows:
-            if row[0] == PartitionRecord.TAG:
+            if row[0] == PARTITION_TAG:
                 _, topic, part, replicas, isr, leader, leader_epoch, partition_epoch, adding, \
                     removing = row
                 r = tuple(replicas)

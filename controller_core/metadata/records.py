@@ -1,6 +1,7 @@
 """Metadata records — the only way metadata changes (as in KRaft's metadata log).
 
-Every record is a small frozen dataclass with a short tag. On disk a batch of records is one
+Every record is a small named tuple (a million of them are built and encoded when a big
+cluster is created) with a short tag (:data:`TAGS`). On disk a batch of records is one
 frame (see :mod:`controller_core.storage.framing`) holding ``{o: base offset, e: epoch,
 t: timestamp ms, r: [[tag, field, ...], ...]}`` — the shape of a Raft log entry, so the same
 batches can be replicated by the metadata quorum.
@@ -8,54 +9,41 @@ batches can be replicated by the metadata quorum.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, NamedTuple
 
 import orjson
 
 
-@dataclass(frozen=True, slots=True)
-class ClusterRecord:
-    TAG: ClassVar[str] = "C"
+class ClusterRecord(NamedTuple):
     cluster_id: str
 
 
-@dataclass(frozen=True, slots=True)
-class RegisterBrokerRecord:
-    TAG: ClassVar[str] = "B"
+class RegisterBrokerRecord(NamedTuple):
     broker_id: int
     rack: str | None
     fenced: bool
 
 
-@dataclass(frozen=True, slots=True)
-class BrokerFencingRecord:
+class BrokerFencingRecord(NamedTuple):
     """BrokerRegistrationChangeRecord: a broker is fenced (silent) or unfenced (back)."""
 
-    TAG: ClassVar[str] = "F"
     broker_id: int
     fenced: bool
 
 
-@dataclass(frozen=True, slots=True)
-class TopicRecord:
-    TAG: ClassVar[str] = "T"
+class TopicRecord(NamedTuple):
     name: str
     topic_id: str
     message_bytes: int = 1024
     produce_bytes_per_second: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
-class RemoveTopicRecord:
-    TAG: ClassVar[str] = "RT"
+class RemoveTopicRecord(NamedTuple):
     name: str
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionRecord:
-    TAG: ClassVar[str] = "P"
+class PartitionRecord(NamedTuple):
     topic: str
     partition: int
     replicas: tuple[int, ...]
@@ -67,11 +55,9 @@ class PartitionRecord:
     removing: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionChangeRecord:
+class PartitionChangeRecord(NamedTuple):
     """A change of one partition; ``None`` means unchanged. The partition epoch always bumps."""
 
-    TAG: ClassVar[str] = "PC"
     topic: str
     partition: int
     replicas: tuple[int, ...] | None = None
@@ -82,11 +68,9 @@ class PartitionChangeRecord:
     removing: tuple[int, ...] | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ConfigRecord:
+class ConfigRecord(NamedTuple):
     """A dynamic config of a broker or topic; ``value=None`` deletes it."""
 
-    TAG: ClassVar[str] = "CF"
     resource_type: str  # "BROKER" | "TOPIC"
     resource_name: str
     name: str
@@ -104,18 +88,17 @@ Record = (
     | ConfigRecord
 )
 
-_TYPES: dict[str, type[Any]] = {
-    cls.TAG: cls
-    for cls in (ClusterRecord, RegisterBrokerRecord, BrokerFencingRecord, TopicRecord,
-                RemoveTopicRecord, PartitionRecord, PartitionChangeRecord, ConfigRecord)
+TAGS: dict[type[Any], str] = {
+    ClusterRecord: "C", RegisterBrokerRecord: "B", BrokerFencingRecord: "F", TopicRecord: "T",
+    RemoveTopicRecord: "RT", PartitionRecord: "P", PartitionChangeRecord: "PC",
+    ConfigRecord: "CF",
 }
-_FIELDS: dict[str, tuple[str, ...]] = {
-    tag: tuple(f.name for f in dataclasses.fields(cls)) for tag, cls in _TYPES.items()
-}
+PARTITION_TAG = TAGS[PartitionRecord]
+_TYPES: dict[str, type[Any]] = {tag: cls for cls, tag in TAGS.items()}
 
 
 def encode_record(record: Record) -> list[Any]:
-    return [record.TAG, *(getattr(record, f) for f in _FIELDS[record.TAG])]
+    return [TAGS[type(record)], *record]
 
 
 def decode_record(row: list[Any]) -> Record:
