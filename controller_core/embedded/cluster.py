@@ -209,7 +209,7 @@ class EmbeddedCluster:
 
     def snapshot(self) -> Path:
         self._flush()
-        path = self.log.write_snapshot(self.image.to_records(), timestamp_ms=self.now_ms())
+        path = self.log.write_snapshot(self.image.snapshot_rows(), timestamp_ms=self.now_ms())
         self._since_snapshot = 0
         self.checkpoint()
         return path

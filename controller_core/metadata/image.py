@@ -22,8 +22,12 @@ from controller_core.metadata.records import (
     RemoveTopicRecord,
     TopicRecord,
     decode_record,
+    encode_record,
 )
 from controller_core.model import BrokerRegistration, PartitionRegistration, TopicPartition
+
+PARTITION_BLOCK_TAG = "PB"  # snapshot-only: the partitions of a topic, column by column
+SNAPSHOT_BLOCK = 50_000
 
 
 @dataclass(slots=True)
@@ -165,10 +169,46 @@ class MetadataImage:
                 if adding or removing:
                     self.reassigning.add(TopicPartition(topic, part))
                 self.next_offset += 1
+            elif row[0] == PARTITION_BLOCK_TAG:
+                self._apply_block(row)
             else:
                 self.apply(decode_record(row))
 
-    def to_records(self) -> Iterator[Record]:
+    def _apply_block(self, row: list[Any]) -> None:
+        _, topic, first, counts, flat, leaders, leader_epochs, partition_epochs, isr_sparse, \
+            moving = row
+        isrs = {i: tuple(isr) for i, isr in isr_sparse}
+        moves = {i: (tuple(adding), tuple(removing)) for i, adding, removing in moving}
+        partitions = self.topics[topic].partitions
+        del partitions[first:]
+        append = partitions.append
+        pos = 0
+        for i, n in enumerate(counts):
+            r = tuple(flat[pos:pos + n])
+            pos += n
+            adding, removing = moves.get(i, ((), ()))
+            append(PartitionRegistration(r, isrs.get(i, r), leaders[i], leader_epochs[i],
+                                         partition_epochs[i], adding, removing))
+        for i in moves:
+            self.reassigning.add(TopicPartition(topic, first + i))
+
+    def snapshot_rows(self) -> Iterator[list[Any]]:
+        """The encoded content of a snapshot: the records that rebuild this image, with the
+        partitions of a topic in columnar blocks (flat integer arrays parse an order of
+        magnitude faster than a million small lists)."""
+        for r in self.to_records(partitions=False):
+            yield encode_record(r)
+        for name, t in self.topics.items():
+            for first in range(0, len(t.partitions), SNAPSHOT_BLOCK):
+                block = t.partitions[first:first + SNAPSHOT_BLOCK]
+                yield [PARTITION_BLOCK_TAG, name, first, [len(p.replicas) for p in block],
+                       [r for p in block for r in p.replicas], [p.leader for p in block],
+                       [p.leader_epoch for p in block], [p.partition_epoch for p in block],
+                       [[i, p.isr] for i, p in enumerate(block) if p.isr != p.replicas],
+                       [[i, p.adding, p.removing] for i, p in enumerate(block)
+                        if p.adding or p.removing]]
+
+    def to_records(self, *, partitions: bool = True) -> Iterator[Record]:
         """The records that rebuild this image from nothing (the content of a snapshot)."""
         if self.cluster_id:
             yield ClusterRecord(self.cluster_id)
@@ -176,9 +216,11 @@ class MetadataImage:
             yield RegisterBrokerRecord(b.id, b.rack, b.fenced)
         for t in self.topics.values():
             yield TopicRecord(t.name, t.topic_id, t.message_bytes, t.produce_bytes_per_second)
-            for i, p in enumerate(t.partitions):
-                yield PartitionRecord(t.name, i, p.replicas, p.isr, p.leader, p.leader_epoch,
-                                      p.partition_epoch, p.adding, p.removing)
+            if partitions:
+                for i, p in enumerate(t.partitions):
+                    yield PartitionRecord(t.name, i, p.replicas, p.isr, p.leader,
+                                          p.leader_epoch, p.partition_epoch, p.adding,
+                                          p.removing)
         for (rtype, rname), entries in self.configs.items():
             for k, v in entries.items():
                 yield ConfigRecord(rtype, rname, k, v)

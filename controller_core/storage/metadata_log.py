@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from controller_core.metadata.records import Record, RecordBatch, encode_record
+from controller_core.metadata.records import Record, RecordBatch
 from controller_core.storage.framing import (
     CorruptFileError,
     FrameWriter,
@@ -150,16 +150,17 @@ class MetadataLog:
         self.next_offset = batch.next_offset
 
     # -- snapshots ------------------------------------------------------------------------------
-    def write_snapshot(self, records: Iterable[Record], *, timestamp_ms: int) -> Path:
-        """Snapshot the state at ``next_offset``; later segments start after it."""
+    def write_snapshot(self, rows: Iterable[list[Any]], *, timestamp_ms: int) -> Path:
+        """Snapshot the state at ``next_offset`` from encoded rows (records, or blocks of
+        them); later segments start after it."""
         offset = self.next_offset
         path = self.dir / f"snapshot-{offset:020d}.snap"
         tmp = path.with_name(path.name + ".tmp")
         count = 0
         with open(tmp, "wb") as f:
             chunk: list[list[Any]] = []
-            for r in records:
-                chunk.append(encode_record(r))
+            for row in rows:
+                chunk.append(row)
                 if len(chunk) >= SNAPSHOT_CHUNK:
                     f.write(encode_frame(orjson.dumps(chunk)))
                     count += len(chunk)
