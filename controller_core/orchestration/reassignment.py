@@ -335,7 +335,8 @@ class ReassignmentExecutor:
         if self.state.phase.terminal or self.state.phase is Phase.PENDING:
             return self.progress()
         self._load()
-        self._notice_finished()
+        sizes = self._replica_sizes()
+        self._notice_finished(self._maybe_finished(sizes))
         if self.state.cancel_requested:
             self._cancel_in_flight()
         elif self.state.paused:
@@ -346,7 +347,26 @@ class ReassignmentExecutor:
         self._sync_replica_throttles()
         if not self.moving and (not self.pending or self.state.cancel_requested):
             self._finish()
-        return self.progress(sample=True)
+        return self.progress(sample=True, sizes=sizes)
+
+    def _replica_sizes(self) -> dict[tuple[TopicPartition, int], int]:
+        """Bytes each adding replica of the moves in flight holds (one call per pass)."""
+        wanted = [(tp, r) for tp in self.moving for r in self._adding(tp)]
+        return self.admin.replica_log_sizes(wanted) if wanted else {}
+
+    def _maybe_finished(self, sizes: Mapping[tuple[TopicPartition, int], int]
+                        ) -> list[TopicPartition]:
+        """Moves worth asking the cluster about: every adding replica holds at least what
+        the partition held when the move started, or one is gone (cancelled or re-targeted
+        elsewhere). The others are certainly still copying — no need to list them."""
+        out = []
+        for tp in self.moving:
+            adding = self._adding(tp)
+            expected = self.move_bytes.get(tp, 0) // max(1, len(adding))
+            got = [sizes.get((tp, r)) for r in adding]
+            if not adding or None in got or all(g >= expected for g in got):  # type: ignore[operator]
+                out.append(tp)
+        return out
 
     def _notice_finished(self, among: Iterable[TopicPartition] | None = None) -> None:
         candidates = list(self.moving) if among is None else [
@@ -421,8 +441,8 @@ class ReassignmentExecutor:
                 self._fail(tp, result.message or result.error.name)
                 continue
             self.moving[tp] = self.plan.moves[tp]
-        # A move that needed no copying (only a reorder or a shrink) completes at once.
-        self._notice_finished(among=changes)
+        # A move that needs no copying (only a reorder or a shrink) completes at once.
+        self._notice_finished(among=[tp for tp in changes if not self._adding(tp)])
 
     def _touched(self, tp: TopicPartition) -> set[int]:
         """Brokers a move loads: those receiving a replica and those giving one up."""
@@ -597,8 +617,9 @@ class ReassignmentExecutor:
             self.state.message = "could not set throttles: " + "; ".join(bad[:5])
 
     # -- reporting --------------------------------------------------------------------------------
-    def progress(self, *, sample: bool = False) -> Progress:
-        bytes_moved = self._bytes_moved()
+    def progress(self, *, sample: bool = False,
+                 sizes: Mapping[tuple[TopicPartition, int], int] | None = None) -> Progress:
+        bytes_moved = self._bytes_moved(sizes)
         now = self.admin.now_ms()
         samples = self.state.samples
         if sample and not self.state.phase.terminal and (not samples or samples[-1][0] != now):
@@ -621,11 +642,13 @@ class ReassignmentExecutor:
             len(self.cancelled) or self.state.cancelled, self.state.bytes_total,
             bytes_moved, eta, rate, self.state.message, tuple(details))
 
-    def _bytes_moved(self) -> int:
+    def _bytes_moved(self, sizes: Mapping[tuple[TopicPartition, int], int] | None = None) -> int:
         moved = self.state.bytes_done
         if self.moving and not self.state.phase.terminal:
-            wanted = [(tp, r) for tp in self.moving for r in self._adding(tp)]
-            moved += sum(self.admin.replica_log_sizes(wanted).values())
+            if sizes is None:
+                sizes = self._replica_sizes()
+            moving = self.moving
+            moved += sum(size for (tp, _), size in sizes.items() if tp in moving)
         return min(moved, self.state.bytes_total) if self.state.bytes_total else moved
 
 
