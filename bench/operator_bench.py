@@ -49,6 +49,7 @@ def pct(values: list[float], q: float) -> float:
 async def with_emulator(fn: Any, *args: Any) -> None:
     emulator = Emulator()
     emulator.store_events = False  # counted, not stored: see Emulator.store_events
+    emulator.keep_history = False  # latest object versions only: see Emulator.keep_history
     async with emulator as k8s, kmock.Server(k8s):
         declare(k8s)
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=50)) as session:
@@ -130,6 +131,7 @@ async def memory(k8s: Any, api: Api, args: argparse.Namespace) -> None:
         await api.create("KafkaCluster", f"c{i}", cluster_spec(args.partitions))
     for i in range(args.clusters):
         await api.wait("KafkaCluster", f"c{i}", cond_is("Ready", "True"), timeout=args.timeout)
+        print(f"  ... cluster c{i} Ready, RSS {rss_mib():.0f} MiB", flush=True)
     clusters_ready = rss_mib()
     t_ready = time.monotonic() - t0
     for i in range(args.clusters):
@@ -142,12 +144,16 @@ async def memory(k8s: Any, api: Api, args: argparse.Namespace) -> None:
     moving_total = 0
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
-        moving_total = 0
+        moving_total = pending = 0
         for i in range(args.clusters):
-            o = await api.get("PartitionReassignment", f"move-c{i}")
-            moving_total += ((o or {}).get("status") or {}).get("moving", 0)
-        if moving_total >= args.clusters * args.partitions:
-            break
+            st = ((await api.get("PartitionReassignment", f"move-c{i}")) or {}).get(
+                "status") or {}
+            moving_total += st.get("moving", 0)
+            pending += (st.get("counts") or {}).get("pending", args.partitions)
+        print(f"  ... {moving_total} partitions moving, {pending} pending, "
+              f"RSS {rss_mib():.0f} MiB", flush=True)
+        if pending == 0 and moving_total > 0:
+            break  # every move has started (a target equal to the replicas is done at once)
         await asyncio.sleep(1)
     await asyncio.sleep(args.settle)
     moving_rss = rss_mib()
