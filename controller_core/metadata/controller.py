@@ -48,13 +48,11 @@ class Controller:
         change — may be what completes a reassignment; nothing else would retry it."""
         if record is None:
             return
-        self._emit(record)
         tp = TopicPartition(record.topic, record.partition)
         p = self.image.partition(tp)
-        if p is not None and p.is_reassigning:
-            done = pc.maybe_complete_reassignment(tp, p, self.image.live_brokers())
-            if done is not None:
-                self._emit(done)
+        if p is not None:
+            record = pc.then_complete(tp, p, record, self.image.live_brokers())
+        self._emit(record)
 
     # -- brokers and topics --------------------------------------------------------------------
     def register_broker(self, broker_id: int, rack: str | None) -> None:

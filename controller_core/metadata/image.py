@@ -24,6 +24,7 @@ from controller_core.metadata.records import (
     decode_record,
     encode_record,
 )
+from controller_core.metadata.partition_change import after
 from controller_core.model import BrokerRegistration, PartitionRegistration, TopicPartition
 
 PARTITION_BLOCK_TAG = "PB"  # snapshot-only: the partitions of a topic, column by column
@@ -129,16 +130,7 @@ class MetadataImage:
 
     def _apply_change(self, c: PartitionChangeRecord) -> None:
         partitions = self.topics[c.topic].partitions
-        p = partitions[c.partition]
-        reg = PartitionRegistration(
-            p.replicas if c.replicas is None else c.replicas,
-            p.isr if c.isr is None else c.isr,
-            p.leader if c.leader is None else c.leader,
-            p.leader_epoch if c.leader_epoch is None else c.leader_epoch,
-            p.partition_epoch + 1,
-            p.adding if c.adding is None else c.adding,
-            p.removing if c.removing is None else c.removing,
-        )
+        reg = after(partitions[c.partition], c)
         partitions[c.partition] = reg
         self._track_reassignment(TopicPartition(c.topic, c.partition), reg)
 

@@ -22,6 +22,35 @@ from controller_core.metadata.records import PartitionChangeRecord
 from controller_core.model import NO_LEADER, PartitionRegistration, TopicPartition
 
 
+def after(p: PartitionRegistration, c: PartitionChangeRecord) -> PartitionRegistration:
+    """The registration once ``c`` is applied (the partition epoch always bumps)."""
+    return PartitionRegistration(
+        p.replicas if c.replicas is None else c.replicas,
+        p.isr if c.isr is None else c.isr,
+        p.leader if c.leader is None else c.leader,
+        p.leader_epoch if c.leader_epoch is None else c.leader_epoch,
+        p.partition_epoch + 1,
+        p.adding if c.adding is None else c.adding,
+        p.removing if c.removing is None else c.removing,
+    )
+
+
+def then_complete(tp: TopicPartition, p: PartitionRegistration, c: PartitionChangeRecord,
+                  live: Set[int]) -> PartitionChangeRecord:
+    """``c``, extended to also finish the partition's move when ``c`` makes it finishable —
+    one record, as KRaft's PartitionChangeBuilder writes an ISR expansion that completes a
+    reassignment."""
+    mid = after(p, c)
+    done = maybe_complete_reassignment(tp, mid, live)
+    if done is None:
+        return c
+    final = after(mid, done)
+    merged = _record(tp, p, replicas=final.replicas, isr=final.isr, leader=final.leader,
+                     adding=final.adding, removing=final.removing, bump_leader_epoch=True)
+    assert merged is not None
+    return merged._replace(leader_epoch=final.leader_epoch)
+
+
 def _eligible_leader(order: Sequence[int], isr: Sequence[int], live: Set[int]) -> int:
     in_sync = set(isr)
     for r in order:
