@@ -1,6 +1,6 @@
 """Controller-core figures at scale (issue 2). Prints figures; asserts nothing about speed.
 
-    .venv/bin/python bench/core_bench.py                       # 1,000,000 partitions / 1,000 brokers
+    .venv/bin/python bench/core_bench.py          # 1,000,000 partitions / 1,000 brokers
     .venv/bin/python bench/core_bench.py --partitions 100000 --brokers 100 --moves 10000
 
 Goals: preferred election over all partitions <= 2 s; validating and starting a
@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from controller_core.config import EmbeddedClusterSpec  # noqa: E402
-from controller_core.embedded.cluster import EmbeddedCluster  # noqa: E402
-from controller_core.model import ElectionType  # noqa: E402
-from controller_core.orchestration.reassignment import (  # noqa: E402
+from controller_core.config import EmbeddedClusterSpec
+from controller_core.embedded.cluster import EmbeddedCluster
+from controller_core.model import ElectionType
+from controller_core.orchestration.reassignment import (
     Limits,
     ReassignmentExecutor,
     ReassignmentPlan,

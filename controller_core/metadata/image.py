@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from controller_core.metadata.partition_change import after
 from controller_core.metadata.records import (
     PARTITION_TAG,
     BrokerFencingRecord,
@@ -24,7 +25,6 @@ from controller_core.metadata.records import (
     decode_record,
     encode_record,
 )
-from controller_core.metadata.partition_change import after
 from controller_core.model import BrokerRegistration, PartitionRegistration, TopicPartition
 
 PARTITION_BLOCK_TAG = "PB"  # snapshot-only: the partitions of a topic, column by column
