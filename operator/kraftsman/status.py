@@ -125,6 +125,8 @@ class BaseStatus(StatusModel):
 
 class KafkaClusterStatus(BaseStatus):
     backend: Literal["embedded", "kafka"] | None = Field(default=None, description="Backend.")
+    cluster_id: str | None = Field(default=None, description="The cluster's id "
+                                   "(DescribeCluster).")
     brokers: int | None = Field(default=None, ge=0, description="Registered brokers.")
     fenced_brokers: int | None = Field(default=None, ge=0, description="Fenced brokers.")
     topics: int | None = Field(default=None, ge=0, description="Topics.")
@@ -147,6 +149,8 @@ class QuorumReplica(StatusModel):
     node_id: int
     log_end_offset: int = Field(ge=-1)
     lag: int = Field(ge=0)
+    lag_time_ms: int | None = Field(default=None, ge=0, description="LagTimeMs: since the "
+                                    "replica last caught up with the leader.")
     last_fetch_timestamp: int | None = Field(default=None, description="ms since the epoch.")
     last_caught_up_timestamp: int | None = Field(default=None, description="ms since the epoch.")
     status: Literal["Leader", "Follower", "Observer"]

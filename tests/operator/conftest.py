@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,12 @@ from typing import Any
 import aiohttp
 import pytest
 from harness import Api, Emulator, OperatorThread, declare
+
+# tests/operator is a rootdir of its own (no __init__.py, `from harness import ...`); the
+# kafka-backend tests also use tests.helpers and tests.serve from the repository root.
+_ROOT = str(Path(__file__).resolve().parents[2])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
 
 
 @pytest.fixture(autouse=True)

@@ -23,6 +23,7 @@ import aiohttp.web
 import kmock
 import kopf
 
+from controller_core.backends import RetryPolicy
 from kraftsman.handlers import Runtime, build_registry
 from kraftsman.handlers.common import PLURALS
 from kraftsman.resources import API_VERSION, GROUP, VERSION
@@ -43,6 +44,8 @@ def declare(kmock: Any) -> None:
         res[key].verbs = {"list", "watch", "get", "patch", "create"}
     res["v1/events"].kind, res["v1/events"].namespaced = "Event", True
     res["v1/events"].verbs = {"create", "list"}
+    res["v1/secrets"].kind, res["v1/secrets"].namespaced = "Secret", True
+    res["v1/secrets"].verbs = {"get", "create", "patch", "delete"}
     for kind, plural in PLURALS.items():
         key = f"{GROUP}/{VERSION}/{plural}"
         res[key].kind, res[key].namespaced = kind, True
@@ -108,6 +111,27 @@ class Api:
         raise AssertionError(f"{kind}/{name} did not reach the state in {timeout}s; last: "
                              f"{(last or {}).get('status')}")
 
+    async def put_secret(self, name: str, string_data: dict[str, str],
+                         ns: str = "default") -> None:
+        """Create or replace a Secret (base64 `data`, as the API server stores it)."""
+        import base64
+
+        data = {k: base64.b64encode(v.encode()).decode() for k, v in string_data.items()}
+        url = f"{self.base}/api/v1/namespaces/{ns}/secrets"
+        async with self.session.delete(f"{url}/{name}") as r:
+            assert r.status < 300 or r.status == 404, await r.text()
+        body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {"name": name, "namespace": ns}, "data": data}
+        async with self.session.post(url, json=body) as r:
+            assert r.status < 300, await r.text()
+
+    async def events(self, name: str) -> list[dict[str, Any]]:
+        async with self.session.get(f"{self.base}/api/v1/events") as r:
+            if r.status >= 300:
+                return []
+            items = (await r.json()).get("items", [])
+        return [e for e in items if e.get("involvedObject", {}).get("name") == name]
+
     async def wait_gone(self, kind: str, name: str, timeout: float = 30.0,
                         ns: str = "default") -> None:
         deadline = time.monotonic() + timeout
@@ -138,11 +162,15 @@ class OperatorThread:
     """One kopf operator in its own thread and event loop (kopf cancels its loop's tasks)."""
 
     def __init__(self, server: str, state_dir: Path, *, peering: str | None = None,
-                 priority: int = 0, tick: float = 0.2, time_scale: float = 50.0) -> None:
+                 priority: int = 0, tick: float = 0.2, time_scale: float = 50.0,
+                 kafka_retry_seconds: float = 3.0) -> None:
         self.server, self.state_dir = server, state_dir
         self.peering, self.priority = peering, priority
         self.rt = Runtime(state_dir, tick_seconds=tick, time_scale=time_scale,
-                          checkpoint_seconds=0.5, fsync=False)
+                          checkpoint_seconds=0.5, fsync=False,
+                          kafka_retry=RetryPolicy(total_seconds=kafka_retry_seconds,
+                                                  request_timeout_ms=3000))
+        self.rt.backoff.cap = 2.0  # tests change things and look again within seconds
         self.stop_flag = threading.Event()
         self.ready_flag = threading.Event()
         self.thread = threading.Thread(target=self._main, daemon=True)

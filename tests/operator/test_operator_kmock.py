@@ -156,7 +156,7 @@ async def test_bad_resources_are_degraded_with_the_field_named(api: Api,
         **REF, "partitions": [{"topic": "nosuch", "partition": 0, "replicas": [0, 1, 2]}]})
     await api.create("LeaderElection", "missing", {**REF, "topics": ["nosuch"]})
     await api.create("LeaderElection", "schemaless", {**REF})  # what CEL would reject
-    await api.create("KafkaCluster", "real", {"bootstrapServers": "kafka:9092"})
+    await api.create("KafkaCluster", "real", {"bootstrapServers": "127.0.0.1:1"})
     await api.create("KafkaQuorum", "q", {**REF, "voters": [0, 1, 42]})
     expect = [
         ("PartitionReassignment", "nocluster", "UnknownCluster", "spec.clusterRef.name"),
@@ -165,7 +165,7 @@ async def test_bad_resources_are_degraded_with_the_field_named(api: Api,
         ("PartitionReassignment", "badtopic", "UnknownTopicOrPartition", "spec.partitions[0]"),
         ("LeaderElection", "missing", "UnknownTopic", "spec.topics"),
         ("LeaderElection", "schemaless", "InvalidSpec", "exactly one of spec.partitions"),
-        ("KafkaCluster", "real", "BackendNotSupported", "spec.bootstrapServers"),
+        ("KafkaCluster", "real", "BootstrapUnreachable", "spec.bootstrapServers"),
         ("KafkaQuorum", "q", "UnknownNode", "spec.voters"),
     ]
     for kind, name, reason, field in expect:
@@ -173,17 +173,75 @@ async def test_bad_resources_are_degraded_with_the_field_named(api: Api,
         assert field in condition(obj, "Degraded")["message"], (name, condition(obj, "Degraded"))
 
 
-async def test_quorum_ready_when_voters_match(api: Api, start_operator: Any) -> None:
-    start_operator()
+async def test_quorum_ready_then_voter_change_end_to_end(api: Api, start_operator: Any) -> None:
+    op = start_operator()
     await ready_cluster(api)
     await api.create("KafkaQuorum", "q", {**REF, "voters": [0, 1, 2]})
-    obj = await api.wait("KafkaQuorum", "q", cond_is("Ready", "True"))
-    assert obj["status"]["currentVoters"] == [0, 1, 2]
+    obj = await api.wait("KafkaQuorum", "q", cond_is("Ready", "True", "QuorumReady"))
+    st = obj["status"]
+    assert st["currentVoters"] == [0, 1, 2] and st["leaderId"] in (0, 1, 2)
+    assert st["leaderEpoch"] >= 1 and st["highWatermark"] > 0
+    assert {r["nodeId"] for r in st["replicas"]} >= {0, 1, 2}
     await api.set_spec("KafkaQuorum", "q", {"voters": [0, 1, 3]})
-    obj = await api.wait("KafkaQuorum", "q", cond_is("Ready", "False",
-                                                     "QuorumChangesNotSupported"))
-    assert obj["status"]["targetVoters"] == [0, 1, 3]
-    assert obj["status"]["observedGeneration"] == 2
+    obj = await api.wait("KafkaQuorum", "q", lambda o: cond_is("Ready", "True")(o) and
+                         o["status"]["observedGeneration"] == 2, timeout=60)
+    st = obj["status"]
+    assert st["currentVoters"] == [0, 1, 3] and st["targetVoters"] == [0, 1, 3]
+    assert condition(obj, "Degraded")["status"] == "False"
+    opened = op.rt.clusters[("default", "demo")]
+    q = await op.rt.run(opened, lambda c: c.describe_quorum())
+    assert sorted(q.current_voters) == [0, 1, 3]  # the cluster's quorum, not just the status
+    reasons = [e["reason"] for e in await api.events("q")]
+    assert "VoterAdded" in reasons and "VoterRemoved" in reasons
+    assert "VotersChanged" in reasons
+    messages = [e["message"] for e in await api.events("q")]
+    assert any("node 3 joined" in m for m in messages)
+    assert any("node 2 left" in m for m in messages)
+
+
+async def test_quorum_walk_shows_progress_and_takes_a_new_target_mid_walk(
+        api: Api, start_operator: Any) -> None:
+    start_operator(tick=1.0)  # one step per second: the walk is visible between steps
+    await ready_cluster(api)
+    await api.create("KafkaQuorum", "q", {**REF, "voters": [0, 1, 2]})
+    await api.wait("KafkaQuorum", "q", cond_is("Ready", "True"))
+    await api.set_spec("KafkaQuorum", "q", {"voters": [0, 1, 3]})
+    mid = await api.wait("KafkaQuorum", "q", lambda o: 3 in (o.get("status") or {}).get(
+        "currentVoters", []) and cond_is("Progressing", "True", "WalkingVoters")(o))
+    assert "adding voter 3" in condition(mid, "Progressing")["message"]
+    assert mid["status"]["phase"] == "Changing"
+    # The new target replaces the pending one: 3 goes again, 4 comes in.
+    await api.set_spec("KafkaQuorum", "q", {"voters": [0, 1, 4]})
+    obj = await api.wait("KafkaQuorum", "q", lambda o: cond_is("Ready", "True")(o) and
+                         o["status"]["observedGeneration"] == 3, timeout=60)
+    assert obj["status"]["currentVoters"] == [0, 1, 4]
+    messages = [e["message"] for e in await api.events("q")]
+    assert any("node 3 joined" in m for m in messages)
+    assert any("node 3 left" in m for m in messages)
+    assert any("node 4 joined" in m for m in messages)
+
+
+async def test_bad_voters_are_degraded_and_nothing_changes(api: Api,
+                                                           start_operator: Any) -> None:
+    op = start_operator()
+    await ready_cluster(api)
+    opened = op.rt.clusters[("default", "demo")]
+    await op.rt.run(opened, lambda c: (c.fail_broker(3), c.fail_broker(4)))
+    await api.create("KafkaQuorum", "dead", {**REF, "voters": [0, 3, 4]})
+    obj = await api.wait("KafkaQuorum", "dead", cond_is("Degraded", "True", "VotersNotLive"))
+    msg = condition(obj, "Degraded")["message"]
+    assert "spec.voters" in msg and "majority" in msg and "set spec.voters" in msg
+    assert obj["status"]["phase"] == "Invalid"
+    assert condition(obj, "Ready")["status"] == "False"
+    assert obj["status"]["currentVoters"] == [0, 1, 2]
+    await api.set_spec("KafkaQuorum", "dead", {"voters": [0, 1, 42]})
+    obj = await api.wait("KafkaQuorum", "dead", cond_is("Degraded", "True", "UnknownNode"))
+    assert "[42]" in condition(obj, "Degraded")["message"]
+    q = await op.rt.run(opened, lambda c: c.describe_quorum())
+    assert sorted(q.current_voters) == [0, 1, 2]  # nothing changed
+    await api.set_spec("KafkaQuorum", "dead", {"voters": [0, 1, 2]})  # the fix
+    obj = await api.wait("KafkaQuorum", "dead", cond_is("Ready", "True"))
+    assert condition(obj, "Degraded")["status"] == "False"
 
 
 async def test_cluster_in_use_is_not_torn_down(api: Api, start_operator: Any) -> None:

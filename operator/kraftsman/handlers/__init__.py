@@ -39,6 +39,7 @@ def build_registry(rt: Runtime) -> kopf.OperatorRegistry:
     @kopf.on.startup(registry=registry)
     def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
         configure(settings, rt)
+        rt.settings = settings  # kopf's API access (reading Secrets) needs them
 
     @kopf.on.cleanup(registry=registry)
     def _cleanup(**_: Any) -> None:

@@ -1,17 +1,25 @@
-"""KafkaCluster: open the embedded cluster in-process, run its clock, report its figures.
+"""KafkaCluster: open the embedded cluster in-process and run its clock, or connect the
+``kafka`` backend to ``bootstrapServers`` (TLS/SASL from the ``authSecretRef`` Secret); report
+the cluster's figures either way.
 
-A cluster that operations still reference is not torn down under them; `bootstrapServers`
-clusters (the kafka backend) get a clear "not yet supported" condition.
+A cluster that operations still reference is not torn down under them. A real cluster that
+cannot be reached or refuses the credentials is Degraded with a reason that says which; no
+Secret value ever reaches a log line, a status or an Event.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any
 
 import kopf
 
-from controller_core.embedded.cluster import EmbeddedCluster
-from controller_core.errors import KafkaApiError
+from controller_core import errors
+from controller_core.admin import ClusterAdmin
+from controller_core.backends import SecretError
+from controller_core.backends.kafka_admin import NETWORK_EXCEPTION, SASL_AUTHENTICATION_FAILED
+from controller_core.errors import ErrorCode, KafkaApiError
 from kraftsman.handlers.common import (
     degrade,
     emit,
@@ -22,17 +30,26 @@ from kraftsman.handlers.common import (
     resource,
     set_cond,
 )
-from kraftsman.handlers.runtime import Runtime, spec_digest
+from kraftsman.handlers.runtime import OpenCluster, Runtime, spec_digest
+from kraftsman.handlers.secrets import SecretUnavailable, read_secret
 from kraftsman.resources import KafkaClusterSpec
 from kraftsman.status import PROGRESSING, READY, KafkaClusterStatus, read_status
 
 KIND = "KafkaCluster"
+SECRET_RECHECK_SECONDS = 30.0  # a connected cluster re-reads its Secret this often
+# Why a real cluster is not usable, by the Kafka error the backend raised.
+KAFKA_REASONS: dict[ErrorCode, str] = {
+    NETWORK_EXCEPTION: "BootstrapUnreachable",
+    SASL_AUTHENTICATION_FAILED: "AuthenticationFailed",
+    errors.CLUSTER_AUTHORIZATION_FAILED: "AuthorizationFailed",
+}
+# Errors after which the connection is dropped and opened afresh (with backoff).
+RECONNECT = {SASL_AUTHENTICATION_FAILED, errors.CLUSTER_AUTHORIZATION_FAILED}
 
 
-def figures(cluster: EmbeddedCluster, st: KafkaClusterStatus) -> None:
+def figures(cluster: ClusterAdmin, st: KafkaClusterStatus) -> None:
     desc = cluster.describe_cluster()
     parts = cluster.describe_partitions()
-    st.backend = "embedded"
     st.brokers = len(desc.brokers)
     st.fenced_brokers = sum(1 for b in desc.brokers if b.fenced)
     st.topics = len({p.tp.topic for p in parts})
@@ -40,6 +57,11 @@ def figures(cluster: EmbeddedCluster, st: KafkaClusterStatus) -> None:
     st.under_replicated_partitions = sum(1 for p in parts if len(p.isr) < len(p.replicas))
     st.offline_partitions = sum(1 for p in parts if p.leader < 0)
     st.quorum_leader_id = desc.controller_id
+    st.cluster_id = desc.cluster_id
+
+
+def kafka_reason(e: KafkaApiError) -> str:
+    return KAFKA_REASONS.get(e.error, "ClusterUnavailable")
 
 
 def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
@@ -50,7 +72,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
 
     @kopf.timer(**resource(KIND), interval=rt.tick, registry=registry, id="reconcile")
     async def reconcile(spec: Any, status: Any, meta: Any, body: Any, patch: Any, uid: str,
-                        name: str, namespace: str, **_: Any) -> None:
+                        name: str, namespace: str, logger: logging.Logger, **_: Any) -> None:
         gen = generation(meta)
         st = read_status(KafkaClusterStatus, status)
         model, problems = parse_spec(KIND, spec)
@@ -62,15 +84,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             return
         assert isinstance(model, KafkaClusterSpec)
         if model.embedded is None:
-            st.backend = "kafka"
-            st.phase = "NotSupported"
-            msg = ("spec.bootstrapServers: the kafka backend (a real cluster) is not yet "
-                   "supported by this operator version; use spec.embedded for now")
-            set_cond(st, READY, "False", "BackendNotSupported", msg, gen)
-            set_cond(st, PROGRESSING, "False", "BackendNotSupported", msg, gen)
-            degrade(st, "BackendNotSupported", msg, gen)
-            if publish(patch, status, st, gen):
-                emit(body, "BackendNotSupported", msg, warning=True)
+            await reconcile_kafka(model, spec, status, body, patch, uid, name, namespace, st,
+                                  gen, rt.settings, logger)
             return
         key = (namespace, name)
         digest = spec_digest(dict(spec))
@@ -81,6 +96,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                 opened = rt.open_cluster(key, uid, model.embedded, digest)
             await rt.run(opened, lambda c: rt.advance(opened))
             await rt.run(opened, lambda c: figures(c, st))
+            st.backend = "embedded"
         except ValueError as e:  # the spec cannot be applied to the cluster as it is
             st.phase = "Invalid"
             set_cond(st, READY, "False", "InvalidSpec", f"spec.embedded: {e}", gen)
@@ -101,6 +117,74 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         if publish(patch, status, st, gen) and first:
             emit(body, "ClusterReady", f"embedded cluster is running: {message}")
 
+    async def reconcile_kafka(model: KafkaClusterSpec, spec: Any, status: Any, body: Any,
+                              patch: Any, uid: str, name: str, namespace: str,
+                              st: KafkaClusterStatus, gen: int, settings: kopf.OperatorSettings,
+                              logger: logging.Logger) -> None:
+        """Connect (or keep) the kafka backend; Ready when DescribeCluster answers."""
+        key, bkey = (namespace, name), f"{KIND}/{uid}"
+        st.backend = "kafka"
+        if not rt.backoff.ready(bkey, rt.clock()):
+            return
+        assert model.bootstrap_servers is not None
+        opened = rt.clusters.get(key)
+        first = opened is None
+        try:
+            opened = await connect(model, spec, uid, key, opened, settings, logger)
+            await rt.run(opened, lambda c: figures(c, st))
+        except (SecretUnavailable, SecretError, KafkaApiError) as e:
+            if isinstance(e, KafkaApiError):
+                reason, message = kafka_reason(e), str(e)
+                if e.error in RECONNECT:
+                    rt.close_cluster(key, remove_state=False, uid=None)
+            elif isinstance(e, SecretError):
+                ref = model.auth_secret_ref.name if model.auth_secret_ref else "?"
+                reason, message = "InvalidSecret", (
+                    f"spec.authSecretRef.name: Secret {ref!r}: {e}; fix the Secret "
+                    "(keys: docs/real-clusters.md)")
+            else:
+                reason, message = e.reason, str(e)
+            delay = rt.backoff.failed(bkey, rt.clock())
+            st.phase = "Degraded"
+            set_cond(st, READY, "False", reason, message, gen)
+            set_cond(st, PROGRESSING, "True", "Retrying", f"retrying in {delay:g}s", gen)
+            degrade(st, reason, message, gen)
+            was = read_status(KafkaClusterStatus, status).condition("Degraded")
+            if publish(patch, status, st, gen) and (was is None or was.reason != reason):
+                emit(body, reason, message, warning=True)
+            return
+        rt.backoff.succeeded(bkey)
+        st.phase = "Ready"
+        message = (f"{st.brokers} brokers, {st.topics} topics, {st.partitions} partitions, "
+                   f"{st.under_replicated_partitions} under-replicated "
+                   f"(via {model.bootstrap_servers})")
+        set_cond(st, READY, "True", "ClusterReady", message, gen)
+        set_cond(st, PROGRESSING, "False", "Idle", "", gen)
+        healthy(st, gen)
+        if publish(patch, status, st, gen) and first:
+            emit(body, "ClusterReady", f"connected to {model.bootstrap_servers}: {message}")
+
+    async def connect(model: KafkaClusterSpec, spec: Any, uid: str, key: tuple[str, str],
+                      opened: OpenCluster | None, settings: kopf.OperatorSettings,
+                      logger: logging.Logger) -> OpenCluster:
+        """The open admin, re-connected when the spec or (re-read now and then) the Secret
+        changed. The digest covers the Secret's data but is never published."""
+        fresh = opened is not None and opened.uid == uid and \
+            rt.clock() - opened.opened_at < SECRET_RECHECK_SECONDS
+        if fresh and opened is not None and opened.spec_digest.startswith(
+                spec_digest(dict(spec)) + ":"):
+            return opened
+        data = None
+        if model.auth_secret_ref is not None:
+            data = await read_secret(key[0], model.auth_secret_ref.name, settings, logger)
+        digest = f"{spec_digest(dict(spec))}:{spec_digest(data)}"
+        if opened is not None and opened.uid == uid and opened.spec_digest == digest:
+            opened.opened_at = rt.clock()  # checked again: unchanged
+            return opened
+        assert model.bootstrap_servers is not None
+        return await asyncio.to_thread(rt.open_kafka, key, uid, model.bootstrap_servers, data,
+                                       digest)
+
     @kopf.on.delete(**resource(KIND), registry=registry, id="teardown")
     async def teardown(name: str, namespace: str, uid: str, patch: Any, status: Any, meta: Any,
                        body: Any, preas_users: Any, le_users: Any, kq_users: Any,
@@ -119,5 +203,9 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             degrade(st, "DeletionBlocked", msg, gen)
             publish(patch, status, st, gen)
             raise kopf.TemporaryError(msg, delay=max(rt.tick, 1.0))
-        rt.close_cluster((namespace, name), remove_state=True, uid=uid)
-        emit(body, "ClusterDeleted", "embedded cluster stopped and its state removed")
+        opened = rt.clusters.get(key)
+        kafka = (opened is not None and not opened.embedded) or bool(
+            (body.get("spec") or {}).get("bootstrapServers"))
+        rt.close_cluster(key, remove_state=not kafka, uid=uid)
+        emit(body, "ClusterDeleted", "connection to the cluster closed" if kafka
+             else "embedded cluster stopped and its state removed")

@@ -13,7 +13,7 @@ from typing import Any
 import kopf
 
 from controller_core import errors
-from controller_core.embedded.cluster import EmbeddedCluster
+from controller_core.admin import ClusterAdmin
 from controller_core.errors import KafkaApiError
 from controller_core.model import ElectionType, TopicPartition
 from controller_core.orchestration.election import (
@@ -47,7 +47,7 @@ from kraftsman.status import (
 KIND = "LeaderElection"
 
 
-def elect(cluster: EmbeddedCluster, spec: LeaderElectionSpec) -> ElectionReport:
+def elect(cluster: ClusterAdmin, spec: LeaderElectionSpec) -> ElectionReport:
     etype = ElectionType(spec.election_type)
     if spec.partitions is not None:
         return run_election(cluster, etype, partitions=[
@@ -58,7 +58,7 @@ def elect(cluster: EmbeddedCluster, spec: LeaderElectionSpec) -> ElectionReport:
 
 
 def report_doc(report: ElectionReport, spec: LeaderElectionSpec,
-               cluster: EmbeddedCluster) -> dict[str, Any]:
+               cluster: ClusterAdmin) -> dict[str, Any]:
     """The saved (and published) form of a run: per-partition rows and the unknown names."""
     leaders = {d.tp: d.leader for d in cluster.describe_partitions(
         partitions=list(report.results))} if len(report.results) <= 100_000 else {}
@@ -157,7 +157,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         for reason, message, warning in events:
             emit(body, reason, message, warning=warning)
 
-    def one_shot(cluster: EmbeddedCluster, uid: str, digest: str, saved: dict[str, Any] | None,
+    def one_shot(cluster: ClusterAdmin, uid: str, digest: str, saved: dict[str, Any] | None,
                  spec: LeaderElectionSpec, st: LeaderElectionStatus,
                  gen: int) -> list[tuple[str, str, bool]]:
         events: list[tuple[str, str, bool]] = []
@@ -191,7 +191,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             events.append(("Completed", msg, False))
         return events
 
-    def continuous(cluster: EmbeddedCluster, uid: str, spec: LeaderElectionSpec,
+    def continuous(cluster: ClusterAdmin, uid: str, spec: LeaderElectionSpec,
                    st: LeaderElectionStatus, gen: int) -> list[tuple[str, str, bool]]:
         events: list[tuple[str, str, bool]] = []
         saved = rt.load_op(uid) or {}

@@ -1,21 +1,33 @@
-"""KafkaQuorum: validate the desired voters against the cluster and report the quorum.
+"""KafkaQuorum: walk the metadata quorum's voters to ``spec.voters``, one safe step per pass.
 
-The embedded cluster does not yet run its metadata quorum on the Raft implementation
-(controller_core.raft), and the ClusterAdmin port has no DescribeQuorum/AddRaftVoter yet, so
-voter changes are not executed: the resource says so in a clear condition (Ready=False,
-reason QuorumChangesNotSupported) instead of pretending. What can be checked is checked:
-every desired voter must be a node of the cluster.
+Level-based: every timer pass looks at the quorum (DescribeQuorum) and lets the core's
+:class:`~controller_core.orchestration.voters.VoterChangeWalker` take at most one step
+(AddRaftVoter / RemoveRaftVoter, KIP-853). The walker keeps no state between passes, so a
+changed ``spec.voters`` simply replaces the pending target, and a restarted operator goes on
+from whatever the quorum is. Target sets the core refuses (unknown ids, empty, not a majority
+of live nodes) are Degraded and nothing changes. Works on the embedded cluster and on the
+``kafka`` backend alike.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
 
 from controller_core.embedded.cluster import EmbeddedCluster
+from controller_core.errors import KafkaApiError
+from controller_core.orchestration.voters import (
+    QuorumAdmin,
+    VoterChangeWalker,
+    WalkPhase,
+    voter_set_problems,
+)
+from controller_core.raft.describe import QuorumStatus
 from kraftsman.handlers.common import (
     degrade,
+    emit,
     generation,
     healthy,
     parse_spec,
@@ -25,19 +37,109 @@ from kraftsman.handlers.common import (
 )
 from kraftsman.handlers.runtime import Runtime
 from kraftsman.resources import KafkaQuorumSpec
-from kraftsman.status import PROGRESSING, READY, KafkaQuorumStatus, read_status
+from kraftsman.status import (
+    DETAIL_CAP,
+    PROGRESSING,
+    READY,
+    KafkaQuorumStatus,
+    QuorumReplica,
+    read_status,
+)
 
 KIND = "KafkaQuorum"
+# kafka backend: a quorum replica that caught up with the leader this recently is live.
+LIVE_LAG_MS = 30_000
 
 
-def observe(cluster: EmbeddedCluster, st: KafkaQuorumStatus) -> set[int]:
-    """Fill what the cluster knows of its quorum; return the node ids it has."""
-    desc = cluster.describe_cluster()
-    st.cluster_id = desc.cluster_id
-    st.current_voters = list(cluster.spec.voters)
-    st.leader_id = desc.controller_id
-    st.current_observers = sorted(b.id for b in desc.brokers if b.id not in st.current_voters)
-    return {b.id for b in desc.brokers} | set(cluster.spec.voters)
+@dataclass
+class Pass:
+    """What one reconcile pass found and did."""
+
+    problems: list[str] = field(default_factory=list)
+    phase: WalkPhase | None = None
+    action: str = ""
+    before: list[int] = field(default_factory=list)  # voters and leader before this pass
+    before_leader: int | None = None
+
+
+def nodes_of(admin: Any, q: QuorumStatus) -> tuple[set[int], set[int]]:
+    """(node ids that may be voters, the live ones), in the terms voter_set_problems takes.
+    The embedded cluster knows them exactly; a real cluster's are its registered brokers and
+    the quorum's replicas, live when unfenced or recently caught up with the leader."""
+    if isinstance(admin, EmbeddedCluster):
+        return admin.quorum_node_ids(), admin.live_quorum_nodes()
+    brokers = admin.describe_cluster().brokers
+    known = {b.id for b in brokers} | {r.replica_id for r in q.replicas}
+    live = {b.id for b in brokers if not b.fenced} | {q.leader_id} | {
+        r.replica_id for r in q.replicas if 0 <= r.lag_time_ms <= LIVE_LAG_MS}
+    return known, live
+
+
+def fill(st: KafkaQuorumStatus, q: QuorumStatus) -> None:
+    """The figures of `kafka-metadata-quorum describe --status / --replication`."""
+    st.leader_id, st.leader_epoch, st.high_watermark = q.leader_id, q.leader_epoch, \
+        q.high_watermark
+    st.max_follower_lag, st.max_follower_lag_time_ms = max(0, q.max_follower_lag), max(
+        0, q.max_follower_lag_time_ms)
+    st.current_voters = sorted(q.current_voters)
+    st.current_observers = sorted(r.replica_id for r in q.replicas if r.status == "Observer")
+    st.replicas = [QuorumReplica(
+        node_id=r.replica_id, log_end_offset=max(-1, r.log_end_offset), lag=max(0, r.lag),
+        lag_time_ms=r.lag_time_ms if r.lag_time_ms >= 0 else None,
+        last_fetch_timestamp=r.last_fetch_timestamp if r.last_fetch_timestamp >= 0 else None,
+        last_caught_up_timestamp=(r.last_caught_up_timestamp
+                                  if r.last_caught_up_timestamp >= 0 else None),
+        status="Leader" if r.status == "Leader" else
+        "Follower" if r.status == "Follower" else "Observer") for r in q.replicas[:DETAIL_CAP]]
+
+
+def quorum_pass(admin: QuorumAdmin, target: list[int], st: KafkaQuorumStatus) -> Pass:
+    """One pass (in a worker thread, under the cluster's lock): validate, step, describe."""
+    q = admin.describe_quorum()
+    fill(st, q)
+    was = Pass(before=sorted(q.current_voters), before_leader=q.leader_id)
+    if sorted(set(target)) == sorted(q.current_voters) and (
+            q.target_voters is None or sorted(q.target_voters) == sorted(q.current_voters)):
+        was.phase, was.action = WalkPhase.COMPLETED, "voters are as desired"
+        return was
+    known, live = nodes_of(admin, q)
+    was.problems = voter_set_problems(target, known, live)
+    if was.problems:
+        return was
+    progress = VoterChangeWalker(admin, target).step()
+    if progress.phase is WalkPhase.RUNNING and progress.action.startswith(("adding",
+                                                                           "removing")):
+        fill(st, admin.describe_quorum())  # show the step's effect in this pass's status
+    was.phase, was.action = progress.phase, progress.action
+    return was
+
+
+def problem_reason(problems: list[str]) -> str:
+    text = " ".join(problems)
+    if "unknown node" in text:
+        return "UnknownNode"
+    if "are live" in text:
+        return "VotersNotLive"
+    return "InvalidVoters"
+
+
+def milestones(old: KafkaQuorumStatus, done: Pass,
+               st: KafkaQuorumStatus) -> list[tuple[str, str]]:
+    """Events from the difference between the last published quorum (or, on the first
+    pass, the quorum as this pass found it) and the quorum now."""
+    events = []
+    voters = old.current_voters or done.before
+    leader = old.leader_id if old.leader_id is not None else done.before_leader
+    if voters:
+        for node in sorted(set(st.current_voters) - set(voters)):
+            events.append(("VoterAdded", f"node {node} joined the voters: {st.current_voters}"))
+        for node in sorted(set(voters) - set(st.current_voters)):
+            events.append(("VoterRemoved", f"node {node} left the voters: {st.current_voters}"))
+    if leader is not None and st.leader_id is not None and leader != st.leader_id and \
+            st.leader_id >= 0:
+        events.append(("LeaderChanged", f"quorum leader {leader} -> {st.leader_id} "
+                       f"(epoch {st.leader_epoch})"))
+    return events
 
 
 def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
@@ -47,9 +149,10 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         return {(namespace, ref): f"{KIND}/{name}"} if ref else None
 
     @kopf.timer(**resource(KIND), interval=rt.tick, registry=registry, id="reconcile")
-    async def reconcile(spec: Any, status: Any, meta: Any, patch: Any, namespace: str,
-                        kafkaclusters: Any, **_: Any) -> None:
+    async def reconcile(spec: Any, status: Any, meta: Any, body: Any, patch: Any, uid: str,
+                        namespace: str, kafkaclusters: Any, **_: Any) -> None:
         gen = generation(meta)
+        old = read_status(KafkaQuorumStatus, status)
         st = read_status(KafkaQuorumStatus, status)
         model, problems = parse_spec(KIND, spec)
         if model is None:
@@ -61,7 +164,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         assert isinstance(model, KafkaQuorumSpec)
         ref = model.cluster_ref.name
         st.cluster = ref
-        st.target_voters = list(model.voters)
+        st.target_voters = sorted(set(model.voters))
         if (namespace, ref) not in kafkaclusters:
             st.phase = "Invalid"
             msg = (f"spec.clusterRef.name: no KafkaCluster {ref!r} in namespace {namespace}; "
@@ -77,25 +180,53 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             set_cond(st, PROGRESSING, "True", "WaitingForCluster", "", gen)
             publish(patch, status, st, gen)
             return
-        nodes = await rt.run(opened, lambda c: observe(c, st))
-        unknown = sorted(set(model.voters) - nodes)
-        if unknown:
-            st.phase = "Invalid"
-            msg = (f"spec.voters: node(s) {unknown} are not nodes of KafkaCluster {ref} "
-                   f"(nodes: {sorted(nodes)}); list existing node ids")
-            set_cond(st, READY, "False", "UnknownNode", msg, gen)
-            degrade(st, "UnknownNode", msg, gen)
-        elif sorted(model.voters) == sorted(st.current_voters):
-            st.phase = "Ready"
-            set_cond(st, READY, "True", "QuorumReady", f"voters {st.current_voters}", gen)
+        key = f"{KIND}/{uid}"
+        if not rt.backoff.ready(key, rt.clock()):
+            return
+        target = list(model.voters)
+        try:
+            done = await rt.run(opened, lambda c: quorum_pass(c, target, st))
+        except KafkaApiError as e:
+            delay = rt.backoff.failed(key, rt.clock())
+            if e.error.retriable:  # no leader right now, a timeout: back off and look again
+                set_cond(st, PROGRESSING, "True", "Retrying", f"{e}; retrying in {delay:g}s",
+                         gen)
+                if not st.conditions or st.condition(READY) is None:
+                    set_cond(st, READY, "Unknown", "QuorumUnavailable", str(e), gen)
+            else:  # the cluster refused the step: say so; look again after the backoff
+                st.phase = "Degraded"
+                msg = f"spec.voters {target}: the cluster refused the change: {e}"
+                set_cond(st, READY, "False", "VoterChangeRefused", msg, gen)
+                set_cond(st, PROGRESSING, "False", "VoterChangeRefused", msg, gen)
+                degrade(st, "VoterChangeRefused", msg, gen)
+            publish(patch, status, st, gen)
+            return
+        rt.backoff.succeeded(key)
+        events: list[tuple[str, str, bool]] = [(r, m, False) for r, m in milestones(old, done, st)]
+        walking = f"voters {st.current_voters} -> {st.target_voters}"
+        if done.problems:
+            st.phase, st.next_step = "Invalid", None
+            reason = problem_reason(done.problems)
+            msg = ("; ".join("spec." + p for p in done.problems) +
+                   f"; set spec.voters to live node ids (current voters: {st.current_voters})")
+            set_cond(st, READY, "False", reason, msg, gen)
+            set_cond(st, PROGRESSING, "False", reason, "nothing changes until spec.voters is "
+                     "fixed", gen)
+            degrade(st, reason, msg, gen)
+        elif done.phase is WalkPhase.COMPLETED:
+            st.phase, st.next_step = "Ready", None
+            set_cond(st, READY, "True", "QuorumReady", f"voters {st.current_voters}, leader "
+                     f"{st.leader_id} (epoch {st.leader_epoch})", gen)
             set_cond(st, PROGRESSING, "False", "Idle", "", gen)
             healthy(st, gen)
+            if old.phase == "Changing":
+                events.append(("VotersChanged", f"voters are {st.current_voters}", False))
         else:
-            st.phase = "NotSupported"
-            msg = (f"voters {st.current_voters} -> {list(model.voters)}: voter changes "
-                   "(KIP-853) are not yet supported by the embedded cluster of this version; "
-                   "set spec.voters to the current voters")
-            set_cond(st, READY, "False", "QuorumChangesNotSupported", msg, gen)
-            set_cond(st, PROGRESSING, "False", "QuorumChangesNotSupported", msg, gen)
-            degrade(st, "QuorumChangesNotSupported", msg, gen)
+            st.phase, st.next_step = "Changing", done.action
+            msg = f"{walking}: {done.action}"
+            set_cond(st, READY, "False", "VoterChangeInProgress", msg, gen)
+            set_cond(st, PROGRESSING, "True", "WalkingVoters", msg, gen)
+            healthy(st, gen)
         publish(patch, status, st, gen)
+        for reason, message, warning in events:
+            emit(body, reason, message, warning=warning)

@@ -11,7 +11,7 @@ from typing import Any
 
 import kopf
 
-from controller_core.embedded.cluster import EmbeddedCluster
+from controller_core.admin import ClusterAdmin
 from controller_core.errors import KafkaApiError
 from controller_core.model import TopicPartition
 from controller_core.orchestration.reassignment import (
@@ -173,7 +173,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         for reason, message, warning in events:
             emit(body, reason, message, warning=warning)
 
-    def step(cluster: EmbeddedCluster, uid: str, spec: PartitionReassignmentSpec,
+    def step(cluster: ClusterAdmin, uid: str, spec: PartitionReassignmentSpec,
              st: PartitionReassignmentStatus, gen: int) -> list[tuple[str, str, bool]]:
         """One reconcile pass (in a worker thread, under the cluster's lock)."""
         events: list[tuple[str, str, bool]] = []
@@ -322,7 +322,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             return
         plan, _ = build_plan(model, additional=True)
 
-        def cancel(cluster: EmbeddedCluster) -> Progress:
+        def cancel(cluster: ClusterAdmin) -> Progress:
             executor = ReassignmentExecutor(cluster, plan, state)
             executor.start()
             executor.cancel()

@@ -1,9 +1,12 @@
-"""What the operator process holds: the embedded clusters it runs and its durable state.
+"""What the operator process holds: the clusters it talks to and its durable state.
 
 Embedded clusters live in the operator process; their metadata logs, snapshots and the small
 state of each running operation sit under ``state_dir`` (a volume), so a restarted operator
-resumes every operation where it stood. Work on a cluster runs in a worker thread under a
-per-cluster lock, so the event loop (watches, peering, liveness) stays responsive.
+resumes every operation where it stood. A ``bootstrapServers`` cluster is a connected
+``kafka`` backend admin (controller_core.backends) held here until its KafkaCluster changes
+or goes. Both implement the ClusterAdmin port, so the handlers drive either the same way.
+Work on a cluster runs in a worker thread under a per-cluster lock, so the event loop
+(watches, peering, liveness) stays responsive.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any, TypeVar
 
 import orjson
 
+from controller_core.backends import KafkaAdmin, RetryPolicy, open_kafka_admin
 from controller_core.config import EmbeddedClusterSpec
 from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.storage.framing import write_atomically
@@ -34,14 +38,29 @@ def _safe(part: str) -> str:
     return _SAFE.sub("_", part)
 
 
+Backend = EmbeddedCluster | KafkaAdmin
+# The kafka backend's retries per admin call: short enough that a timer pass does not sit on
+# an unreachable cluster for long (the next pass tries again, with backoff).
+KAFKA_RETRY = RetryPolicy(total_seconds=10.0)
+
+
 @dataclass
 class OpenCluster:
-    cluster: EmbeddedCluster
+    """One cluster the operator talks to. ``cluster`` is the ClusterAdmin: the in-process
+    EmbeddedCluster, or a KafkaAdmin connected to a real cluster (``backend == "kafka"``)."""
+
+    cluster: Backend
     spec_digest: str
     uid: str
     lock: threading.Lock = field(default_factory=threading.Lock)
     last_wall: float = 0.0
     last_checkpoint: float = 0.0
+    backend: str = "embedded"
+    opened_at: float = 0.0
+
+    @property
+    def embedded(self) -> bool:
+        return isinstance(self.cluster, EmbeddedCluster)
 
 
 @dataclass
@@ -77,14 +96,17 @@ class Runtime:
 
     def __init__(self, state_dir: Path, *, tick_seconds: float = 1.0, time_scale: float = 1.0,
                  checkpoint_seconds: float = 5.0, fsync: bool = True,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 kafka_retry: RetryPolicy = KAFKA_RETRY) -> None:
         self.state_dir = state_dir
         self.tick = tick_seconds
         self.time_scale = time_scale
         self.checkpoint_seconds = checkpoint_seconds
         self.fsync = fsync
         self.clock = clock
+        self.kafka_retry = kafka_retry  # retries of the kafka backend, per admin call
         self.clusters: dict[ClusterKey, OpenCluster] = {}
+        self.settings: Any = None  # kopf's OperatorSettings, set at startup
         self.backoff = Backoff()
         self.ops_dir = state_dir / "operations"
         # Live reassignment executors by resource uid, with the digest of their plan; rebuilt
@@ -106,14 +128,38 @@ class Runtime:
             del self.clusters[key]
         cluster = EmbeddedCluster.open(self.cluster_dir(key, uid), spec, fsync=self.fsync)
         now = self.clock()
-        opened = OpenCluster(cluster, digest, uid, last_wall=now, last_checkpoint=now)
+        opened = OpenCluster(cluster, digest, uid, last_wall=now, last_checkpoint=now,
+                             opened_at=now)
+        self.clusters[key] = opened
+        return opened
+
+    def open_kafka(self, key: ClusterKey, uid: str, bootstrap_servers: str,
+                   secret_data: dict[str, str] | None, digest: str) -> OpenCluster:
+        """Connect the kafka backend (blocking: call it in a worker thread); re-connect when
+        the spec or the Secret changed. Raises SecretError / KafkaApiError (see
+        :func:`controller_core.backends.open_kafka_admin`); nothing stays open then."""
+        current = self.clusters.get(key)
+        if current is not None and current.uid == uid and current.spec_digest == digest:
+            return current
+        if current is not None:
+            self.close_cluster(key, remove_state=False, uid=None)
+        admin = open_kafka_admin(bootstrap_servers, secret_data, retry=self.kafka_retry)
+        now = self.clock()
+        opened = OpenCluster(admin, digest, uid, last_wall=now, last_checkpoint=now,
+                             backend="kafka", opened_at=now)
         self.clusters[key] = opened
         return opened
 
     def close_cluster(self, key: ClusterKey, *, remove_state: bool, uid: str | None) -> None:
         current = self.clusters.pop(key, None)
         if current is not None:
-            current.cluster.close()
+            # Not under an operation running in a worker thread (bounded: never hang here).
+            locked = current.lock.acquire(timeout=10)
+            try:
+                current.cluster.close()
+            finally:
+                if locked:
+                    current.lock.release()
         if remove_state and uid is not None:
             shutil.rmtree(self.cluster_dir(key, uid), ignore_errors=True)
 
@@ -122,7 +168,10 @@ class Runtime:
             self.close_cluster(key, remove_state=False, uid=None)
 
     def advance(self, opened: OpenCluster) -> float:
-        """Run the cluster for the wall time since the last call (times time_scale)."""
+        """Run an embedded cluster for the wall time since the last call (times time_scale);
+        a real cluster moves on its own."""
+        if not isinstance(opened.cluster, EmbeddedCluster):
+            return 0.0
         now = self.clock()
         dt = max(0.0, now - opened.last_wall) * self.time_scale
         opened.last_wall = now
@@ -133,7 +182,7 @@ class Runtime:
             opened.last_checkpoint = now
         return dt
 
-    async def run(self, opened: OpenCluster, fn: Callable[[EmbeddedCluster], T]) -> T:
+    async def run(self, opened: OpenCluster, fn: Callable[[Any], T]) -> T:
         """Run ``fn(cluster)`` in a worker thread, one at a time per cluster (a thread lock:
         callers may live on different event loops)."""
         def locked() -> T:
