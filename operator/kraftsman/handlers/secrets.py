@@ -44,7 +44,7 @@ async def read_secret(namespace: str, name: str, settings: kopf.OperatorSettings
     except kopf_errors.APIForbiddenError:
         raise SecretUnavailable("SecretForbidden", (
             f"{where}: the operator may not read it; grant `get` on secrets in that namespace "
-            "(the chart's rbac.secrets values, manifests/20-rbac.yaml)")) from None
+            "(chart value rbac.secretNamespaces; manifests/21-rbac-secrets.yaml)")) from None
     except (kopf_errors.APIError, OSError, TimeoutError) as e:
         raise SecretUnavailable("SecretUnavailable",
                                 f"{where}: cannot be read ({type(e).__name__})") from None
