@@ -170,3 +170,16 @@ async def test_credentials_from_the_secret_never_leak(api: Api, start_operator: 
         assert reasons & set(refused)
         seen = json.dumps(obj) + json.dumps(events)
         assert PASSWORD not in seen and WRONG not in seen
+
+
+async def test_secret_not_readable_names_the_rbac_fix(api: Api, start_operator: Any,
+                                                      kmock: Any) -> None:
+    """An API server that forbids reading the Secret (no RBAC for it)."""
+    kmock["get", kmock.resource("", "v1", "secrets")] << 403
+    start_operator()
+    await api.create("KafkaCluster", "locked", {"bootstrapServers": "127.0.0.1:1",
+                                                "authSecretRef": {"name": "creds"}})
+    obj = await api.wait("KafkaCluster", "locked", cond_is("Degraded", "True",
+                                                           "SecretForbidden"))
+    msg = condition(obj, "Degraded")["message"]
+    assert "spec.authSecretRef.name" in msg and "rbac.secretNamespaces" in msg
