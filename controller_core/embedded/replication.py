@@ -204,8 +204,9 @@ class DataPlane:
                 per_broker_throttled[broker] = per_broker_throttled.get(broker, 0) + 1
                 per_leader_throttled[p.leader] = per_leader_throttled.get(p.leader, 0) + 1
         plans = []
+        share = {b: self.bandwidth(b) / n for b, n in per_broker.items()}
         for tp, broker, lag, leader, throttled in found:
-            rate = self.bandwidth(broker) / per_broker[broker]
+            rate = share[broker]
             if throttled:
                 f_limit = self._rate(broker, "follower.replication.throttled.rate")
                 if f_limit is not None:

@@ -351,8 +351,13 @@ class ReassignmentExecutor:
 
     def _replica_sizes(self) -> dict[tuple[TopicPartition, int], int]:
         """Bytes each adding replica of the moves in flight holds (one call per pass)."""
-        wanted = [(tp, r) for tp in self.moving for r in self._adding(tp)]
+        adding = self._adding_of_moving()
+        wanted = [(tp, r) for tp, rs in adding.items() for r in rs]
         return self.admin.replica_log_sizes(wanted) if wanted else {}
+
+    def _adding_of_moving(self) -> dict[TopicPartition, tuple[int, ...]]:
+        cache = self._adding_cache
+        return {tp: cache[tp] if tp in cache else self._adding(tp) for tp in self.moving}
 
     def _maybe_finished(self, sizes: Mapping[tuple[TopicPartition, int], int]
                         ) -> list[TopicPartition]:
@@ -360,8 +365,7 @@ class ReassignmentExecutor:
         the partition held when the move started, or one is gone (cancelled or re-targeted
         elsewhere). The others are certainly still copying — no need to list them."""
         out = []
-        for tp in self.moving:
-            adding = self._adding(tp)
+        for tp, adding in self._adding_of_moving().items():
             expected = self.move_bytes.get(tp, 0) // max(1, len(adding))
             got = [sizes.get((tp, r)) for r in adding]
             if not adding or None in got or all(g >= expected for g in got):  # type: ignore[operator]
