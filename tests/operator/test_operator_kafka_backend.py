@@ -183,3 +183,18 @@ async def test_secret_not_readable_names_the_rbac_fix(api: Api, start_operator: 
                                                            "SecretForbidden"))
     msg = condition(obj, "Degraded")["message"]
     assert "spec.authSecretRef.name" in msg and "rbac.secretNamespaces" in msg
+
+
+async def test_spec_change_reconnects_and_closes_the_old_connection(
+        api: Api, start_operator: Any, server: ServedCluster) -> None:
+    op = start_operator(kafka_retry_seconds=1.0)
+    await real_cluster(api, server)
+    old = op.rt.clusters[("default", "real")].cluster
+    await api.set_spec("KafkaCluster", "real", {"bootstrapServers": "127.0.0.1:1"})
+    await api.wait("KafkaCluster", "real", cond_is("Degraded", "True", "BootstrapUnreachable"))
+    assert ("default", "real") not in op.rt.clusters
+    assert old.client._closed  # the previous connection was released
+    await api.set_spec("KafkaCluster", "real", {"bootstrapServers": server.bootstrap})
+    obj = await api.wait("KafkaCluster", "real", lambda o: cond_is("Ready", "True")(o) and
+                         o["status"]["observedGeneration"] == 3)
+    assert condition(obj, "Degraded")["status"] == "False"

@@ -404,3 +404,18 @@ async def test_examples_reach_ready_or_succeeded_in_file_order(api: Api,
     assert {k for k, _ in seen} == {"KafkaCluster", "KafkaQuorum", "PartitionReassignment",
                                     "LeaderElection"}
     print("\n".join(kubectl_get([o], k) for k, o in seen))
+
+
+async def test_quorum_leader_change_is_an_event(api: Api, start_operator: Any) -> None:
+    op = start_operator()
+    await ready_cluster(api)
+    await api.create("KafkaQuorum", "q", {**REF, "voters": [0, 1, 2]})
+    obj = await api.wait("KafkaQuorum", "q", cond_is("Ready", "True"))
+    leader = obj["status"]["leaderId"]
+    opened = op.rt.clusters[("default", "demo")]
+    await op.rt.run(opened, lambda c: c.fail_controller(leader))
+    obj = await api.wait("KafkaQuorum", "q", lambda o: o["status"].get("leaderId") not in (
+        None, leader) and cond_is("Ready", "True")(o), timeout=60)
+    new = obj["status"]["leaderId"]
+    messages = [e["message"] for e in await api.events("q") if e["reason"] == "LeaderChanged"]
+    assert any(f"quorum leader {leader} -> {new}" in m for m in messages), messages
