@@ -88,6 +88,8 @@ def replacement(log_bytes: int, bandwidth_bps: float) -> tuple[float, int]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=200)
+    ap.add_argument("--batches", type=int, default=20_000,
+                    help="batches of 1000 records proposed for the throughput figure")
     ap.add_argument("--log-gb", type=float, default=1.0)
     ap.add_argument("--bandwidth-mbps", type=float, default=100.0,
                     help="fetch bandwidth per link, MB/s")
@@ -102,7 +104,7 @@ def main() -> None:
         print(f"{n} voters: commit latency p50 {pct(c, .5):.0f} ms  p99 {pct(c, .99):.0f} ms "
               f"(RTT 20 ms; {a.trials} samples, mean {statistics.mean(c):.1f})")
     for n in (3, 5):
-        rps, wall = throughput(n, 1000, 300)
+        rps, wall = throughput(n, 1000, a.batches)
         print(f"{n} voters: simulation throughput {rps:,.0f} records committed / wall s "
               f"(batches of 1000 x 100 B, {wall:.2f} s wall)")
     dur, end = replacement(int(a.log_gb * (1 << 30)), a.bandwidth_mbps * 1e6)
