@@ -11,6 +11,7 @@ bootstrap servers is raised. Secrets never appear in a message or a log line.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections import defaultdict
@@ -549,6 +550,30 @@ class KafkaAdmin:
         return ApiResult(ErrorCode.for_code(resp.error_code), resp.error_message or "")
 
 
+class _AuthFailureWatch(logging.Filter):
+    """Notices the authentication failures kafka-python's bootstrap loop only logs."""
+
+    LOGGER = "kafka.net.manager"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failure: BaseException | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        for arg in args:
+            if isinstance(arg, kerr.SaslAuthenticationFailedError):
+                self.failure = arg
+        return True
+
+    def __enter__(self) -> _AuthFailureWatch:
+        logging.getLogger(self.LOGGER).addFilter(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        logging.getLogger(self.LOGGER).removeFilter(self)
+
+
 def open_kafka_admin(bootstrap_servers: str, secret_data: Mapping[str, str | bytes] | None = None,
                      *, retry: RetryPolicy = RetryPolicy(), client_id: str = "kraftsman",
                      **client_options: Any) -> KafkaAdmin:
@@ -560,18 +585,26 @@ def open_kafka_admin(bootstrap_servers: str, secret_data: Mapping[str, str | byt
     """
     settings = connection_settings(secret_data)
     timeout_ms = int(retry.total_seconds * 1000)
+    watch = _AuthFailureWatch()
     try:
-        client = KafkaAdminClient(
-            bootstrap_servers=bootstrap_servers, client_id=client_id,
-            request_timeout_ms=retry.request_timeout_ms, bootstrap_timeout_ms=timeout_ms,
-            retry_backoff_ms=int(retry.initial_backoff_seconds * 1000),
-            reconnect_backoff_max_ms=int(retry.max_backoff_seconds * 1000),
-            **settings, **client_options)
+        with watch:
+            client = KafkaAdminClient(
+                bootstrap_servers=bootstrap_servers, client_id=client_id,
+                request_timeout_ms=retry.request_timeout_ms, bootstrap_timeout_ms=timeout_ms,
+                retry_backoff_ms=int(retry.initial_backoff_seconds * 1000),
+                reconnect_backoff_max_ms=int(retry.max_backoff_seconds * 1000),
+                **settings, **client_options)
     except kerr.SaslAuthenticationFailedError as e:
         raise KafkaApiError(SASL_AUTHENTICATION_FAILED, (
             f"authentication to {bootstrap_servers} failed ({e}); check the Secret's "
             "sasl.username/sasl.password")) from None
     except (kerr.KafkaTimeoutError, kerr.KafkaConnectionError) as e:
+        if watch.failure is not None:
+            # kafka-python retries a refused login until its bootstrap timeout; the refusal
+            # is the real answer.
+            raise KafkaApiError(SASL_AUTHENTICATION_FAILED, (
+                f"authentication to {bootstrap_servers} failed ({watch.failure}); check the "
+                "Secret's sasl.username/sasl.password")) from None
         raise KafkaApiError(NETWORK_EXCEPTION, (
             f"cannot reach bootstrap servers {bootstrap_servers} within "
             f"{retry.total_seconds:.0f} s ({type(e).__name__}); check spec.bootstrapServers, "

@@ -47,6 +47,9 @@ READ_CHUNK = 64 * 1024
 SASL_KEYS = (17, 36)
 
 
+FAILED_AUTH_CLOSE_DELAY_SECONDS = 0.1
+
+
 @dataclass(frozen=True, slots=True)
 class ServeConfig:
     host: str = "127.0.0.1"
@@ -237,6 +240,10 @@ class ClusterServer:
                     writer.write(out)
                     await asyncio.wait_for(writer.drain(), cfg.write_timeout_seconds)
                     if session.extra.pop("close", False):
+                        # Like a broker's connection.failed.authentication.delay.ms: let the
+                        # client read the error before the connection goes, so it reports
+                        # the refusal rather than a disconnect.
+                        await asyncio.sleep(FAILED_AUTH_CLOSE_DELAY_SECONDS)
                         return
                 if want < reserved:
                     await budget.release(reserved - want)

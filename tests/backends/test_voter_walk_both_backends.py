@@ -50,3 +50,20 @@ def test_replace_a_voter_on_both_backends(backend: str, tmp_path: Path) -> None:
     assert 0 <= final.max_follower_lag_time_ms < 60_000  # against the leader's clock
     steps = [a for a in actions if a.startswith(("adding", "removing"))]
     assert steps[0] == "adding voter 3" and steps[-1] == "removing voter 2"
+
+
+def test_refused_credentials_are_not_reported_as_unreachable(tmp_path: Path) -> None:
+    from controller_core.errors import KafkaApiError
+    from controller_core.wire.auth import AuthFile, Authorizer
+
+    auth = Authorizer.from_file(AuthFile.model_validate({
+        "users": [{"name": "admin", "password": "right"}],
+        "acls": [{"principal": "User:admin", "operations": ["ALTER"]}]}))
+    with served(cluster(tmp_path / "c"), auth, time_scale=50) as s, \
+            pytest.raises(KafkaApiError) as e:
+        open_kafka_admin(s.bootstrap, {
+            "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+            "sasl.username": "admin", "sasl.password": "wrong"},
+            retry=RetryPolicy(total_seconds=3))
+    assert e.value.error.name == "SASL_AUTHENTICATION_FAILED" and e.value.error.code == 58
+    assert "wrong" not in str(e.value)  # never echo a secret
