@@ -307,6 +307,11 @@ class ReassignmentExecutor:
         # Small moves first: a batch is only as fast as its slowest move (KIP-236).
         pending.sort(key=lambda tp: (self.move_bytes.get(tp, 0), tp))
         self.pending = deque(pending)
+        if self.state.bytes_total:
+            # On resume, moves that finished while nobody watched count as copied: what the
+            # plan still has to copy is known, the rest of the total is done.
+            left = sum(self.move_bytes.get(tp, 0) for tp in (*pending, *self.moving))
+            self.state.bytes_done = max(self.state.bytes_done, self.state.bytes_total - left)
         self._loaded = True
 
     # -- control --------------------------------------------------------------------------------

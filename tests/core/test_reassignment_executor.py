@@ -283,3 +283,19 @@ def test_fail_removes_throttles(tmp_path: Path) -> None:
     assert throttles(c)
     ex.fail("the resource was deleted")
     assert throttles(c) == {} and ex.state.phase == Phase.FAILED
+
+
+def test_moves_that_finish_while_the_executor_is_down_count_as_copied(tmp_path: Path) -> None:
+    c = cluster(tmp_path)
+    plan = spread_plan(c, Limits(None, 6))
+    ex = ReassignmentExecutor(c, plan)
+    ex.start()
+    ex.step()
+    saved = ex.state.model_dump_json()
+    c.advance(120)  # every move completes while no executor runs
+    assert not c.list_partition_reassignments()
+    resumed = ReassignmentExecutor(c, plan, ExecutorState.model_validate_json(saved))
+    resumed.start()
+    p = resumed.step()
+    assert p.phase == Phase.COMPLETED and p.done == 6
+    assert resumed.state.bytes_done == resumed.state.bytes_total == 18 * 10_000_000
