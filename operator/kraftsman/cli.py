@@ -20,6 +20,13 @@ COMMAND_MODULES = [
 ]
 
 
+# Modules of the optional extras (pyproject.toml), and the extra that brings each.
+OPTIONAL_MODULES = {
+    "kopf": "operator", "kubernetes": "operator",
+    "pyspark": "plan", "pandas": "plan", "pyarrow": "plan", "matplotlib": "plan", "numpy": "plan",
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kraftsman",
@@ -42,6 +49,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in e.problems:
             print(f"error: {problem}", file=sys.stderr)
         return e.exit_code
+    except ModuleNotFoundError as e:
+        top = (e.name or "").split(".")[0]
+        extra = OPTIONAL_MODULES.get(top)
+        if extra is None:
+            raise
+        print(f"error: `kraftsman {args.command}` needs {top}, which comes with the "
+              f"'{extra}' extra: pip install 'kraftsman[{extra}]'", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted; state on disk is consistent — run the command again to go on",
               file=sys.stderr)

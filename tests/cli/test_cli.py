@@ -268,3 +268,21 @@ def test_controller_fault_injection(capsys: pytest.CaptureFixture[str], tmp_path
     assert code == 2 and "not a controller" in err
     code, _, err = run(capsys, "cluster", "restore-controller", str((leader + 1) % 3), *s)
     assert code == 2 and "already running" in err
+
+
+@pytest.mark.parametrize(("argv", "module", "extra"), [
+    (["operator", "run"], "kopf", "operator"),
+    (["snapshot"], "pyarrow", "plan"),
+])
+def test_a_missing_optional_extra_is_named_not_a_traceback(
+        argv: list[str], module: str, extra: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    state = ["--state-dir", str(tmp_path / "s")]
+    assert run(capsys, "apply", "-f", write(tmp_path, "c.yaml", CLUSTER), *state)[0] == 0
+    monkeypatch.setitem(sys.modules, module, None)  # as if it were not installed
+    for name in [m for m in sys.modules if m.startswith(module + ".")]:
+        monkeypatch.setitem(sys.modules, name, None)
+    argv = [*argv, *state, "--out", str(tmp_path / "snap")] if argv[0] == "snapshot" else argv
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    assert f"pip install 'kraftsman[{extra}]'" in err and "Traceback" not in err

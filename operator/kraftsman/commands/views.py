@@ -66,7 +66,7 @@ def register(sub: Any) -> None:
     _common(p)
     p.set_defaults(handler=cmd_describe_cluster)
 
-    c = sub.add_parser("cluster", help="drive the local embedded cluster's simulation")
+    c = sub.add_parser("cluster", help="drive, fault-inject or serve the local embedded cluster")
     c_sub = c.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = c_sub.add_parser("advance", help="run the cluster for some simulated seconds")
     _common(p)
