@@ -49,7 +49,7 @@ from controller_core.metadata.records import (
 from controller_core.model import NO_LEADER, ElectionType, TopicPartition
 from controller_core.raft.describe import QuorumStatus
 from controller_core.storage.framing import write_atomically
-from controller_core.storage.metadata_log import MetadataLog
+from controller_core.storage.metadata_log import MetadataLog, Recovered
 
 from .metadata_quorum import MetadataQuorum
 from .replication import DataPlane, LogBase
@@ -119,15 +119,20 @@ class EmbeddedCluster:
         self.quorum.rebase(self.now)
         self._apply_committed()
 
-    def _recover(self) -> None:
+    def _load_image(self) -> Recovered:
+        """Rebuild the image from the local metadata log (snapshot + batches)."""
         rec = self.log.recover()
-        self.recovered_torn_bytes = rec.torn_bytes
         self._quorum_end = rec.quorum_end
-        image = self.image
-        image.apply_rows(rec.snapshot_rows)
-        image.next_offset = rec.snapshot_offset
+        self.image.apply_rows(rec.snapshot_rows)
+        self.image.next_offset = rec.snapshot_offset
         for _, rows in rec.batches:
-            image.apply_rows(rows)
+            self.image.apply_rows(rows)
+        return rec
+
+    def _recover(self) -> None:
+        rec = self._load_image()
+        self.recovered_torn_bytes = rec.torn_bytes
+        image = self.image
         self.now = rec.last_timestamp_ms / 1000.0
         dp = self.state_dir / DATAPLANE_FILE
         if dp.exists():
@@ -289,12 +294,7 @@ class EmbeddedCluster:
         self.image = MetadataImage()
         self.data.image = self.image
         self.controller = Controller(self.image, self._emit)
-        rec = self.log.recover()
-        self._quorum_end = rec.quorum_end
-        self.image.apply_rows(rec.snapshot_rows)
-        self.image.next_offset = rec.snapshot_offset
-        for _, rows in rec.batches:
-            self.image.apply_rows(rows)
+        self._load_image()
         self._apply_committed()
         self._reconcile_data_plane()
         self.data.invalidate()
