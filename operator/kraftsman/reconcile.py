@@ -24,14 +24,16 @@ def limits_of(spec: PartitionReassignmentSpec) -> Limits:
                   spec.max_concurrent_moves_per_broker)
 
 
-def plan_of(spec: PartitionReassignmentSpec, *, additional_for: Iterable[TopicPartition] = ()
-            ) -> tuple[ReassignmentPlan, list[PlanProblem]]:
+def plan_of(spec: PartitionReassignmentSpec, *, additional_for: Iterable[TopicPartition] = (),
+            additional: bool = False) -> tuple[ReassignmentPlan, list[PlanProblem]]:
     """The executor's plan for a spec. ``additional_for``: partitions this same resource was
-    already moving, which a changed spec may re-target without being refused as overlap."""
+    already moving, which a changed spec may re-target without being refused as overlap;
+    ``additional``: treat the plan as additional whatever the spec says (a resumed run)."""
     moves = [(TopicPartition(m.topic, m.partition), m.replicas) for m in spec.partitions]
     plan, problems = ReassignmentPlan.from_moves(
         moves, limits=limits_of(spec), elect_preferred_leaders=spec.elect_preferred_leaders,
-        additional=spec.additional or bool(set(additional_for) & {tp for tp, _ in moves}))
+        additional=additional or spec.additional
+        or bool(set(additional_for) & {tp for tp, _ in moves}))
     return plan, problems
 
 

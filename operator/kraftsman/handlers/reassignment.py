@@ -13,16 +13,13 @@ import kopf
 
 from controller_core.admin import ClusterAdmin
 from controller_core.errors import KafkaApiError
-from controller_core.model import TopicPartition
 from controller_core.orchestration.reassignment import (
     DryRunReport,
     ExecutorState,
-    Limits,
     Phase,
     PlanProblem,
     Progress,
     ReassignmentExecutor,
-    ReassignmentPlan,
     dry_run,
 )
 from kraftsman.handlers.common import (
@@ -37,6 +34,7 @@ from kraftsman.handlers.common import (
     settled,
 )
 from kraftsman.handlers.runtime import Runtime, spec_digest
+from kraftsman.reconcile import limits_of, plan_of
 from kraftsman.resources import PartitionReassignmentSpec
 from kraftsman.status import (
     PROGRESSING,
@@ -50,19 +48,6 @@ from kraftsman.status import (
 
 KIND = "PartitionReassignment"
 TERMINAL_PHASES = {"Completed", "Cancelled", "Failed", "DryRunComplete"}
-
-
-def build_plan(spec: PartitionReassignmentSpec, *, additional: bool | None = None
-               ) -> tuple[ReassignmentPlan, list[PlanProblem]]:
-    return ReassignmentPlan.from_moves(
-        ((TopicPartition(m.topic, m.partition), m.replicas) for m in spec.partitions),
-        limits=limits_of(spec), elect_preferred_leaders=spec.elect_preferred_leaders,
-        additional=spec.additional if additional is None else additional)
-
-
-def limits_of(spec: PartitionReassignmentSpec) -> Limits:
-    return Limits(spec.throttle_bytes_per_second, spec.max_concurrent_moves,
-                  spec.max_concurrent_moves_per_broker)
 
 
 def moves_digest(spec: PartitionReassignmentSpec) -> str:
@@ -179,7 +164,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         events: list[tuple[str, str, bool]] = []
         saved = rt.load_op(uid)
         digest = moves_digest(spec)
-        plan, problems = build_plan(spec)
+        plan, problems = plan_of(spec)
         if problems:
             st.phase = "Invalid"
             msg = problem_messages(spec, problems)
@@ -218,7 +203,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                 state = None  # a finished run, and the spec asks for different moves: new run
             elif saved.get("digest") != digest and not state.phase.terminal:
                 # Re-target: moves in flight under the old plan are ours to change.
-                plan, _ = build_plan(spec, additional=True)
+                plan, _ = plan_of(spec, additional=True)
         cached = rt.executors.get(uid)
         if cached is not None and cached[0] == digest and cached[1].admin is cluster \
                 and state is not None:
@@ -320,7 +305,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             rt.forget_op(uid)  # the cluster is gone: nothing left to roll back
             emit(body, "RollbackSkipped", f"KafkaCluster {ref} no longer exists", warning=True)
             return
-        plan, _ = build_plan(model, additional=True)
+        plan, _ = plan_of(model, additional=True)
 
         def cancel(cluster: ClusterAdmin) -> Progress:
             executor = ReassignmentExecutor(cluster, plan, state)
