@@ -15,11 +15,9 @@ import kopf
 from controller_core import errors
 from controller_core.admin import ClusterAdmin
 from controller_core.errors import KafkaApiError
-from controller_core.model import ElectionType, TopicPartition
 from controller_core.orchestration.election import (
     ElectionReport,
     leader_imbalance,
-    run_election,
 )
 from kraftsman.handlers.common import (
     degrade,
@@ -33,6 +31,7 @@ from kraftsman.handlers.common import (
     settled,
 )
 from kraftsman.handlers.runtime import Runtime, spec_digest
+from kraftsman.reconcile import election_of
 from kraftsman.resources import LeaderElectionSpec
 from kraftsman.status import (
     PROGRESSING,
@@ -45,16 +44,6 @@ from kraftsman.status import (
 )
 
 KIND = "LeaderElection"
-
-
-def elect(cluster: ClusterAdmin, spec: LeaderElectionSpec) -> ElectionReport:
-    etype = ElectionType(spec.election_type)
-    if spec.partitions is not None:
-        return run_election(cluster, etype, partitions=[
-            TopicPartition(p.topic, p.partition) for p in spec.partitions])
-    if spec.topics is not None:
-        return run_election(cluster, etype, topics=spec.topics)
-    return run_election(cluster, etype)
 
 
 def report_doc(report: ElectionReport, spec: LeaderElectionSpec,
@@ -164,7 +153,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         if saved is not None and saved.get("digest") == digest:
             doc = saved["result"]  # elected before a restart: publish, do not elect again
         else:
-            doc = report_doc(elect(cluster, spec), spec, cluster)
+            doc = report_doc(election_of(cluster, spec), spec, cluster)
             rt.save_op(uid, {"digest": digest, "result": doc})
         problems = fill(st, doc, spec)
         st.completed_at = now_rfc3339()
@@ -206,7 +195,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         st.imbalance_percent = round(imbalance.percent, 2)
         elected = failed = 0
         if imbalance.percent > spec.imbalance_threshold_percent:
-            report = elect(cluster, spec)
+            report = election_of(cluster, spec)
             doc = report_doc(report, spec, cluster)
             fill(st, doc, spec)
             elected, failed = report.elected, report.failed
