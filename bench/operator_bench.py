@@ -105,7 +105,6 @@ async def latency(k8s: Any, api: Api, args: argparse.Namespace) -> None:
         await asyncio.wait_for(watcher, args.timeout)
     except TimeoutError:
         watcher.cancel()
-    await asyncio.to_thread(op.stop)
     lat = [finished[n] - created[n] for n in finished]
     span = max(finished.values()) - t0 if finished else float("nan")
     print(f"LeaderElection create -> Succeeded (tick {args.tick}s, {args.elections} objects)")
@@ -117,6 +116,15 @@ async def latency(k8s: Any, api: Api, args: argparse.Namespace) -> None:
         print(f"  latency max        {max(lat) * 1000:.0f} ms")
         print(f"  throughput         {len(finished) / span:.1f} completed/s "
               f"(first create -> last completion {span:.1f} s)")
+    await stop(op)
+
+
+async def stop(op: OperatorThread) -> None:
+    """Stop the operator after the figures are out; a slow stop is reported, not fatal."""
+    try:
+        await asyncio.to_thread(op.stop)
+    except AssertionError as e:
+        print(f"  note: {e} within the harness's stop timeout")
 
 
 async def memory(k8s: Any, api: Api, args: argparse.Namespace) -> None:
