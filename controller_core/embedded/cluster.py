@@ -600,9 +600,6 @@ class EmbeddedCluster:
             raise KeyError(str(tp))
         return int(self.data.high_watermark(tp, p, self.now))
 
-    def replica_log_end(self, tp: TopicPartition, broker: int) -> float | None:
-        p = self.image.partition(tp)
-        return None if p is None else self.data.replica_leo(tp, p, broker, self.now)
 
 
 def _rng_json(state: tuple[Any, ...]) -> list[Any]:

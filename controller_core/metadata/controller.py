@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from random import Random
 
 from controller_core import errors
-from controller_core.errors import OK, ApiResult, KafkaApiError
+from controller_core.errors import OK, ApiResult
 from controller_core.metadata import partition_change as pc
 from controller_core.metadata.image import MetadataImage
 from controller_core.metadata.placement import assign_replicas
@@ -273,8 +273,3 @@ def parse_throttled_replicas(value: str) -> set[tuple[int, int]] | str | None:
 
 def format_throttled_replicas(entries: Iterable[tuple[int, int]]) -> str:
     return ",".join(f"{p}:{b}" for p, b in sorted(entries))
-
-
-def require(condition: bool, error: errors.ErrorCode, message: str) -> None:
-    if not condition:
-        raise KafkaApiError(error, message)

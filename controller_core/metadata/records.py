@@ -130,9 +130,3 @@ class RecordBatch:
             "o": self.base_offset, "e": self.epoch, "t": self.timestamp_ms,
             "q": self.quorum_end, "r": [encode_record(r) for r in self.records],
         })
-
-    @classmethod
-    def decode(cls, payload: bytes) -> RecordBatch:
-        doc = orjson.loads(payload)
-        return cls(int(doc["o"]), int(doc["e"]), int(doc["t"]),
-                   tuple(decode_record(r) for r in doc["r"]), int(doc.get("q", 0)))

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 
 from controller_core import errors
 from controller_core.admin import ClusterAdmin, PartitionDescription
-from controller_core.errors import ApiResult, ErrorCode
+from controller_core.errors import ErrorCode
 from controller_core.metadata.controller import (
     THROTTLE_RATE_KEYS,
     format_throttled_replicas,
@@ -664,10 +664,3 @@ class ReassignmentExecutor:
 def _target_of(d: PartitionDescription) -> tuple[int, ...]:
     removing = set(d.removing)
     return tuple(r for r in d.replicas if r not in removing)
-
-
-def results_by_error(results: Mapping[TopicPartition, ApiResult]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for r in results.values():
-        counts[r.error.name] = counts.get(r.error.name, 0) + 1
-    return counts

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,11 +81,6 @@ def read_frames(path: Path) -> ReadResult:
 def _only_padding(data: bytes, pos: int) -> bool:
     # A torn append on some filesystems leaves zero-filled blocks behind the last frame.
     return not data[pos:].strip(b"\x00")
-
-
-def iter_payloads(path: Path) -> Iterator[bytes]:
-    for _, payload in read_frames(path).frames:
-        yield payload
 
 
 def fsync_dir(path: Path) -> None:

@@ -141,14 +141,6 @@ class MetadataLog:
         self.next_offset += count
         self.quorum_end = max(self.quorum_end, quorum_end)
 
-    def append_batch(self, batch: RecordBatch) -> None:
-        """Append a batch whose offsets were assigned elsewhere (e.g. by the quorum leader)."""
-        if batch.base_offset != self.next_offset:
-            raise ValueError(f"batch at {batch.base_offset}, log ends at {self.next_offset}")
-        assert self._writer is not None, "recover() first"
-        self._writer.append([batch.encode()])
-        self.next_offset = batch.next_offset
-
     # -- snapshots ------------------------------------------------------------------------------
     def write_snapshot(self, rows: Iterable[list[Any]], *, timestamp_ms: int) -> Path:
         """Snapshot the state at ``next_offset`` from encoded rows (records, or blocks of
