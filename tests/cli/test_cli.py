@@ -286,3 +286,43 @@ def test_a_missing_optional_extra_is_named_not_a_traceback(
     code, _, err = run(capsys, *argv)
     assert code == 2
     assert f"pip install 'kraftsman[{extra}]'" in err and "Traceback" not in err
+
+
+def test_error_paths_of_a_cluster_already_there(capsys: pytest.CaptureFixture[str],
+                                                tmp_path: Path, state: Path) -> None:
+    s = ["--state-dir", str(state)]
+    assert run(capsys, "apply", "-f", write(tmp_path, "c.yaml", CLUSTER), *s)[0] == 0
+    code, out, _ = run(capsys, "reassignments", "status", *s)
+    assert code == 0 and out.strip() == "No partition reassignments found."
+    code, _, err = run(capsys, "cluster", "advance", "-5", *s)
+    assert code == 2 and "must not be negative" in err
+    # a spec that drops a broker or reshapes a topic is refused, naming the field
+    fewer = CLUSTER.replace(", {id: 3, rack: a}]", "]")
+    code, _, err = run(capsys, "apply", "-f", write(tmp_path, "c2.yaml", fewer), *s)
+    assert code == 2 and "spec.embedded.brokers: broker(s) [3] were removed" in err
+    reshaped = CLUSTER.replace("partitions: 2,", "partitions: 4,").replace(
+        "assignment: [[0, 1], [1, 2]]", "assignment: [[0, 1], [1, 2], [2, 3], [3, 0]]")
+    code, _, err = run(capsys, "apply", "-f", write(tmp_path, "c3.yaml", reshaped), *s)
+    assert code == 2 and "spec.embedded.topics[orders]" in err
+    # a second plan overlapping one in flight is refused unless additional
+    assert run(capsys, "apply", "-f", write(tmp_path, "m.yaml", MOVE), *s, "--no-wait")[0] == 0
+    other = MOVE.replace("name: move", "name: other").replace("[3, 1]", "[2, 1]")
+    code, _, err = run(capsys, "apply", "-f", write(tmp_path, "o.yaml", other), *s)
+    assert code == 2 and "REASSIGNMENT_IN_PROGRESS" in err and "additional" in err
+    extra = other.replace("maxConcurrentMoves: 2", "maxConcurrentMoves: 2\n  additional: true")
+    assert run(capsys, "apply", "-f", write(tmp_path, "o.yaml", extra), *s)[0] == 0
+
+
+def test_a_corrupt_state_directory_is_a_clear_error(capsys: pytest.CaptureFixture[str],
+                                                    tmp_path: Path, state: Path) -> None:
+    s = ["--state-dir", str(state)]
+    assert run(capsys, "apply", "-f", write(tmp_path, "c.yaml", CLUSTER), *s)[0] == 0
+    assert run(capsys, "cluster", "fail-broker", "3", *s)[0] == 0
+    assert run(capsys, "cluster", "advance", "20", *s)[0] == 0  # fencing: a second batch
+    seg = sorted((state / "clusters" / "demo" / "metadata").glob("log-*.log"))[-1]
+    data = bytearray(seg.read_bytes())
+    data[12] ^= 0xFF  # damage the first batch, which is followed by more
+    seg.write_bytes(bytes(data))
+    code, _, err = run(capsys, "describe", "cluster", *s)
+    assert code == 2 and "cluster 'demo'" in err and str(seg) in err and "offset 0" in err
+    assert "Traceback" not in err
