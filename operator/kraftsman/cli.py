@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 
+from controller_core.errors import KafkaApiError
 from kraftsman.cli_errors import UsageError
+from kraftsman.local_store import StateLock
 
 # Each module in kraftsman.commands registers its own subcommands.
 COMMAND_MODULES = [
@@ -39,12 +43,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _state_lock(args: argparse.Namespace) -> contextlib.AbstractContextManager[object]:
+    """One command at a time on a state directory (the operator's own directory aside)."""
+    state_dir = getattr(args, "state_dir", None)
+    if state_dir is None or args.command == "operator":
+        return contextlib.nullcontext()
+    words = [args.command] + [w for w in (getattr(args, "action", None),
+                                          getattr(args, "what", None)) if isinstance(w, str)]
+    lock = StateLock(state_dir, "kraftsman " + " ".join(words),
+                     create=bool(getattr(args, "creates_state", False)))
+    args.state_lock = lock
+    return lock
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
-        return handler(args)
+        with _state_lock(args):
+            return handler(args)
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, as the Kafka tools and coreutils do.
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 141
+    except KafkaApiError as e:
+        print(f"error: {e.error.name}: {e.message}", file=sys.stderr)
+        return 1
     except UsageError as e:
         for problem in e.problems:
             print(f"error: {problem}", file=sys.stderr)

@@ -58,7 +58,7 @@ def register(sub: Any) -> None:
     p.add_argument("--tick", type=float, default=1.0, metavar="SECONDS",
                    help="simulated seconds between two reconcile passes (default 1)")
     p.add_argument("-o", "--output", choices=["text", "json"], default="text")
-    p.set_defaults(handler=run)
+    p.set_defaults(handler=run, creates_state=True)
 
 
 def load_documents(paths: list[Path]) -> list[tuple[str, Any]]:
@@ -243,7 +243,7 @@ class Session:
         p = walk(cluster, list(spec.voters), wait=not self.args.no_wait, on_step=show)
         q = cluster.describe_quorum()
         status = {"phase": "Ready" if p.phase is WalkPhase.COMPLETED else "Progressing",
-                  **status_json(q)}
+                  **status_json(q, cluster.image.cluster_id)}
         self.store.save(r.kind, r.name, {"spec": _dump(spec), "status": status})
         self.summary.append({"resource": r.key, **status})
 

@@ -36,10 +36,10 @@ def register(sub: Any) -> None:
     re_sub = re.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = re_sub.add_parser("list", help="partitions being reassigned (like --list)")
     _common(p)
-    p.set_defaults(handler=cmd_list)
+    p.set_defaults(handler=cmd_list, read_only=True)
     p = re_sub.add_parser("status", help="KIP-179 lag of every moving replica")
     _common(p)
-    p.set_defaults(handler=cmd_status)
+    p.set_defaults(handler=cmd_status, read_only=True)
     p = re_sub.add_parser("cancel", help="roll back reassignments in flight (like --cancel)")
     _common(p)
     p.add_argument("--partition", action="append", default=None, metavar="TOPIC:PARTITION",
@@ -61,10 +61,10 @@ def register(sub: Any) -> None:
     p = d_sub.add_parser("topics", help="partitions with leader, replicas, ISR (like kafka-topics)")
     _common(p)
     p.add_argument("--topic", default=None)
-    p.set_defaults(handler=cmd_describe_topics)
+    p.set_defaults(handler=cmd_describe_topics, read_only=True)
     p = d_sub.add_parser("cluster", help="cluster id, brokers and racks")
     _common(p)
-    p.set_defaults(handler=cmd_describe_cluster)
+    p.set_defaults(handler=cmd_describe_cluster, read_only=True)
 
     c = sub.add_parser("cluster", help="drive, fault-inject or serve the local embedded cluster")
     c_sub = c.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -89,7 +89,8 @@ def register(sub: Any) -> None:
 @contextmanager
 def opened(args: argparse.Namespace) -> Iterator[EmbeddedCluster]:
     store = LocalStore(args.state_dir)
-    cluster = store.open_cluster(store.pick_cluster(args.cluster))
+    cluster = store.open_cluster(store.pick_cluster(args.cluster),
+                                 read_only=getattr(args, "read_only", False))
     try:
         yield cluster
     finally:
