@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from controller_core.errors import KafkaApiError
-from kraftsman.cli_errors import UsageError
+from kraftsman.cli_errors import UsageError, missing_extra
 from kraftsman.local_store import StateLock
 
 # Each module in kraftsman.commands registers its own subcommands.
@@ -22,13 +22,6 @@ COMMAND_MODULES = [
     "kraftsman.commands.operator",
     "kraftsman.commands.plan",
 ]
-
-
-# Modules of the optional extras (pyproject.toml), and the extra that brings each.
-OPTIONAL_MODULES = {
-    "kopf": "operator", "kubernetes": "operator",
-    "pyspark": "plan", "pandas": "plan", "pyarrow": "plan", "matplotlib": "plan", "numpy": "plan",
-}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,12 +70,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: {problem}", file=sys.stderr)
         return e.exit_code
     except ModuleNotFoundError as e:
-        top = (e.name or "").split(".")[0]
-        extra = OPTIONAL_MODULES.get(top)
-        if extra is None:
+        message = missing_extra(args.command, e.name or "")
+        if message is None:
             raise
-        print(f"error: `kraftsman {args.command}` needs {top}, which comes with the "
-              f"'{extra}' extra: pip install 'kraftsman[{extra}]'", file=sys.stderr)
+        print(f"error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted; state on disk is consistent — run the command again to go on",

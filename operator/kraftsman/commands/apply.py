@@ -21,13 +21,13 @@ from controller_core.config import EmbeddedClusterSpec
 from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.model import ElectionType
 from controller_core.orchestration.election import leader_imbalance
-from controller_core.orchestration.reassignment import DryRunReport, Progress, dry_run
+from controller_core.orchestration.reassignment import DryRunReport, Phase, Progress, dry_run
 from controller_core.orchestration.voters import WalkPhase, WalkProgress
 from kraftsman import reconcile
 from kraftsman.cli_errors import UsageError
 from kraftsman.commands.quorum import status_json, walk
 from kraftsman.local_store import DEFAULT_STATE_DIR, LocalStore
-from kraftsman.progress_view import ProgressView, format_election
+from kraftsman.progress_view import ProgressView, cap_list, format_election
 from kraftsman.resources import (
     KafkaClusterSpec,
     KafkaQuorumSpec,
@@ -265,10 +265,18 @@ class Session:
             return
         if retargeted:
             self.view.line(f"{r.key}: spec changed while moving — re-targeted")
+        restarted = sorted(tp for tp in ex.pending if str(tp) in set(stored.get("moving", [])))
+        if restarted and not spec.cancel:
+            self.view.line(
+                f"{r.key}: {len(restarted)} move(s) it had started were cancelled outside it "
+                f"(e.g. `kraftsman reassignments cancel`) and are restarted: "
+                f"{cap_list([str(tp) for tp in restarted])}; set spec.cancel: true (or remove "
+                "them from spec.partitions) to stop them for good")
 
         def save() -> None:
             self.store.save(r.kind, r.name, {"spec": _dump(spec),
-                                             "executor": ex.state.model_dump(mode="json")})
+                                             "executor": ex.state.model_dump(mode="json"),
+                                             "moving": [str(tp) for tp in sorted(ex.moving)]})
 
         progress = ex.step()
         save()
@@ -276,6 +284,8 @@ class Session:
         while not progress.phase.terminal and not self.args.no_wait:
             if deadline is not None and cluster.now >= deadline - 1e-9:
                 break
+            if progress.phase is Phase.PAUSED and not progress.moving:
+                break  # paused: the moves in flight have finished and no more start
             cluster.advance(self.args.tick)
             progress = ex.step()
             save()

@@ -21,7 +21,7 @@ from controller_core.model import ElectionType, TopicPartition
 from controller_core.orchestration.election import run_election
 from kraftsman.cli_errors import UsageError
 from kraftsman.local_store import DEFAULT_STATE_DIR, LocalStore
-from kraftsman.progress_view import format_election
+from kraftsman.progress_view import LIST_LIMIT, cap_list, format_election
 from kraftsman.serve import add_parser as add_serve_parser
 
 
@@ -42,7 +42,7 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_status, read_only=True)
     p = re_sub.add_parser("cancel", help="roll back reassignments in flight (like --cancel)")
     _common(p)
-    p.add_argument("--partition", action="append", default=None, metavar="TOPIC:PARTITION",
+    p.add_argument("--partition", action="append", default=None, metavar="TOPIC-PARTITION",
                    help="cancel only these (repeatable); default: everything in flight")
     p.set_defaults(handler=cmd_cancel)
 
@@ -147,19 +147,40 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parse_tp(text: str) -> TopicPartition:
-    topic, sep, part = text.rpartition(":")
-    if not sep or not topic or not part.isdigit():
-        raise UsageError(f"--partition {text!r}: expected TOPIC:PARTITION, e.g. orders:0")
-    return TopicPartition(topic, int(part))
+def parse_tp(text: str, option: str = "--partition") -> TopicPartition:
+    """``orders:0`` or ``orders-0`` (the form every list prints)."""
+    for sep in (":", "-"):
+        topic, found, part = text.rpartition(sep)
+        if found and topic and part.isdigit():
+            return TopicPartition(topic, int(part))
+    raise UsageError(f"{option} {text!r}: expected TOPIC-PARTITION or TOPIC:PARTITION, "
+                     "e.g. orders-0")
+
+
+def _restart_notes(args: argparse.Namespace, cancelled: set[TopicPartition]) -> list[str]:
+    """A resource that was running these moves restarts them on its next `apply`: say so."""
+    store = LocalStore(args.state_dir)
+    notes = []
+    for name in store.names("PartitionReassignment"):
+        doc = store.load("PartitionReassignment", name) or {}
+        phase = (doc.get("executor") or {}).get("phase")
+        if phase in (None, "Completed", "Cancelled", "Failed"):
+            continue
+        mine = {TopicPartition(m["topic"], m["partition"])
+                for m in (doc.get("spec") or {}).get("partitions", [])} & cancelled
+        if mine:
+            notes.append(f"Note: PartitionReassignment/{name} still lists {len(mine)} of these; "
+                         "a later `kraftsman apply` of it restarts them (set spec.cancel: true "
+                         "to stop it for good)")
+    return notes
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    tps = [_parse_tp(t) for t in args.partition] if args.partition else None
+    tps = [parse_tp(t) for t in args.partition] if args.partition else None
     with opened(args) as c:
         targets = tps if tps is not None else list(c.list_partition_reassignments())
         results = c.alter_partition_reassignments(dict.fromkeys(targets))
-    ok = sorted(str(tp) for tp, r in results.items() if r.ok)
+    ok = [str(tp) for tp in sorted(tp for tp, r in results.items() if r.ok)]
     bad = sorted(((tp, r) for tp, r in results.items() if not r.ok), key=lambda x: x[0])
     data = {str(tp): _result(r) for tp, r in results.items()}
 
@@ -168,10 +189,13 @@ def cmd_cancel(args: argparse.Namespace) -> int:
             return ["No partition reassignments found."]
         lines = []
         if ok:
-            lines.append(f"Successfully cancelled partition reassignments for: {', '.join(ok)}")
-        for tp, r in bad:
+            lines.append(f"Successfully cancelled partition reassignments for: {cap_list(ok)}")
+        for tp, r in bad[:LIST_LIMIT]:
             lines.append(f"Error cancelling partition reassignment for {tp}: "
                          f"{r.error.name}: {r.message}")
+        if len(bad) > LIST_LIMIT:
+            lines.append(f"  ... and {len(bad) - LIST_LIMIT} more")
+        lines.extend(_restart_notes(args, {tp for tp, r in results.items() if r.ok}))
         return lines
 
     emit(args, data, text)

@@ -1,0 +1,136 @@
+"""Output a person can trust: paused runs return, cancelled moves are announced as restarted,
+lists sort by partition number and accept what they print, a missing extra is named."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kraftsman.cli import main
+
+CLUSTER = """
+apiVersion: kraftsman.io/v1alpha1
+kind: KafkaCluster
+metadata: {name: demo}
+spec:
+  embedded:
+    brokers: [{id: 0, rack: a}, {id: 1, rack: b}, {id: 2, rack: c}, {id: 3, rack: a}]
+    replicationBytesPerSecond: 1000000
+    topics:
+      - {name: orders, partitions: 12, replicationFactor: 2, sizeBytesPerPartition: 5000000,
+         assignment: [[0, 1], [0, 1], [0, 1], [0, 1], [0, 1], [0, 1], [0, 1], [0, 1], [0, 1],
+                      [0, 1], [0, 1], [0, 1]]}
+"""
+
+
+def move(*, paused: bool = False, count: int = 12) -> str:
+    parts = "\n".join(f"    - {{topic: orders, partition: {i}, replicas: [3, 2]}}"
+                      for i in range(count))
+    return f"""
+apiVersion: kraftsman.io/v1alpha1
+kind: PartitionReassignment
+metadata: {{name: move}}
+spec:
+  clusterRef: {{name: demo}}
+  maxConcurrentMoves: 2
+  paused: {str(paused).lower()}
+  partitions:
+{parts}
+"""
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.fixture
+def s(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    state = ["--state-dir", str(tmp_path / "state")]
+    (tmp_path / "c.yaml").write_text(CLUSTER)
+    assert run(capsys, "apply", "-f", str(tmp_path / "c.yaml"), *state)[0] == 0
+    return state
+
+
+def test_paused_returns_saying_how_many_are_pending(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, s: list[str]) -> None:
+    """Before: `paused: true` made `apply` wait forever."""
+    f = tmp_path / "m.yaml"
+    f.write_text(move())
+    code, out, _ = run(capsys, "apply", "-f", str(f), "--for", "3", *s)
+    assert code == 0 and "2 moving" in out  # two in flight when the run stops
+    f.write_text(move(paused=True))
+    code, out, _ = run(capsys, "apply", "-f", str(f), *s)
+    assert code == 0
+    assert "PartitionReassignment/move paused, 10 pending (2 done)" in out  # in flight finished
+    code, out, _ = run(capsys, "reassignments", "list", *s)
+    assert out.strip() == "No partition reassignments found."  # nothing new started
+    f.write_text(move())
+    code, out, _ = run(capsys, "apply", "-f", str(f), *s)
+    assert code == 0 and "completed: 12 moved" in out
+
+
+def test_cancel_then_apply_says_the_cancelled_moves_restart(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, s: list[str]) -> None:
+    f = tmp_path / "m.yaml"
+    f.write_text(move())
+    assert run(capsys, "apply", "-f", str(f), "--no-wait", *s)[0] == 0
+    code, out, _ = run(capsys, "reassignments", "cancel", *s)
+    assert code == 0 and "Successfully cancelled partition reassignments for: " in out
+    assert "PartitionReassignment/move still lists 2 of these; a later `kraftsman apply`" in out
+    code, out, _ = run(capsys, "apply", "-f", str(f), *s)
+    assert code == 0
+    assert ("PartitionReassignment/move: 2 move(s) it had started were cancelled outside it "
+            "(e.g. `kraftsman reassignments cancel`) and are restarted: orders-") in out
+    assert "completed: 12 moved" in out
+
+
+def test_partition_accepts_the_printed_form_and_lists_sort_by_number(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, s: list[str]) -> None:
+    f = tmp_path / "m.yaml"
+    f.write_text(move().replace("maxConcurrentMoves: 2", "maxConcurrentMoves: 12"))
+    assert run(capsys, "apply", "-f", str(f), "--no-wait", *s)[0] == 0
+    code, out, _ = run(capsys, "reassignments", "list", *s)
+    listed = [line.split(":")[0] for line in out.splitlines()[1:]]
+    assert listed == [f"orders-{i}" for i in range(12)]  # 2 before 10
+    code, out, _ = run(capsys, "reassignments", "cancel", "--partition", "orders-10",
+                       "--partition", "orders:2", *s)
+    assert code == 0
+    assert "Successfully cancelled partition reassignments for: orders-2, orders-10" in out
+    code, _, err = run(capsys, "reassignments", "cancel", "--partition", "orders", *s)
+    assert code == 2 and "expected TOPIC-PARTITION" in err
+
+
+def test_plan_without_the_plan_extra_names_it(tmp_path: Path) -> None:
+    """Before: a missing pyarrow was reported as 'not a readable Parquet file'."""
+    kraftsman = str(Path(sys.executable).parent / "kraftsman")
+    state = str(tmp_path / "state")
+    (tmp_path / "c.yaml").write_text(CLUSTER)
+    for argv in (["apply", "-f", str(tmp_path / "c.yaml")],
+                 ["snapshot", "--out", str(tmp_path / "snap")]):
+        r = subprocess.run([kraftsman, *argv, "--state-dir", state], capture_output=True,
+                           text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+    stubs = tmp_path / "not-installed"
+    stubs.mkdir()  # an environment without pyarrow, as a user without the extra has
+    (stubs / "pyarrow.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'pyarrow'\", name='pyarrow')\n")
+    r = subprocess.run([kraftsman, "plan", "--snapshot", str(tmp_path / "snap"), "--out",
+                        str(tmp_path / "plan"), "--goal", "rebalance"], capture_output=True,
+                       text=True, timeout=300, env={"PYTHONPATH": str(stubs), "PATH": ""})
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip() == ("error: `kraftsman plan` needs pyarrow, which comes with the "
+                                "'plan' extra: pip install 'kraftsman[plan]'")
+    assert not (tmp_path / "plan").exists()
+
+
+def test_quorum_describe_json_has_no_none_for_scripts(
+        capsys: pytest.CaptureFixture[str], s: list[str]) -> None:
+    code, out, _ = run(capsys, "quorum", "describe", "-o", "json", *s)
+    doc = json.loads(out)
+    assert code == 0 and len(doc["clusterId"]) == 22 and doc["currentObservers"] == []
