@@ -8,7 +8,7 @@ from typing import TextIO
 from controller_core import errors
 from controller_core.model import ElectionType
 from controller_core.orchestration.election import ElectionReport
-from controller_core.orchestration.reassignment import DryRunReport, Progress
+from controller_core.orchestration.reassignment import DryRunReport, Limits, Progress
 from controller_core.units import format_bytes
 from controller_core.units import format_duration as format_seconds
 
@@ -111,10 +111,15 @@ class ProgressView:
         if p.failed > LIST_LIMIT:
             self.line(f"  ... and {p.failed - LIST_LIMIT} more")
 
-    def dry_run(self, key: str, r: DryRunReport) -> None:
+    def dry_run(self, key: str, r: DryRunReport, limits: Limits) -> None:
+        throttle = (f"{format_bytes(limits.throttle_bytes_per_second)}/s"
+                    if limits.throttle_bytes_per_second else "unthrottled")
+        per_broker = (f", {limits.max_concurrent_moves_per_broker} per broker"
+                      if limits.max_concurrent_moves_per_broker else "")
         est = (format_seconds(r.estimated_seconds) if r.estimated_seconds is not None
-               else "unthrottled: bounded by broker bandwidth")
+               else "not estimated")
         self.line(f"{key} (dry run): {r.partitions_moving} partitions would move "
                   f"({r.partitions_unchanged} already in place): {r.replica_moves} replicas "
                   f"added, {r.replicas_removed} removed, {r.leader_moves} leader moves, "
-                  f"{format_bytes(r.bytes_to_move)} to copy, estimated {est} at the throttle")
+                  f"{format_bytes(r.bytes_to_move)} to copy, estimated {est} "
+                  f"({throttle}, {limits.max_concurrent_moves} moves at once{per_broker})")

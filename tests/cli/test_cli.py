@@ -113,7 +113,7 @@ def test_dry_run_moves_nothing(capsys: pytest.CaptureFixture[str], tmp_path: Pat
                        write(tmp_path, "m.yaml", dry), "--state-dir", str(state))
     assert code == 0
     assert "(dry run): 2 partitions would move" in out and "40.0 MB to copy" in out
-    assert "estimated 0:40 at the throttle" in out
+    assert "estimated 0:40 (1.0 MB/s, 2 moves at once)" in out
     code, out, _ = run(capsys, "reassignments", "list", "--state-dir", str(state))
     assert "No partition reassignments found." in out
 

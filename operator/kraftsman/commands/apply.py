@@ -258,8 +258,13 @@ class Session:
         if problems:
             raise UsageError([f"{r.key}: {p.message} ({p.error.name})" for p in problems])
         if spec.dry_run:
-            report = dry_run(cluster, ex.plan)
-            self.view.dry_run(r.key, report)
+            spec_c = cluster.spec
+            bandwidth = {b.id: b.replication_bytes_per_second or
+                         spec_c.replication_bytes_per_second for b in spec_c.brokers}
+            report = dry_run(cluster, ex.plan, poll_seconds=self.args.tick,
+                             bandwidth=lambda b: bandwidth.get(
+                                 b, spec_c.replication_bytes_per_second))
+            self.view.dry_run(r.key, report, ex.plan.limits)
             self.store.save(r.kind, r.name, {"spec": _dump(spec), "dryRun": _dry(report)})
             self.summary.append({"resource": r.key, "phase": "DryRun", **_dry(report)})
             return
