@@ -134,3 +134,54 @@ def test_quorum_describe_json_has_no_none_for_scripts(
     code, out, _ = run(capsys, "quorum", "describe", "-o", "json", *s)
     doc = json.loads(out)
     assert code == 0 and len(doc["clusterId"]) == 22 and doc["currentObservers"] == []
+
+
+def test_bad_input_reports_every_problem_of_a_file_at_once(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, s: list[str]) -> None:
+    """Schema problems (a typo, a wrong type) and cluster problems (an unknown broker and
+    topic) of one file in one run, each with the file name and the field; nothing applied."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(move(count=1).replace("maxConcurrentMoves: 2", "maxConcurentMoves: 2\n"
+                                         "  throttleBytesPerSecond: fast") + """---
+apiVersion: kraftsman.io/v1alpha1
+kind: PartitionReassignment
+metadata: {name: other}
+spec:
+  clusterRef: {name: demo}
+  partitions:
+    - {topic: orders, partition: 0, replicas: [3, 9]}
+    - {topic: ghost, partition: 0, replicas: [1, 2]}
+---
+apiVersion: kraftsman.io/v1alpha1
+kind: LeaderElection
+metadata: {name: elect}
+sepc: {clusterRef: {name: demo}, allTopicPartitions: true}
+""")
+    code, out, err = run(capsys, "apply", "-f", str(bad), *s)
+    assert code == 2 and out == ""
+    lines = err.splitlines()
+    assert all(line.startswith(f"error: {bad}: ") for line in lines), err
+    assert any("PartitionReassignment/move: spec.maxConcurentMoves: unknown field; did you mean "
+               "'maxConcurrentMoves'?" in line for line in lines), err
+    assert any("PartitionReassignment/move: spec.throttleBytesPerSecond:" in ln for ln in lines)
+    assert any("PartitionReassignment/other: spec.partitions[0].replicas: unknown broker id(s) "
+               "[9]" in line for line in lines), err
+    assert any("PartitionReassignment/other: spec.partitions[1].topic: topic 'ghost'" in line
+               for line in lines), err
+    assert any("LeaderElection/elect: sepc: unknown field; did you mean 'spec'?" in line
+               for line in lines), err
+    assert len(lines) == 5, err
+    code, out, _ = run(capsys, "reassignments", "list", *s)
+    assert out.strip() == "No partition reassignments found."
+
+
+def test_a_big_plan_is_announced_while_it_parses(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, s: list[str]) -> None:
+    import yaml
+
+    assert yaml.__with_libyaml__  # the C loader is what parses it
+    big = tmp_path / "big.yaml"
+    big.write_text(move(count=12).replace("metadata: {name: move}", "metadata: {name: move}\n"
+                                          + "# " + "x" * 1_100_000 + "\n"))
+    code, _, err = run(capsys, "apply", "-f", str(big), "--no-wait", *s)
+    assert code == 0 and f"parsing {big} (1.1 MB)..." in err
