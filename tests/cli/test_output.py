@@ -185,3 +185,52 @@ def test_a_big_plan_is_announced_while_it_parses(
                                           + "# " + "x" * 1_100_000 + "\n"))
     code, _, err = run(capsys, "apply", "-f", str(big), "--no-wait", *s)
     assert code == 0 and f"parsing {big} (1.1 MB)..." in err
+
+
+def test_verify_shows_what_moves_and_the_throttles_in_force(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, s: list[str]) -> None:
+    f = tmp_path / "m.yaml"
+    f.write_text(move().replace("maxConcurrentMoves: 2",
+                                "maxConcurrentMoves: 2\n  throttleBytesPerSecond: 400000"))
+    assert run(capsys, "apply", "-f", str(f), "--for", "3", *s)[0] == 0
+    code, out, _ = run(capsys, "reassignments", "verify", *s)
+    lines = out.splitlines()
+    assert code == 0 and lines[0] == "Status of partition reassignment:"
+    assert sum("is still in progress (to 3,2: 3 has " in line for line in lines) == 2, out
+    assert "Throttles in force:" in lines
+    assert any(line.startswith("  broker 3: follower.replication.throttled.rate 400.0 KB/s")
+               for line in lines), out
+    assert any(line.startswith("  topic orders: follower.replication.throttled.replicas=")
+               for line in lines), out
+    assert run(capsys, "apply", "-f", str(f), *s)[0] == 0
+    code, out, _ = run(capsys, "reassignments", "verify", "-o", "json", *s)
+    assert json.loads(out) == {"moving": [], "brokerThrottles": {}, "topicThrottles": {}}
+    code, out, _ = run(capsys, "reassignments", "verify", *s)
+    assert "No partition reassignments in progress." in out and "No throttles in force." in out
+
+
+def test_apply_saves_the_current_assignment_for_rollback(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, s: list[str]) -> None:
+    f = tmp_path / "m.yaml"
+    f.write_text(move(count=3))
+    code, out, _ = run(capsys, "apply", "-f", str(f), *s)
+    rollback = Path(s[1]) / "rollback" / "move.yaml"
+    assert code == 0 and f"current assignment of the 3 moving partition(s) saved for rollback " \
+                         f"in {rollback}" in out
+    code, out, _ = run(capsys, "apply", "-f", str(rollback), *s)
+    assert code == 0 and "PartitionReassignment/move-rollback completed: 3 moved" in out
+    code, out, _ = run(capsys, "describe", "topics", "-o", "json", *s)
+    assert [p["replicas"] for p in json.loads(out)][:3] == [[0, 1]] * 3
+
+
+def test_describe_under_replicated_partitions(
+        capsys: pytest.CaptureFixture[str], s: list[str]) -> None:
+    code, out, _ = run(capsys, "describe", "topics", "--under-replicated-partitions", *s)
+    assert code == 0 and out == ""
+    assert run(capsys, "cluster", "fail-broker", "1", *s)[0] == 0
+    assert run(capsys, "cluster", "advance", "60", *s)[0] == 0
+    code, out, _ = run(capsys, "describe", "topics", "--under-replicated-partitions", *s)
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 12
+    assert lines[0].startswith("\tTopic: orders\tPartition: 0\tLeader: 0\tReplicas: 0,1\tIsr: 0")
+    assert [line.split("\t")[2] for line in lines] == [f"Partition: {i}" for i in range(12)]

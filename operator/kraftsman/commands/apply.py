@@ -21,14 +21,22 @@ from controller_core.config import EmbeddedClusterSpec
 from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.model import ElectionType
 from controller_core.orchestration.election import leader_imbalance
-from controller_core.orchestration.reassignment import DryRunReport, Phase, Progress, dry_run
+from controller_core.orchestration.reassignment import (
+    DryRunReport,
+    Phase,
+    Progress,
+    ReassignmentExecutor,
+    dry_run,
+)
 from controller_core.orchestration.voters import WalkPhase, WalkProgress
+from controller_core.storage.framing import write_atomically
 from kraftsman import reconcile
 from kraftsman.cli_errors import UsageError
 from kraftsman.commands.quorum import status_json, walk
 from kraftsman.local_store import DEFAULT_STATE_DIR, LocalStore
 from kraftsman.progress_view import ProgressView, cap_list, format_election
 from kraftsman.resources import (
+    API_VERSION,
     KafkaClusterSpec,
     KafkaQuorumSpec,
     LeaderElectionSpec,
@@ -222,6 +230,7 @@ class Session:
         self.view = ProgressView(json_mode=args.output == "json")
         self.summary: list[dict[str, Any]] = []
         self.failed = False
+        self.rollback_files: dict[str, str] = {}
 
     def cluster(self, name: str, spec: EmbeddedClusterSpec | None = None) -> EmbeddedCluster:
         if name not in self.clusters:
@@ -293,6 +302,8 @@ class Session:
                                              "executor": ex.state.model_dump(mode="json"),
                                              "moving": [str(tp) for tp in sorted(ex.moving)]})
 
+        if "executor" not in stored or retargeted:
+            self._write_rollback(r, spec, ex)
         progress = ex.step()
         save()
         deadline = None if self.args.for_seconds is None else cluster.now + self.args.for_seconds
@@ -308,7 +319,31 @@ class Session:
         self.view.finish(r.key, progress, cluster.now)
         if progress.phase.value == "Failed":
             self.failed = True
-        self.summary.append({"resource": r.key, **_progress(progress)})
+        self.summary.append({"resource": r.key, **_progress(progress),
+                             **({"rollbackFile": self.rollback_files[r.key]}
+                                if r.key in self.rollback_files else {})})
+
+    def _write_rollback(self, r: Resource, spec: PartitionReassignmentSpec,
+                        ex: ReassignmentExecutor) -> None:
+        """Like ``kafka-reassign-partitions --execute``, keep the current assignment for a
+        rollback — as a resource `kraftsman apply -f` takes (its partitions are the Kafka
+        tool's JSON entries)."""
+        back = [(tp, ex.original[tp]) for tp in sorted(ex.plan.moves)
+                if tp in ex.original and tuple(ex.plan.moves[tp]) != ex.original[tp]]
+        if not back:
+            return
+        path = self.store.root / "rollback" / f"{r.name}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lines = [f"# The assignment before {r.key} started; `kraftsman apply -f` this file to",
+                 "# move back.", f"apiVersion: {API_VERSION}", "kind: PartitionReassignment",
+                 f"metadata: {{name: {r.name}-rollback}}", "spec:",
+                 f"  clusterRef: {{name: {spec.cluster_ref.name}}}", "  partitions:"]
+        lines += [f"    - {{topic: {orjson.dumps(tp.topic).decode()}, partition: {tp.partition}, "
+                  f"replicas: [{', '.join(map(str, replicas))}]}}" for tp, replicas in back]
+        write_atomically(path, ("\n".join(lines) + "\n").encode())
+        self.view.line(f"{r.key}: current assignment of the {len(back)} moving partition(s) "
+                       f"saved for rollback in {path}")
+        self.rollback_files[r.key] = str(path)
 
     def apply_election(self, r: Resource) -> None:
         spec: LeaderElectionSpec = r.spec

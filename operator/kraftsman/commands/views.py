@@ -17,8 +17,10 @@ import orjson
 
 from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.errors import ApiResult
+from controller_core.metadata.controller import THROTTLE_RATE_KEYS, THROTTLE_REPLICA_KEYS
 from controller_core.model import ElectionType, TopicPartition
 from controller_core.orchestration.election import run_election
+from controller_core.units import format_bytes
 from kraftsman.cli_errors import UsageError
 from kraftsman.local_store import DEFAULT_STATE_DIR, LocalStore
 from kraftsman.progress_view import LIST_LIMIT, cap_list, format_election
@@ -45,6 +47,10 @@ def register(sub: Any) -> None:
     p.add_argument("--partition", action="append", default=None, metavar="TOPIC-PARTITION",
                    help="cancel only these (repeatable); default: everything in flight")
     p.set_defaults(handler=cmd_cancel)
+    p = re_sub.add_parser("verify", help="what is still moving and the throttles in force "
+                                         "(like --verify)")
+    _common(p)
+    p.set_defaults(handler=cmd_verify, read_only=True)
 
     p = sub.add_parser("elect", help="preferred or unclean leader election")
     _common(p)
@@ -61,6 +67,8 @@ def register(sub: Any) -> None:
     p = d_sub.add_parser("topics", help="partitions with leader, replicas, ISR (like kafka-topics)")
     _common(p)
     p.add_argument("--topic", default=None)
+    p.add_argument("--under-replicated-partitions", action="store_true",
+                   help="only partitions whose ISR is smaller than their replica set")
     p.set_defaults(handler=cmd_describe_topics, read_only=True)
     p = d_sub.add_parser("cluster", help="cluster id, brokers and racks")
     _common(p)
@@ -229,6 +237,9 @@ def cmd_describe_topics(args: argparse.Namespace) -> int:
         parts = c.describe_partitions(topics=[args.topic] if args.topic else None)
         topics = {name: t for name, t in c.image.topics.items()
                   if args.topic is None or name == args.topic}
+    urp = args.under_replicated_partitions
+    if urp:  # like kafka-topics --under-replicated-partitions: partition lines only
+        parts = [d for d in parts if len(d.isr) < len(d.replicas)]
     data = [{"topic": d.tp.topic, "partition": d.tp.partition, "leader": d.leader,
              "leaderEpoch": d.leader_epoch, "replicas": list(d.replicas), "isr": list(d.isr),
              "addingReplicas": list(d.adding), "removingReplicas": list(d.removing),
@@ -238,8 +249,9 @@ def cmd_describe_topics(args: argparse.Namespace) -> int:
         lines = []
         for name, t in topics.items():
             rf = len(t.partitions[0].target) if t.partitions else 0
-            lines.append(f"Topic: {name}\tTopicId: {t.topic_id}\tPartitionCount: "
-                         f"{len(t.partitions)}\tReplicationFactor: {rf}")
+            if not urp:
+                lines.append(f"Topic: {name}\tTopicId: {t.topic_id}\tPartitionCount: "
+                             f"{len(t.partitions)}\tReplicationFactor: {rf}")
             for d in parts:
                 if d.tp.topic != name:
                     continue
@@ -252,6 +264,56 @@ def cmd_describe_topics(args: argparse.Namespace) -> int:
                 if d.offline:
                     line += f"\tOffline: {','.join(map(str, d.offline))}"
                 lines.append(line)
+        return lines
+
+    emit(args, data, text)
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """What `kafka-reassign-partitions --verify` answers without a plan file: which
+    partitions are still moving, and which replication throttles are in force where."""
+    with opened(args) as c:
+        listing = c.list_partition_reassignments()
+        brokers = [b.id for b in c.describe_cluster().brokers]
+        resources = [("BROKER", str(b)) for b in brokers] + [
+            ("TOPIC", t) for t in sorted(c.image.topics)]
+        configs = c.describe_configs(resources)
+        sizes = c.replica_log_sizes([(tp, r) for tp, o in listing.items() for r in o.adding])
+        full = {d.tp: d.size_bytes for d in c.describe_partitions(partitions=list(listing))}
+    rates = {int(name): {k: v for k, v in cfg.items() if k in THROTTLE_RATE_KEYS}
+             for (kind, name), cfg in configs.items() if kind == "BROKER"}
+    rates = {b: v for b, v in rates.items() if v}
+    replicas = {name: {k: v for k, v in cfg.items() if k in THROTTLE_REPLICA_KEYS and v}
+                for (kind, name), cfg in configs.items() if kind == "TOPIC"}
+    replicas = {t: v for t, v in replicas.items() if v}
+    moving = [{"topic": tp.topic, "partition": tp.partition, "target": list(o.target),
+               "adding": {str(r): {"bytes": sizes.get((tp, r), 0), "of": full.get(tp) or 0}
+                          for r in o.adding}} for tp, o in listing.items()]
+    data = {"moving": moving, "brokerThrottles": {str(b): v for b, v in rates.items()},
+            "topicThrottles": replicas}
+
+    def text() -> list[str]:
+        lines = ["Status of partition reassignment:"]
+        if not listing:
+            lines.append("No partition reassignments in progress.")
+        for m in moving[:LIST_LIMIT]:
+            copies = ", ".join(f"{r} has {format_bytes(v['bytes'])} of {format_bytes(v['of'])}"
+                               for r, v in m["adding"].items())
+            lines.append(f"Reassignment of partition {m['topic']}-{m['partition']} is still in "
+                         f"progress (to {','.join(map(str, m['target']))}: {copies or 'copied'})")
+        if len(moving) > LIST_LIMIT:
+            lines.append(f"  ... and {len(moving) - LIST_LIMIT} more")
+        lines.append("Throttles in force:" if rates or replicas else "No throttles in force.")
+        for b, v in rates.items():
+            lines.append(f"  broker {b}: " + ", ".join(
+                f"{k} {format_bytes(int(float(x)))}/s" for k, x in sorted(v.items())))
+        for t, v in replicas.items():
+            lines.append(f"  topic {t}: " + "; ".join(
+                f"{k}={cap_list(x.split(','), 5)}" for k, x in sorted(v.items())))
+        if not listing and (rates or replicas):
+            lines.append("Nothing is moving but throttles remain: they slow normal replication. "
+                         "Remove them with a cancel of the resource that placed them, or by hand.")
         return lines
 
     emit(args, data, text)
