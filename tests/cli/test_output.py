@@ -234,3 +234,10 @@ def test_describe_under_replicated_partitions(
     assert code == 0 and len(lines) == 12
     assert lines[0].startswith("\tTopic: orders\tPartition: 0\tLeader: 0\tReplicas: 0,1\tIsr: 0")
     assert [line.split("\t")[2] for line in lines] == [f"Partition: {i}" for i in range(12)]
+
+
+def test_a_bad_lock_wait_is_named(capsys: pytest.CaptureFixture[str], s: list[str],
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KRAFTSMAN_LOCK_WAIT", "soon")
+    code, _, err = run(capsys, "describe", "cluster", *s)
+    assert code == 2 and "KRAFTSMAN_LOCK_WAIT='soon': expected a number of seconds" in err

@@ -129,7 +129,7 @@ def run_snapshot(args: argparse.Namespace) -> int:
     store = LocalStore(args.state_dir)
     name = store.pick_cluster(args.cluster)
     spec = store.saved_cluster_spec(name)
-    cluster = store.open_cluster(name)
+    cluster = store.open_cluster(name, read_only=True)  # a snapshot changes nothing
     try:
         disk = {b.id: b.disk_bytes for b in spec.brokers if b.disk_bytes} if spec else {}
         net = {b.id: float(b.replication_bytes_per_second or spec.replication_bytes_per_second)
