@@ -110,7 +110,8 @@ class EmbeddedCluster:
     def open_read_only(cls, state_dir: Path, spec: EmbeddedClusterSpec) -> EmbeddedCluster:
         """The cluster as the last command left it, for views: the image and the data plane
         are recovered, the controllers are not started — no election, no epoch bump, no
-        write. The quorum is described as it was at the last checkpoint."""
+        write. The quorum is described as it was at the last checkpoint; entries it committed
+        that the local log lacks (a crash between the two) show after the next full open."""
         cluster = cls(spec, state_dir, fsync=False)
         cluster.read_only = True
         cluster._recover()
