@@ -15,6 +15,8 @@ seconds of each step; asserts nothing about speed.
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -55,11 +57,15 @@ def plan_yaml(brokers: int, partitions: int, topics: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def timed(argv: list[str]) -> tuple[float, int, str]:
+def timed(argv: list[str]) -> tuple[float, float, int, str]:
+    """Wall seconds and CPU seconds (user + sys of the child: robust on a loaded machine)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, text=True)
     elapsed = time.perf_counter() - t0
-    return elapsed, proc.returncode, (proc.stdout + proc.stderr)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return elapsed, cpu, proc.returncode, (proc.stdout + proc.stderr)
 
 
 def main() -> None:
@@ -84,14 +90,15 @@ def main() -> None:
             ("reassignments list (again)", [*k, "reassignments", "list"]),
             ("elect --all-topic-partitions", [*k, "elect", "--all-topic-partitions"]),
         ]
-        print(f"kraftsman: {args.kraftsman}")
+        print(f"kraftsman: {args.kraftsman}  PYTHONPATH={os.environ.get('PYTHONPATH', '')}")
+        print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         print(f"cluster: {args.brokers} brokers, {args.partitions} partitions in {args.topics} "
               f"topics; plan.yaml {(work / 'plan.yaml').stat().st_size / 1e6:.1f} MB")
         for name, argv in steps:
-            seconds, code, out = timed([*argv, "--state-dir", state])
+            seconds, cpu, code, out = timed([*argv, "--state-dir", state])
             first = out.strip().splitlines()[:1]
-            print(f"{name:<32} {seconds:8.2f} s  exit {code}  {first[0][:90] if first else ''}",
-                  flush=True)
+            print(f"{name:<30} wall {seconds:7.2f} s  cpu {cpu:7.2f} s  exit {code}  "
+                  f"{first[0][:70] if first else ''}", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
