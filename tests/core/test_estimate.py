@@ -80,3 +80,23 @@ def test_dry_run_estimate_matches_the_embedded_run(
     # the old figure: the busiest receiving broker's bytes / the throttle
     old = max(report.per_broker_in_bytes.values()) / (limits.throttle_bytes_per_second or 1)
     assert abs(report.estimated_seconds - actual) < abs(old - actual)
+
+
+def test_the_plan_report_uses_the_same_estimate() -> None:
+    """Before, a plan said 0:12 for a run of 6:44: it ignored maxConcurrentMoves."""
+    from controller_core.planning.render import RenderedResource
+    from controller_core.planning.report import estimate_seconds as plan_estimate
+    from controller_core.planning.result import PartitionMove
+
+    moves = tuple(PartitionMove("t", i, (i, 10), (20 + i, 10), 10 * MB, i) for i in range(6))
+
+    def resource(concurrent: int) -> RenderedResource:
+        return RenderedResource(1, "r", "001-r.yaml", "", moves, False, concurrent)
+
+    costs = [move_cost(i, [i, 10], [20 + i, 10], 10 * MB, ("t", i)) for i in range(6)]
+    for concurrent in (1, 2, 6):
+        assert plan_estimate([resource(concurrent)], MB) == pytest.approx(
+            estimate_seconds(costs, throttle=MB, max_concurrent_moves=concurrent))
+    assert plan_estimate([resource(1)], MB) == pytest.approx(60)
+    assert plan_estimate([resource(6)], MB) == pytest.approx(10)
+    assert plan_estimate([resource(2), resource(2)], MB) == pytest.approx(60)  # in sequence
