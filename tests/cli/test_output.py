@@ -241,3 +241,19 @@ def test_a_bad_lock_wait_is_named(capsys: pytest.CaptureFixture[str], s: list[st
     monkeypatch.setenv("KRAFTSMAN_LOCK_WAIT", "soon")
     code, _, err = run(capsys, "describe", "cluster", *s)
     assert code == 2 and "KRAFTSMAN_LOCK_WAIT='soon': expected a number of seconds" in err
+
+
+def test_describe_topics_sorts_by_topic_then_partition_number(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_text(CLUSTER.replace("    topics:\n", "    topics:\n      - {name: zeta, partitions: "
+                                 "11, replicationFactor: 1}\n      - {name: alpha, partitions: "
+                                 "2, replicationFactor: 1}\n"))
+    state = ["--state-dir", str(tmp_path / "state")]
+    assert run(capsys, "apply", "-f", str(f), *state)[0] == 0
+    code, out, _ = run(capsys, "describe", "topics", *state)
+    headers = [line.split("\t")[0] for line in out.splitlines() if line.startswith("Topic: ")]
+    assert code == 0 and headers == ["Topic: alpha", "Topic: orders", "Topic: zeta"]
+    code, out, _ = run(capsys, "describe", "topics", "-o", "json", *state)
+    keys = [(p["topic"], p["partition"]) for p in json.loads(out)]
+    assert keys == sorted(keys) and ("zeta", 10) in keys and keys[-1] == ("zeta", 10)

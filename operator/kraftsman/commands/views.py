@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from controller_core.admin import PartitionDescription
 from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.errors import ApiResult
 from controller_core.metadata.controller import THROTTLE_RATE_KEYS, THROTTLE_REPLICA_KEYS
@@ -234,8 +235,9 @@ def cmd_describe_topics(args: argparse.Namespace) -> int:
         if args.topic is not None and args.topic not in c.image.topics:
             raise UsageError(f"--topic: topic {args.topic!r} does not exist; topics: "
                              f"{', '.join(sorted(c.image.topics)) or 'none'}")
-        parts = c.describe_partitions(topics=[args.topic] if args.topic else None)
-        topics = {name: t for name, t in c.image.topics.items()
+        parts = sorted(c.describe_partitions(topics=[args.topic] if args.topic else None),
+                       key=lambda d: d.tp)  # by topic name, then partition number
+        topics = {name: t for name, t in sorted(c.image.topics.items())
                   if args.topic is None or name == args.topic}
     urp = args.under_replicated_partitions
     if urp:  # like kafka-topics --under-replicated-partitions: partition lines only
@@ -247,14 +249,15 @@ def cmd_describe_topics(args: argparse.Namespace) -> int:
 
     def text() -> list[str]:
         lines = []
+        by_topic: dict[str, list[PartitionDescription]] = {}
+        for d in parts:
+            by_topic.setdefault(d.tp.topic, []).append(d)
         for name, t in topics.items():
             rf = len(t.partitions[0].target) if t.partitions else 0
             if not urp:
                 lines.append(f"Topic: {name}\tTopicId: {t.topic_id}\tPartitionCount: "
                              f"{len(t.partitions)}\tReplicationFactor: {rf}")
-            for d in parts:
-                if d.tp.topic != name:
-                    continue
+            for d in by_topic.get(name, []):
                 line = (f"\tTopic: {name}\tPartition: {d.tp.partition}\tLeader: "
                         f"{d.leader if d.leader >= 0 else 'none'}\tReplicas: "
                         f"{','.join(map(str, d.replicas))}\tIsr: {','.join(map(str, d.isr))}")
