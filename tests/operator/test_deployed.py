@@ -3,9 +3,11 @@ command and args, logging in through a kubeconfig that points at the emulator (d
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
 from typing import Any
 
-from deployed import from_chart, from_manifests
+from deployed import TWO_REPLICAS, from_chart, from_manifests
 from harness import Api, cond_is
 from test_operator_kmock import CLUSTER, REF
 
@@ -27,3 +29,49 @@ async def test_manifest_pod_reconciles_a_cluster(api: Api, deployed: Any) -> Non
     await api.create("KafkaCluster", "demo", CLUSTER)
     await api.wait("KafkaCluster", "demo", cond_is("Ready", "True"))
     assert op.alive()
+
+
+async def peers_announced(api: Api, count: int, timeout: float = 30) -> dict[str, Any]:
+    """The replicas in the chart's ClusterKopfPeering, as kopf records them."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        async with api.session.get(
+                f"{api.base}/apis/kopf.dev/v1/clusterkopfpeerings/kraftsman") as r:
+            peers = dict((await r.json()).get("status") or {})
+        if len(peers) >= count or asyncio.get_running_loop().time() > deadline:
+            return peers
+        await asyncio.sleep(0.1)
+
+
+async def test_two_replicas_one_acts_the_other_stands_by_and_takes_over(
+        api: Api, deployed: Any, tmp_path: Path) -> None:
+    """replicaCount: 2 as the chart renders it: both replicas run the same args; one acts,
+    the other stands by (never "Pausing all operators, including self"); kill -9 of the
+    active one hands over to the standby."""
+    pod = from_chart(TWO_REPLICAS)
+    assert pod.replicas == 2 and not any(a.startswith("--priority") for a in pod.args)
+    volume = tmp_path / "rwx-claim"  # the ReadWriteMany claim both pods mount
+    active = await deployed(pod, state_dir=volume)
+    await active.wait_log(r"peering 'kraftsman' with priority \d+")
+    standby = await deployed(pod, state_dir=volume)
+    peers = await peers_announced(api, 2)
+    assert set(peers) == {active.pod_name, standby.pod_name}  # POD_ID, kopf's identity
+    assert peers[active.pod_name]["priority"] > peers[standby.pod_name]["priority"]
+    await api.create("KafkaCluster", "demo", CLUSTER)
+    await api.wait("KafkaCluster", "demo", cond_is("Ready", "True"))
+    await api.create("LeaderElection", "before", {**REF, "topics": ["orders"], "runId": "1"})
+    await api.wait("LeaderElection", "before", cond_is("Succeeded", "True"))
+    for op in (active, standby):
+        assert "Pausing all operators" not in op.log()
+        assert "Possibly conflicting operators" not in op.log()
+    assert "Pausing operations" not in active.log()
+    assert "Resuming operations" not in standby.log()  # a standby starts paused
+    assert "[default/demo]" in active.log() and "[default/demo]" not in standby.log()
+    assert "[default/before]" not in standby.log()
+
+    active.kill()
+    await api.create("LeaderElection", "after", {**REF, "topics": ["orders"], "runId": "1"})
+    obj = await api.wait("LeaderElection", "after", cond_is("Succeeded", "True"), timeout=60)
+    assert obj["status"]["counts"]["total"] == 6
+    assert "Resuming operations after the pause" in standby.log()
+    assert "[default/after]" in standby.log()
