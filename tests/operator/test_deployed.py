@@ -9,7 +9,7 @@ from typing import Any
 
 from deployed import TWO_REPLICAS, from_chart, from_manifests
 from harness import Api, cond_is
-from test_operator_kmock import CLUSTER, REF
+from test_operator_kmock import CLUSTER, MOVES, REF
 
 
 async def test_chart_default_pod_reconciles_a_cluster_and_an_election(api: Api,
@@ -75,3 +75,39 @@ async def test_two_replicas_one_acts_the_other_stands_by_and_takes_over(
     assert obj["status"]["counts"]["total"] == 6
     assert "Resuming operations after the pause" in standby.log()
     assert "[default/after]" in standby.log()
+
+
+async def test_reassignment_completes_through_the_deployed_operator(api: Api,
+                                                                    deployed: Any) -> None:
+    await deployed(from_chart())
+    await api.create("KafkaCluster", "demo", CLUSTER)
+    await api.wait("KafkaCluster", "demo", cond_is("Ready", "True"))
+    await api.create("PartitionReassignment", "move", {
+        **REF, "partitions": MOVES, "maxConcurrentMoves": 2, "electPreferredLeaders": True,
+        "throttleBytesPerSecond": 50_000_000})
+    done = await api.wait("PartitionReassignment", "move", cond_is("Succeeded", "True"),
+                          timeout=90)
+    st = done["status"]
+    assert (st["phase"], st["done"], st["counts"]["total"]) == ("Completed", 6, 6)
+    reasons = [e["reason"] for e in await api.events("move")]
+    assert reasons.count("Started") == 1 and reasons.count("Completed") == 1
+    annotations = done["metadata"].get("annotations", {})
+    assert "kraftsman.io/last-handled-digest" in annotations  # kopf's diff base: a digest
+    assert not any("last-handled-configuration" in k for k in annotations)
+    assert sum(len(k) + len(v) for k, v in annotations.items()) < 1024
+
+
+async def test_quorum_voter_change_through_the_deployed_operator(api: Api,
+                                                                 deployed: Any) -> None:
+    await deployed(from_chart())
+    await api.create("KafkaCluster", "demo", CLUSTER)
+    await api.wait("KafkaCluster", "demo", cond_is("Ready", "True"))
+    await api.create("KafkaQuorum", "q", {**REF, "voters": [0, 1, 2]})
+    obj = await api.wait("KafkaQuorum", "q", cond_is("Ready", "True", "QuorumReady"))
+    assert obj["status"]["currentVoters"] == [0, 1, 2]
+    await api.set_spec("KafkaQuorum", "q", {"voters": [0, 1, 3]})
+    obj = await api.wait("KafkaQuorum", "q", lambda o: cond_is("Ready", "True")(o) and
+                         o["status"]["observedGeneration"] == 2, timeout=60)
+    assert obj["status"]["currentVoters"] == [0, 1, 3]
+    reasons = [e["reason"] for e in await api.events("q")]
+    assert "VoterAdded" in reasons and "VoterRemoved" in reasons
