@@ -41,14 +41,21 @@ def reassignment(name: str, partitions: int, *, topic: str = "orders", brokers: 
     last-applied annotation)."""
     spec = {"clusterRef": {"name": "demo"}, "dryRun": dry_run,
             "partitions": [{"topic": topic, "partition": p,
-                            "replicas": [(p + i) % brokers for i in range(3)]}
+                            "replicas": [(p + 3 + i) % brokers for i in range(3)]}
                            for p in range(partitions)]}
     obj: dict[str, Any] = {"apiVersion": "kraftsman.io/v1alpha1",
                            "kind": "PartitionReassignment",
                            "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+    return as_created(obj, client_side_apply=client_side_apply)
+
+
+def as_created(obj: dict[str, Any], *, client_side_apply: bool = False) -> dict[str, Any]:
+    """``obj`` as the API server stores it when kubectl creates it: with the managedFields it
+    records and, for a client-side apply, the last-applied annotation."""
+    obj = json.loads(json.dumps(obj))
     if client_side_apply:
-        obj["metadata"]["annotations"] = {
-            LAST_APPLIED: json.dumps(obj, separators=(",", ":")) + "\n"}
+        obj["metadata"].setdefault("annotations", {})[LAST_APPLIED] = json.dumps(
+            obj, separators=(",", ":")) + "\n"
     fields = fields_v1({k: v for k, v in obj.items() if k in ("metadata", "spec")})
     fields["f:metadata"].pop("f:name", None)
     fields["f:metadata"].pop("f:namespace", None)
