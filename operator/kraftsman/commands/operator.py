@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -74,9 +75,9 @@ def _run(args: argparse.Namespace) -> int:
                          "before it expires)")
     try:
         args.state_dir.mkdir(parents=True, exist_ok=True)
-        probe = args.state_dir / ".writable"
-        probe.write_bytes(b"")
-        probe.unlink()
+        # A probe file of this process only: replicas may share the volume (RWX claim).
+        with tempfile.NamedTemporaryFile(dir=args.state_dir, prefix=".writable-"):
+            pass
     except OSError as e:
         raise UsageError(f"--state-dir {args.state_dir}: not writable ({e.strerror}); mount a "
                          "volume there or pass another directory") from None
