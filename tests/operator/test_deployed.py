@@ -51,11 +51,12 @@ async def test_two_replicas_one_acts_the_other_stands_by_and_takes_over(
     pod = from_chart(TWO_REPLICAS)
     assert pod.replicas == 2 and not any(a.startswith("--priority") for a in pod.args)
     volume = tmp_path / "rwx-claim"  # the ReadWriteMany claim both pods mount
-    active = await deployed(pod, state_dir=volume)
-    await active.wait_log(r"peering 'kraftsman' with priority \d+")
-    standby = await deployed(pod, state_dir=volume)
+    # The Deployment starts both pods at once, on one volume.
+    first, second = await asyncio.gather(deployed(pod, state_dir=volume),
+                                         deployed(pod, state_dir=volume))
     peers = await peers_announced(api, 2)
-    assert set(peers) == {active.pod_name, standby.pod_name}  # POD_ID, kopf's identity
+    assert set(peers) == {first.pod_name, second.pod_name}  # POD_ID, kopf's identity
+    active, standby = sorted((first, second), key=lambda op: -peers[op.pod_name]["priority"])
     assert peers[active.pod_name]["priority"] > peers[standby.pod_name]["priority"]
     await api.create("KafkaCluster", "demo", CLUSTER)
     await api.wait("KafkaCluster", "demo", cond_is("Ready", "True"))
