@@ -20,6 +20,7 @@ from controller_core.raft.describe import QuorumStatus
 from controller_core.raft.network import NetworkConfig
 from controller_core.raft.node import NotLeaderError
 from controller_core.raft.quorum import SimulatedQuorum
+from controller_core.raft.snapshot import RaftSnapshot
 
 
 class MetadataQuorum:
@@ -85,6 +86,23 @@ class MetadataQuorum:
 
     def committed_from(self, offset: int) -> Iterator[tuple[int, bytes]]:
         return self.q.committed_since(offset)
+
+    def committed_start(self) -> int:
+        """Committed entries below this are only in snapshots (KIP-630)."""
+        return self.q.committed_start()
+
+    # -- snapshots (KIP-630) --------------------------------------------------------------------
+    def snapshot(self, end_offset: int, records: Sequence[bytes]) -> int:
+        """Every running node that has committed ``end_offset`` snapshots the state
+        ``records`` there and drops its log below; returns how many did. A node that has not
+        gets the leader's snapshot by FetchSnapshot once it falls below the leader's log."""
+        return sum(self.q.create_snapshot(n, end_offset, records) for n in self.q.node_ids
+                   if self.q.alive(n))
+
+    def latest_snapshot(self) -> RaftSnapshot | None:
+        snaps = [node.snapshot for node in self.q.nodes.values()
+                 if node is not None and node.snapshot is not None]
+        return max(snaps, key=lambda s: s.end_offset, default=None)
 
     # -- admin ----------------------------------------------------------------------------------
     def describe(self) -> QuorumStatus:
