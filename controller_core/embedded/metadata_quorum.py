@@ -93,11 +93,10 @@ class MetadataQuorum:
 
     # -- snapshots (KIP-630) --------------------------------------------------------------------
     def snapshot(self, end_offset: int, records: Sequence[bytes]) -> int:
-        """Every running node that has committed ``end_offset`` snapshots the state
-        ``records`` there and drops its log below; returns how many did. A node that has not
-        gets the leader's snapshot by FetchSnapshot once it falls below the leader's log."""
-        return sum(self.q.create_snapshot(n, end_offset, records) for n in self.q.node_ids
-                   if self.q.alive(n))
+        """Every node snapshots the state ``records`` at ``end_offset`` and drops its log
+        below, as soon as it has committed that far; returns how many did at once. A node
+        left below the leader's log start gets the leader's snapshot by FetchSnapshot."""
+        return self.q.offer_snapshot(end_offset, records)
 
     def latest_snapshot(self) -> RaftSnapshot | None:
         snaps = [node.snapshot for node in self.q.nodes.values()

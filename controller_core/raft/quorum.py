@@ -97,6 +97,7 @@ class SimulatedQuorum:
         self.snapshot_state = snapshot_state
         self.snapshots_taken = 0
         self.snapshots_installed = 0  # fetched from a leader (FetchSnapshot)
+        self._offered: tuple[int, Sequence[bytes]] | None = None  # see offer_snapshot
         self.now: float = 0.0
         self.nodes: dict[int, RaftNode | None] = {}
         self.storages: dict[int, RaftStorage] = {}
@@ -215,6 +216,8 @@ class SimulatedQuorum:
                 assert self.snapshot_state is not None
                 node.create_snapshot(node.hw, self.snapshot_state(node.hw))
                 self.snapshots_taken += 1
+            else:
+                self._adopt_offered(node)
         self._schedule_tick(n)
 
     def _carry_out(self, n: int, node: RaftNode, r: Ready) -> None:
@@ -348,6 +351,25 @@ class SimulatedQuorum:
         node.create_snapshot(end_offset, records)
         self.snapshots_taken += 1
         self._process(n)
+        return True
+
+    def offer_snapshot(self, end_offset: int, records: Sequence[bytes]) -> int:
+        """The application's state at ``end_offset``: every node snapshots it as soon as it
+        has committed that far (at once if it has; returns how many did)."""
+        self._offered = (end_offset, records)
+        took = 0
+        for n, node in self.nodes.items():
+            if node is not None and self._adopt_offered(node):
+                took += 1
+                self._process(n)
+        return took
+
+    def _adopt_offered(self, node: RaftNode) -> bool:
+        o = self._offered
+        if o is None or not node.log_start_offset < o[0] <= node.hw:
+            return False
+        node.create_snapshot(o[0], o[1])
+        self.snapshots_taken += 1
         return True
 
     def committed_start(self) -> int:
