@@ -273,17 +273,19 @@ def test_checker_catches_a_snapshot_of_the_wrong_state() -> None:
         chk.check()
 
 
-@pytest.mark.parametrize("seed", range(12))
-def test_randomised_quorum_with_snapshots(seed: int) -> None:
+def test_randomised_quorum_with_snapshots() -> None:
     """The chaos harness (loss, delay, reordering, crashes, partitions, voter changes) with
     every node snapshotting every 10 offsets: lagging and restarted nodes use FetchSnapshot."""
-    report = run_chaos(seed, 3000, snapshot_every=10)
-    assert report.committed > 0 and report.snapshots > 0
-
-
-def test_the_harness_installs_snapshots() -> None:
-    installs = sum(run_chaos(s, 3000, snapshot_every=10).snapshot_installs for s in range(4))
-    assert installs > 0, "no seed made a node fetch a snapshot: the test would test nothing"
+    installs = 0
+    for seed in range(12):
+        try:
+            report = run_chaos(seed, 3000, snapshot_every=10)
+        except AssertionError as e:
+            pytest.fail(f"seed {seed} failed (replay: run_chaos({seed}, 3000, "
+                        f"snapshot_every=10)): {e}")
+        assert report.committed > 0 and report.snapshots > 0, f"seed {seed}: {report}"
+        installs += report.snapshot_installs
+    assert installs > 0, "no node fetched a snapshot: the run would test nothing of it"
 
 
 @pytest.mark.slow
