@@ -355,8 +355,10 @@ class SimulatedQuorum:
 
     def offer_snapshot(self, end_offset: int, records: Sequence[bytes]) -> int:
         """The application's state at ``end_offset``: every node snapshots it as soon as it
-        has committed that far (at once if it has; returns how many did)."""
+        has committed that far (at once if it has; returns how many did). The application
+        holds everything below, so the committed entries kept for it are dropped too."""
         self._offered = (end_offset, records)
+        self.committed = [b for b in self.committed if b.end_offset > end_offset]
         took = 0
         for n, node in self.nodes.items():
             if node is not None and self._adopt_offered(node):

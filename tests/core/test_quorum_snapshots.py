@@ -40,6 +40,7 @@ def test_quorum_log_is_truncated_below_the_snapshot_and_restart_loads_it(
     ends = {n: c.quorum.q.node(n).log.end_offset for n in c.quorum.nodes()}
     starts = {n: c.quorum.q.node(n).log_start_offset for n in c.quorum.nodes()}
     assert all(s > 0 for s in starts.values()), starts
+    assert c.quorum.committed_start() > 0, "committed entries below the snapshot are dropped"
     c.close()
     for d in quorum_dirs(tmp_path):
         (sid, _), = snapshot_files(d)
