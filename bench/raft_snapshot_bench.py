@@ -23,10 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, os.environ.get("KRAFTSMAN_SRC", str(Path(__file__).resolve().parents[1])))
 
-from controller_core.config import EmbeddedClusterSpec  # noqa: E402
-from controller_core.embedded.cluster import EmbeddedCluster  # noqa: E402
-from controller_core.raft.network import NetworkConfig  # noqa: E402
-from controller_core.raft.quorum import SimulatedQuorum  # noqa: E402
+from controller_core.config import EmbeddedClusterSpec
+from controller_core.embedded.cluster import EmbeddedCluster
+from controller_core.raft.network import NetworkConfig
+from controller_core.raft.quorum import SimulatedQuorum
 
 
 def du(path: Path, pattern: str = "*") -> int:
