@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -64,7 +65,8 @@ def restart_figures(records: int, brokers: int, repeats: int) -> None:
           f"spec snapshotEveryRecords {spec.snapshot_every_records:,}")
     print(f"raft log on disk ({len(nodes)} nodes): {total / 1e6:.1f} MB total, "
           f"{total / len(nodes) / 1e6:.1f} MB per node (segments {segs / 1e6:.1f} MB, "
-          f"snapshots {snaps / 1e6:.2f} MB)")
+          f"snapshots {snaps / 1e6:.2f} MB); per node: "
+          + ", ".join(f"{d.name} {du(d) / 1e6:.1f} MB" for d in nodes))
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
@@ -73,6 +75,7 @@ def restart_figures(records: int, brokers: int, repeats: int) -> None:
         c.close()
     print(f"restart (EmbeddedCluster.open, what every CLI command does): median "
           f"{statistics.median(times):.2f} s, min {min(times):.2f} s over {repeats} runs")
+    shutil.rmtree(state)
 
 
 def walk(log_bytes: int, bandwidth_bps: float, state_bytes: int | None) -> tuple[float, int]:
