@@ -94,9 +94,17 @@ class MetadataQuorum:
     # -- snapshots (KIP-630) --------------------------------------------------------------------
     def snapshot(self, end_offset: int, records: Sequence[bytes]) -> int:
         """Every node snapshots the state ``records`` at ``end_offset`` and drops its log
-        below, as soon as it has committed that far; returns how many did at once. A node
+        below, as soon as it has committed that far (followers learn the high watermark a
+        fetch later: give them that long). Returns how many nodes hold the snapshot; a node
         left below the leader's log start gets the leader's snapshot by FetchSnapshot."""
-        return self.q.offer_snapshot(end_offset, records)
+        self.q.offer_snapshot(end_offset, records)
+
+        def holders() -> int:
+            return sum(1 for node in self.q.nodes.values()
+                       if node is not None and node.log_start_offset >= end_offset)
+        running = sum(1 for node in self.q.nodes.values() if node is not None)
+        self.q.run_until(lambda: holders() == running, self.q.config.fetch_max_wait_ms)
+        return holders()
 
     def latest_snapshot(self) -> RaftSnapshot | None:
         snaps = [node.snapshot for node in self.q.nodes.values()
