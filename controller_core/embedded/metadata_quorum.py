@@ -103,7 +103,11 @@ class MetadataQuorum:
             return sum(1 for node in self.q.nodes.values()
                        if node is not None and node.log_start_offset >= end_offset)
         running = sum(1 for node in self.q.nodes.values() if node is not None)
-        self.q.run_until(lambda: holders() == running, self.q.config.fetch_max_wait_ms)
+        # a follower parked in a long poll hears of the high watermark when the poll ends;
+        # the wait is the controllers' own business: the cluster's clock does not move
+        now_s = self.now_s()
+        self.q.run_until(lambda: holders() == running, 2 * self.q.config.fetch_max_wait_ms)
+        self.rebase(now_s)
         return holders()
 
     def latest_snapshot(self) -> RaftSnapshot | None:
