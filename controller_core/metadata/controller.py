@@ -34,7 +34,11 @@ Emit = Callable[[Record], None]
 THROTTLE_RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 THROTTLE_REPLICA_KEYS = (
     "leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
-ALTERABLE_CONFIGS = {"BROKER": set(THROTTLE_RATE_KEYS), "TOPIC": set(THROTTLE_REPLICA_KEYS)}
+# What kraftsman placed on a broker (orchestration/throttles.py): kept in the cluster, so an
+# executor that lost its local state still removes exactly its own throttles.
+THROTTLE_MARKER_KEY = "kraftsman.throttle"
+ALTERABLE_CONFIGS = {"BROKER": {*THROTTLE_RATE_KEYS, THROTTLE_MARKER_KEY},
+                     "TOPIC": set(THROTTLE_REPLICA_KEYS)}
 
 
 class Controller:
@@ -254,7 +258,7 @@ class Controller:
                 if not value.isdigit():
                     return ApiResult(errors.INVALID_CONFIG,
                                      f"{key}={value!r}: must be a whole number of bytes/second")
-            elif parse_throttled_replicas(value) is None:
+            elif key in THROTTLE_REPLICA_KEYS and parse_throttled_replicas(value) is None:
                 return ApiResult(errors.INVALID_CONFIG,
                                  f"{key}={value!r}: expected '*' or 'partition:broker,...'")
         return None
