@@ -86,7 +86,10 @@ def test_plan_runs_to_completion_with_throttles_placed_and_removed(backend: Back
     assert ex.start() == []
     ex.step()
     placed = throttles(backend)
-    assert placed[("BROKER", "3")] == dict.fromkeys(RATE_KEYS, "5000000")
+    # the rates, and the marker saying kraftsman placed them (orchestration/throttles.py)
+    assert placed[("BROKER", "3")].keys() == {*RATE_KEYS, "kraftsman.throttle"}
+    assert {k: placed[("BROKER", "3")][k] for k in RATE_KEYS} == dict.fromkeys(RATE_KEYS,
+                                                                                "5000000")
     assert FOLLOWER in placed[("TOPIC", "orders")]
     assert len(backend.admin.list_partition_reassignments()) == 2  # the concurrency limit
     p = drive(backend, ex)

@@ -18,6 +18,7 @@ import orjson
 from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.errors import ApiResult
 from controller_core.model import ElectionType, TopicPartition
+from controller_core.orchestration import throttles
 from controller_core.orchestration.election import run_election
 from kraftsman.cli_errors import UsageError
 from kraftsman.local_store import DEFAULT_STATE_DIR, LocalStore
@@ -44,6 +45,9 @@ def register(sub: Any) -> None:
     _common(p)
     p.add_argument("--partition", action="append", default=None, metavar="TOPIC:PARTITION",
                    help="cancel only these (repeatable); default: everything in flight")
+    p.add_argument("--preserve-throttles", action="store_true",
+                   help="keep the replication throttles kraftsman placed (like "
+                        "kafka-reassign-partitions --cancel --preserve-throttles)")
     p.set_defaults(handler=cmd_cancel)
 
     p = sub.add_parser("elect", help="preferred or unclean leader election")
@@ -158,6 +162,9 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     with opened(args) as c:
         targets = tps if tps is not None else list(c.list_partition_reassignments())
         results = c.alter_partition_reassignments(dict.fromkeys(targets))
+        if not args.preserve_throttles:
+            # what no movement needs any more goes, as --cancel does
+            throttles.sync(c, {}, None)
     ok = sorted(str(tp) for tp, r in results.items() if r.ok)
     bad = sorted(((tp, r) for tp, r in results.items() if not r.ok), key=lambda x: x[0])
     data = {str(tp): _result(r) for tp, r in results.items()}
