@@ -497,12 +497,10 @@ class EmbeddedCluster:
             else:
                 leo = self.data.replica_leo(tp, p, broker, self.now) or 0.0
                 lag = max(0, int(self.data.leader_leo(tp, self.now)) - int(leo))
-                # A replica is in sync only as an ISR member on a live broker: a dead broker's
-                # replica with nothing new to fetch (no producer) is not (KIP-179).
-                if self.image.brokers[broker].fenced:
-                    word = OFFLINE
-                else:
-                    word = IN_SYNC if lag == 0 and broker in p.isr else behind(lag)
+                # A fenced (dead) broker's replica is never "in sync", even with nothing new
+                # to fetch (no producer): the controller took it out of the ISR (KIP-179).
+                word = (OFFLINE if self.image.brokers[broker].fenced
+                        else IN_SYNC if lag == 0 else behind(lag))
                 out.append(ReplicaStatus(
                     tp, broker, word, lag,
                     lag * topic.message_bytes, int(leo * topic.message_bytes), now_ms))

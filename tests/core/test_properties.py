@@ -36,6 +36,7 @@ from controller_core import errors
 from controller_core.admin import (
     IN_SYNC,
     NOT_HOSTED,
+    OFFLINE,
     UNKNOWN_BROKER,
     UNKNOWN_PARTITION,
     UNKNOWN_TOPIC,
@@ -62,7 +63,7 @@ from .strategies import (
 PROFILE = settings.get_profile(core_profile())
 PURE = settings(PROFILE, max_examples=PROFILE.max_examples * 2)
 BEHIND = re.compile(r"^behind: [1-9]\d* messages$")
-STATIC_WORDS = {IN_SYNC, NOT_HOSTED, UNKNOWN_BROKER, UNKNOWN_PARTITION, UNKNOWN_TOPIC}
+STATIC_WORDS = {IN_SYNC, NOT_HOSTED, OFFLINE, UNKNOWN_BROKER, UNKNOWN_PARTITION, UNKNOWN_TOPIC}
 
 
 # -- shared checks -------------------------------------------------------------------------------
@@ -695,6 +696,8 @@ class ClusterMachine(RuleBasedStateMachine):
             assert first.status == UNKNOWN_BROKER
         elif broker not in p.replicas:
             assert first.status == NOT_HOSTED
+        elif self.c.image.brokers[broker].fenced:
+            assert first.status == OFFLINE, first.status  # never "in sync" (KIP-179)
         else:
             assert first.status == IN_SYNC or BEHIND.match(first.status), first.status
 
@@ -727,9 +730,11 @@ class ClusterMachine(RuleBasedStateMachine):
                 reassigning.add(tp)
                 assert move is not None, f"{tp} is moving but nobody moved it: {p}"
                 check_move(tp, p, move.target, move.original)
-                if set(p.adding) <= set(p.isr):
+                # PartitionReassignmentReplicas.maybeCompleteReassignment: complete once every
+                # target replica (not only the adding ones) is in the ISR.
+                if set(p.target) <= set(p.isr):
                     assert not _eligible(move.target, p.isr, live), \
-                        f"{tp}: every adding replica is in sync but the move did not complete: {p}"
+                        f"{tp}: every target replica is in sync but the move did not complete: {p}"
             elif move is not None:
                 assert p.replicas == move.target, \
                     f"{tp}: completed on {p.replicas}, target {move.target}"
@@ -749,7 +754,9 @@ class ClusterMachine(RuleBasedStateMachine):
             (tp, r) for tp in sorted(reassigning) for r in self.reg(tp).replicas]
         for s in statuses:
             assert s.status in STATIC_WORDS or BEHIND.match(s.status), s.status
-            assert (s.status == IN_SYNC) == (s.lag_messages == 0), s
+            fenced = img.brokers[s.broker].fenced
+            assert (s.status == OFFLINE) == fenced, s
+            assert (s.status == IN_SYNC) == (s.lag_messages == 0 and not fenced), s
         described = {d.tp: d for d in c.describe_partitions()}
         assert set(described) == {tp for tp, _ in img.iter_partitions()}
         for tp, d in described.items():
