@@ -58,8 +58,6 @@ class Balancer:
     capacity: dict[int, int] = field(init=False)
     racks: set[str] = field(init=False)
     unplaced: list[tuple[int, int, str]] = field(default_factory=list)
-    # pids changed since the caller last took them (to update the distributed table)
-    dirty: set[int] = field(default_factory=set)
     # a widened round: a giver may end below its band (racks can force a rack's brokers
     # below the cluster-wide target); the objective still has to improve
     relaxed: bool = False
@@ -79,11 +77,6 @@ class Balancer:
 
     def out_of_band(self, broker: int, metrics: Iterable[int]) -> bool:
         return any(self.excess(broker, m) > self.targets.band[broker][m] for m in metrics)
-
-    def take_dirty(self) -> dict[int, tuple[tuple[int, ...], int]]:
-        out = {pid: self.changed[pid] for pid in sorted(self.dirty)}
-        self.dirty.clear()
-        return out
 
     def current(self, c: Candidate) -> tuple[tuple[int, ...], int]:
         return self.changed.get(c.pid, (c.replicas, c.leader))
@@ -203,7 +196,6 @@ class Balancer:
         if new_leader != leader:
             self._move_leadership(leader, new_leader, self._leader_amounts(c, len(new)))
         self.changed[c.pid] = (tuple(new), new_leader)
-        self.dirty.add(c.pid)
 
     def _move_leadership(self, src: int, dst: int, amounts: tuple[int, int]) -> None:
         for m, a in zip(LEADER_METRICS, amounts, strict=True):
@@ -232,7 +224,6 @@ class Balancer:
         dst = best[1]
         self._move_leadership(leader, dst, amounts)
         self.changed[c.pid] = ((dst, *[r for r in replicas if r != dst]), dst)
-        self.dirty.add(c.pid)
         return True
 
     # -- a round ----------------------------------------------------------------------

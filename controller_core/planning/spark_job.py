@@ -232,22 +232,25 @@ def _collect_candidates(rows: Any, ctx: RoundContext, caps: dict[int, int],
 
 
 
-def _apply(spark: Any, df: Any, changes: dict[int, tuple[tuple[int, ...], int]]) -> Any:
+def _with_changes(spark: Any, base: Any, changes: Mapping[int, tuple[tuple[int, ...], int]]
+                  ) -> Any:
+    """The table with every change so far (a broadcast join on the cached table; nothing is
+    materialised, so a round costs one Spark job)."""
     from pyspark.sql import functions as F
 
     if not changes:
-        return df
-    upd = spark.createDataFrame(
-        [(pid, list(reps), leader) for pid, (reps, leader) in changes.items()],
+        return base
+    pd = importlib.import_module("pandas")
+    upd = spark.createDataFrame(pd.DataFrame({
+        "pid": list(changes), "new_replicas": [list(r) for r, _ in changes.values()],
+        "new_leader": [ld for _, ld in changes.values()]}),
         "pid long, new_replicas array<int>, new_leader long")
-    out = df.join(F.broadcast(upd), "pid", "left").select(
+    return base.join(F.broadcast(upd), "pid", "left").select(
         "pid", "topic", "partition",
         F.coalesce("new_replicas", "replicas").alias("replicas"),
         F.coalesce("new_leader", "leader").alias("leader"),
         "size", "bin", "bout", "orig_replicas", "orig_leader",
-    ).localCheckpoint(eager=True)
-    df.unpersist()
-    return out
+    )
 
 
 def _rack_dup_filter(bal: Balancer) -> Any:
@@ -285,7 +288,7 @@ def run_plan(spark: Any, snapshot_dir: Path, snapshot: Snapshot, goal: Goal,
     started = time.monotonic()
     clock = _Stopwatch()
     broker_ids = snapshot.broker_ids()
-    df = _load_table(spark, snapshot_dir)
+    base = df = _load_table(spark, snapshot_dir)
     clock.lap("load")
     before = spark_loads(df, broker_ids)
     clock.lap("loads before")
@@ -325,7 +328,7 @@ def run_plan(spark: Any, snapshot_dir: Path, snapshot: Snapshot, goal: Goal,
             t1 = time.monotonic()
             accepted = bal.run_round(cands)
             t2 = time.monotonic()
-            df = _apply(spark, df, bal.take_dirty())
+            df = _with_changes(spark, base, bal.changed)
             stats.append(RoundStat("replicas", rnd, len(sources), len(cands), accepted,
                                    time.monotonic() - t0, t2 - t1))
             if accepted == 0 and (widen or not new):
@@ -348,7 +351,7 @@ def run_plan(spark: Any, snapshot_dir: Path, snapshot: Snapshot, goal: Goal,
         t1 = time.monotonic()
         accepted = bal.run_round(cands, leaders=True)
         t2 = time.monotonic()
-        df = _apply(spark, df, bal.take_dirty())
+        df = _with_changes(spark, base, bal.changed)
         stats.append(RoundStat("leaders", rnd, len(sources), len(cands), accepted,
                                time.monotonic() - t0, t2 - t1))
         if accepted == 0 and (widen or not new):
@@ -356,6 +359,7 @@ def run_plan(spark: Any, snapshot_dir: Path, snapshot: Snapshot, goal: Goal,
         widen = widen or accepted == 0
 
     clock.lap("leader rounds")
+    df = _with_changes(spark, base, bal.changed).localCheckpoint(eager=True)
     after = spark_loads(df, broker_ids)
     if after != bal.loads:
         raise RuntimeError("internal: driver and Spark disagree on the planned loads")
@@ -370,9 +374,9 @@ def run_plan(spark: Any, snapshot_dir: Path, snapshot: Snapshot, goal: Goal,
         removed)
     # partitions nobody moved may still break a rule (e.g. drained brokers that are full)
     violations += _unmoved_violations(df, bal, removed)
-    for pid, pos, why in bal.unplaced:
-        violations.append(_unplaced(df, pid, pos, why))
+    violations += _unplaced(df, bal.unplaced)
     df.unpersist()
+    base.unpersist()
     clock.lap("finish")
     return PlanResult(
         goal=goal, seed=options.seed, brokers=list(snapshot.brokers), eligible=eligible,
@@ -423,14 +427,20 @@ def _unmoved_violations(df: Any, bal: Balancer, removed: set[int]) -> list[Any]:
     return out
 
 
-def _unplaced(df: Any, pid: int, pos: int, why: str) -> Any:
+def _unplaced(df: Any, unplaced: list[tuple[int, int, str]]) -> list[Any]:
+    """Placement violations of the replicas that had to move and could not (one job)."""
     from pyspark.sql import functions as F
 
     from controller_core.planning.objective import Violation
 
-    r = df.filter(F.col("pid") == pid).select("topic", "partition", "replicas").first()
-    return Violation("placement", f"{r[0]}-{r[1]} replica {list(r[2])[pos]}",
-                     f"could not move: {why}")
+    if not unplaced:
+        return []
+    pids = sorted({pid for pid, _, _ in unplaced})
+    rows = {int(r[0]): r for r in df.filter(F.col("pid").isin(pids))
+            .select("pid", "topic", "partition", "replicas").collect()}
+    return [Violation("placement", f"{rows[pid][1]}-{rows[pid][2]} replica "
+                                   f"{list(rows[pid][3])[pos]}", f"could not move: {why}")
+            for pid, pos, why in unplaced]
 
 
 def _dedupe(items: list[Any]) -> list[Any]:
