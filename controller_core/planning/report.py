@@ -226,9 +226,12 @@ def write_chart(path: Path, result: PlanResult) -> None:
                 linewidth=2, label="after (brokers that stay)", **style)
         targets = [result.targets.target[b][m] / scale for b in elig]
         bands = [result.targets.band[b][m] / scale for b in elig]
-        if targets and max(targets) - min(targets) <= 1e-9 * max(1.0, max(targets)):
-            t, w = targets[0], bands[0]
-            ax.axhspan(t - w, t + w, color="#2ca02c", alpha=0.15, label="target ± tolerance")
+        if targets:
+            # targets differ per broker with capacities or racks: the band of the mean
+            same = max(targets) - min(targets) <= 1e-9 * max(1.0, max(targets))
+            t, w = sum(targets) / len(targets), sum(bands) / len(bands)
+            ax.axhspan(t - w, t + w, color="#2ca02c", alpha=0.15,
+                       label="target ± tolerance" if same else "mean target ± tolerance")
             ax.axhline(t, color="#2ca02c", linewidth=0.8, linestyle="--")
         for curve, marks, color, shape, what in (
                 (before, removed, "#d62728", "x", "removed"),
@@ -241,10 +244,18 @@ def write_chart(path: Path, result: PlanResult) -> None:
         outliers = [(i + 1, v, b) for i, (v, b) in enumerate(after)
                     if abs(v - result.targets.target[b][m] / scale) >
                     result.targets.band[b][m] / scale]
-        shown = outliers if len(outliers) <= 6 else outliers[:3] + outliers[-3:]
-        for x, y, b in shown:
-            ax.annotate(str(b), (x, y), textcoords="offset points", xytext=(4, 4),
-                        fontsize="x-small", color="#1f77b4")
+        # one label per end of the curve, listing the ids of the brokers outside the band
+        mid = len(after) / 2
+        for group, dy in (([o for o in outliers if o[0] <= mid], 6),
+                          ([o for o in outliers if o[0] > mid][::-1], -12)):
+            if not group:
+                continue
+            ids = ", ".join(str(b) for _, _, b in group[:4])
+            more = f" +{len(group) - 4}" if len(group) > 4 else ""
+            x, y, _ = group[0]
+            ax.annotate(f"outside band: {ids}{more}", (x, y), textcoords="offset points",
+                        xytext=(6 if x <= mid else -6, dy), fontsize="x-small",
+                        color="#1f77b4", ha="left" if x <= mid else "right")
         ratio_b = max_over_mean(result.loads_before, elig, m)
         ratio_a = max_over_mean(result.loads_after, elig, m)
         ax.set_title(f"{label}: max/mean {ratio_b:.2f} → {ratio_a:.2f}", fontsize="medium")
