@@ -263,7 +263,7 @@ def write_chart(path: Path, result: PlanResult) -> None:
         ax.set_xlabel(f"brokers ranked by load (of {n})")
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize="x-small", loc="upper right")
+        ax.legend(fontsize="x-small", loc="lower left")  # under a descending curve
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
     fig.suptitle(f"{result.goal.describe()}: load per broker before and after "
