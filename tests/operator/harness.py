@@ -132,6 +132,21 @@ class Api:
             items = (await r.json()).get("items", [])
         return [e for e in items if e.get("involvedObject", {}).get("name") == name]
 
+    async def wait_events(self, name: str, *reasons: str,
+                          timeout: float = 30.0) -> list[dict[str, Any]]:
+        """The Events of `name` once every reason in `reasons` is among them (milestone
+        Events are posted by the pass after the one whose status recorded them)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            events = await self.events(name)
+            seen = {e.get("reason") for e in events}
+            if set(reasons) <= seen:
+                return events
+            if time.monotonic() > deadline:
+                raise AssertionError(f"Events of {name}: {sorted(map(str, seen))}, not all of "
+                                     f"{list(reasons)} after {timeout}s")
+            await asyncio.sleep(0.1)
+
     async def wait_gone(self, kind: str, name: str, timeout: float = 30.0,
                         ns: str = "default") -> None:
         deadline = time.monotonic() + timeout
