@@ -47,6 +47,6 @@ def test_cancel_with_dry_run_is_refused_by_the_crd_and_the_model() -> None:
                  {**REF, "partitions": MOVES, "dryRun": True},
                  {**REF, "partitions": MOVES, "cancel": False, "dryRun": True}):
         assert holds(rule["rule"], fine)
-    with pytest.raises(UsageError, match="spec.cancel and spec.dryRun cannot both be true"):
+    with pytest.raises(UsageError, match=r"spec\.cancel and spec\.dryRun cannot both be true"):
         parse_resource({"apiVersion": "kraftsman.io/v1alpha1", "kind": "PartitionReassignment",
                         "metadata": {"name": "x"}, "spec": both})
