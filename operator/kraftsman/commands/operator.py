@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,12 @@ def register(subparsers: Any) -> None:
     run.add_argument("--time-scale", type=float, default=1.0,
                      help="simulated seconds of embedded clusters per wall second (default 1)")
     run.add_argument("--log-level", choices=["debug", "info", "warning"], default="info")
+    run.add_argument("--kubeconfig", metavar="FILE", default=None,
+                     help="log in with this kubeconfig (default: $KUBECONFIG, else the pod's "
+                          "service account, else ~/.kube/config)")
+    run.add_argument("--service-account-dir", type=Path, default=None,
+                     help="where the pod's service account token and ca.crt are mounted "
+                          "(default /var/run/secrets/kubernetes.io/serviceaccount)")
     run.set_defaults(handler=_run)
 
 
@@ -42,6 +49,7 @@ def _run(args: argparse.Namespace) -> int:
     import kopf
 
     from kraftsman.handlers import Runtime, build_registry
+    from kraftsman.handlers.login import SERVICE_ACCOUNT_DIR, NoCredentials, choose
 
     if args.tick <= 0:
         raise UsageError(f"--tick {args.tick}: must be > 0 (seconds between passes)")
@@ -55,10 +63,16 @@ def _run(args: argparse.Namespace) -> int:
     except OSError as e:
         raise UsageError(f"--state-dir {args.state_dir}: not writable ({e.strerror}); mount a "
                          "volume there or pass another directory") from None
+    try:
+        login = choose(args.kubeconfig, os.environ,
+                       args.service_account_dir or SERVICE_ACCOUNT_DIR)
+    except NoCredentials as e:
+        raise UsageError(str(e)) from None
     logging.basicConfig(level=getattr(logging, args.log_level.upper()),
                         format="%(asctime)s %(name)s [%(levelname)s] %(message)s")
     rt = Runtime(args.state_dir, tick_seconds=args.tick, time_scale=args.time_scale)
     registry = build_registry(rt)
+    login.register(registry)
     asyncio.run(kopf.operator(
         registry=registry, clusterwide=not args.namespace, namespaces=args.namespace,
         standalone=args.standalone or args.peering is None, peering_name=args.peering,
