@@ -258,13 +258,12 @@ class Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
     _versions = itertools.count(2)
     _generated = itertools.count(1)
 
-    # kmock logs every request and matches each new one against the whole log (quadratic);
-    # keep only the recent ones, or long runs (benchmarks) stall on the log itself.
-    keep_requests = 20
 
     # Benchmarks turn this off: kmock scans every stored object on each request, and two
     # Events per LeaderElection would make the emulator, not the operator, the bottleneck.
     store_events = True
+    # Tests set this to make the API server refuse Events for a while (503).
+    refuse_events = False
 
     # kmock keeps every version of every object; a benchmark with 10,000-partition specs
     # patched every second would measure that history, so it can keep only the latest.
@@ -272,18 +271,24 @@ class Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
     _writes = 0
 
     async def _handle(self, request: Any) -> Any:
+        try:
+            return await self._serve(request)
+        finally:
+            self._forget(request)
+
+    async def _serve(self, request: Any) -> Any:
         if not self.keep_history:
             self._writes += 1
             if self._writes % 50 == 0:
                 for obj in self.objects.values():
                     if len(obj.history) > 1:
                         del obj.history[:-1]
-        if not self.store_events and getattr(request.resource, "plural", None) == "events" \
+        if getattr(request.resource, "plural", None) == "events" \
                 and "create" in str(request.action).lower():
-            return aiohttp.web.json_response(request.data, status=201)
-        log = self._requests
-        if len(log) > 2 * self.keep_requests:
-            del log[:-self.keep_requests]
+            if self.refuse_events:
+                return status_error(503, "ServiceUnavailable", "events refused by the test")
+            if not self.store_events:
+                return aiohttp.web.json_response(request.data, status=201)
         data = getattr(request, "data", None)
         action = str(getattr(request, "action", ""))
         rv = str(next(self._versions))
@@ -311,6 +316,17 @@ class Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
             if refused is not None:
                 return refused
         return await super()._handle(request)
+
+    def _forget(self, request: Any) -> None:
+        """A served request leaves kmock's log: kmock matches each new request against its
+        whole log (by identity, through every reaction's filters), so a log of every request
+        ever served makes each request slower than the last. Only requests in flight (the
+        current one, open watches) stay — all that matching needs."""
+        log = self._requests
+        for i in range(len(log) - 1, -1, -1):
+            if log[i] is request:
+                del log[i]
+                return
 
     async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> Any:
         # aiohttp refuses bodies over 1 MiB by itself (a plain-text 413); let the API server's

@@ -8,7 +8,7 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from kraftsman.handlers.opstate import saved_state
+from kraftsman.handlers.opstate import has_outbox
 from kraftsman.resources import GROUP, KINDS, VERSION, format_validation_error
 from kraftsman.status import (
     DEGRADED,
@@ -101,7 +101,7 @@ def settled(*phases: str, continuous_ok: bool = False) -> Any:
             return True
         st = status or {}
         if st.get("phase") in done and st.get("observedGeneration") == generation(meta):
-            return bool((saved_state(st) or {}).get("outbox"))  # Events still to post
+            return has_outbox(st)  # Events still to post
         return True
 
     return active

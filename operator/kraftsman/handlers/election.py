@@ -31,7 +31,7 @@ from kraftsman.handlers.common import (
     set_cond,
     settled,
 )
-from kraftsman.handlers.opstate import Outbox, bump, post_stored, saved_state
+from kraftsman.handlers.opstate import Outbox, bump, saved_state
 from kraftsman.handlers.runtime import Runtime, spec_digest
 from kraftsman.reconcile import election_of
 from kraftsman.resources import LeaderElectionSpec
@@ -115,13 +115,12 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             set_cond(st, SUCCEEDED, "Unknown", "Pending", "not run yet", gen)
             set_cond(st, PROGRESSING, "True", "Pending", "not run yet", gen)
             healthy(st, gen)
-        posted = await post_stored(body, saved_state(status), rt.settings, logger)
         base = current_doc(uid, status)
         doc = copy.deepcopy(base)
         outbox = Outbox(doc)
-        outbox.drop(posted)
 
-        def save() -> None:
+        async def save() -> None:
+            await outbox.post(body, rt.settings, logger)
             st.operation_state = bump(doc, base)
             live[uid] = doc
 
@@ -130,7 +129,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             st.phase = "Invalid"
             degrade(st, "InvalidSpec", "; ".join(problems), gen)
             set_cond(st, SUCCEEDED, "False", "InvalidSpec", "the spec is invalid", gen)
-            save()
+            await save()
             publish(patch, status, st, gen)
             return
         assert isinstance(model, LeaderElectionSpec)
@@ -139,7 +138,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         key = f"{KIND}/{uid}"
         digest = spec_digest(dict(spec))
         if model.mode == "OneShot" and doc.get("digest") == digest:
-            save()  # elected for this spec already: its result was published with the digest
+            await save()  # elected for this spec: the result went out with the digest
             publish(patch, status, st, gen)
             return
         ref = model.cluster_ref.name
@@ -147,7 +146,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             st.phase = "Invalid"
             degrade(st, "UnknownCluster", f"spec.clusterRef.name: no KafkaCluster {ref!r} in "
                     f"namespace {namespace}; create it or fix the name", gen)
-            save()
+            await save()
             publish(patch, status, st, gen)
             return
         opened = rt.clusters.get((namespace, ref))
@@ -155,7 +154,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             if opened is None:
                 set_cond(st, PROGRESSING, "True", "WaitingForCluster",
                          f"KafkaCluster {ref} is not Ready yet", gen)
-                save()
+                await save()
                 publish(patch, status, st, gen)
             return
         try:
@@ -169,7 +168,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             publish(patch, status, st, gen)
             return
         rt.backoff.succeeded(key)
-        save()
+        await save()
         publish(patch, status, st, gen)
 
     def one_shot(cluster: ClusterAdmin, digest: str, doc: dict[str, Any], outbox: Outbox,

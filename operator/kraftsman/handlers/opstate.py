@@ -7,17 +7,20 @@ drain, a wiped ``emptyDir``) loses nothing, and whichever replica acts next resu
 the API server holds. The value is compact (zlib + base64 of JSON) so it stays small beside
 the status a user reads; it is the operator's private bookkeeping, not an API.
 
-Events of a milestone (``Started``, ``Completed``, ...) go through an outbox in the same
-state: a pass records them in the status it writes; the next pass posts the ones the API
-server has stored, each under a name derived from the resource's uid and a sequence number,
-so a re-post after a crash is refused as AlreadyExists (409) — one Event, however often the
-operator restarts — and then drops them from the outbox.
+Events of a milestone (``Started``, ``Completed``, ...) are posted exactly once across
+restarts: each gets a sequence number from the state and a name derived from the resource's
+uid, that number and its reason. A pass posts its Events before its status is written; if
+the operator dies in between, the pass runs again from the previous state, numbers its
+milestones the same way, and the API server refuses the repeated names as AlreadyExists
+(409) — one Event each. An Event the API server could not take stays in the state's outbox
+and is posted by the next pass.
 """
 
 from __future__ import annotations
 
 import base64
 import datetime as dt
+import functools
 import logging
 import zlib
 from collections.abc import Mapping
@@ -67,11 +70,21 @@ def saved_state(status: Any) -> dict[str, Any] | None:
     return decode((status or {}).get(STATE_FIELD))
 
 
-class Outbox:
-    """The milestone Events of one resource not yet known to be posted.
+@functools.lru_cache(maxsize=4096)
+def _has_outbox(text: str) -> bool:
+    return bool((decode(text) or {}).get("outbox"))
 
-    ``add`` appends to the state's outbox (persisted with the status of this pass);
-    :func:`post_stored` posts those the API server already holds."""
+
+def has_outbox(status: Any) -> bool:
+    """Whether the stored state still has Events to post (kopf asks on every event of every
+    resource: the answer is cached per stored state)."""
+    text = (status or {}).get(STATE_FIELD)
+    return isinstance(text, str) and _has_outbox(text)
+
+
+class Outbox:
+    """The milestone Events of one resource: numbered in the state, posted by :func:`post`,
+    kept in the state's outbox until the API server has them."""
 
     def __init__(self, state: dict[str, Any]) -> None:
         self.state = state
@@ -83,33 +96,35 @@ class Outbox:
         self.state["outbox"].append([self.state["eventSeq"], reason, message[:MAX_EVENT_MESSAGE],
                                      warning])
 
-    def drop(self, seqs: set[int]) -> None:
-        self.state["outbox"] = [e for e in self.state["outbox"] if int(e[0]) not in seqs]
+    async def post(self, body: Mapping[str, Any], settings: kopf.OperatorSettings | None,
+                   logger: logging.Logger | logging.LoggerAdapter[Any]) -> None:
+        """Post the outbox; what the API server took (or had already) leaves it."""
+        if not self.state["outbox"] or settings is None:
+            return
+        posted = await post_events(body, self.state["outbox"], settings, logger)
+        self.state["outbox"] = [e for e in self.state["outbox"] if int(e[0]) not in posted]
 
 
-def event_name(body: Mapping[str, Any], seq: int) -> str:
+def event_name(body: Mapping[str, Any], seq: int, reason: str) -> str:
     meta = body.get("metadata") or {}
-    return f"{meta.get('name')}.{str(meta.get('uid'))[:8]}.{seq}".lower()[:253]
+    return f"{meta.get('name')}.{str(meta.get('uid'))[:8]}.{seq}.{reason}".lower()[:253]
 
 
-async def post_stored(body: Mapping[str, Any], stored: Mapping[str, Any] | None,
-                      settings: kopf.OperatorSettings | None,
+async def post_events(body: Mapping[str, Any], outbox: list[Any],
+                      settings: kopf.OperatorSettings,
                       logger: logging.Logger | logging.LoggerAdapter[Any]) -> set[int]:
-    """Post the outbox events of the stored state; returns the sequence numbers now posted
-    (including those the API server already had)."""
+    """Post the events; returns the sequence numbers the API server now holds."""
     posted: set[int] = set()
-    if not stored or not stored.get("outbox") or settings is None:
-        return posted
     meta = body.get("metadata") or {}
     namespace = str(meta.get("namespace") or "default")
     ref = {"apiVersion": body.get("apiVersion"), "kind": body.get("kind"),
            "name": meta.get("name"), "namespace": namespace, "uid": meta.get("uid")}
     url = f"/api/v1/namespaces/{quote(namespace)}/events"
-    for seq, reason, message, warning in stored["outbox"]:
+    for seq, reason, message, warning in outbox:
         now = dt.datetime.now(dt.UTC).isoformat()
         event = {
             "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": event_name(body, int(seq)), "namespace": namespace},
+            "metadata": {"name": event_name(body, int(seq), reason), "namespace": namespace},
             "type": "Warning" if warning else "Normal", "reason": reason, "message": message,
             "involvedObject": ref, "action": reason,
             "reportingComponent": settings.posting.reporting_component,

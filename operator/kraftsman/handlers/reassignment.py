@@ -37,7 +37,7 @@ from kraftsman.handlers.common import (
     set_cond,
     settled,
 )
-from kraftsman.handlers.opstate import Outbox, bump, post_stored, saved_state
+from kraftsman.handlers.opstate import Outbox, bump, saved_state
 from kraftsman.handlers.runtime import Runtime, spec_digest
 from kraftsman.reconcile import limits_of, plan_of
 from kraftsman.resources import PartitionReassignmentSpec
@@ -211,18 +211,15 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             set_cond(st, SUCCEEDED, "Unknown", "Pending", "not started", gen)
             set_cond(st, PROGRESSING, "False", "Pending", "not started", gen)
             healthy(st, gen)
-        # Milestones recorded by an earlier pass and stored by the API server: post them.
-        posted = await post_stored(body, saved_state(status), rt.settings, logger)
         base, cached = current_doc(uid, status)
         doc = copy.deepcopy(base)
         outbox = Outbox(doc)
-        outbox.drop(posted)
         model, problems = parse_spec(KIND, spec)
         if model is None:
             st.phase = "Invalid"
             degrade(st, "InvalidSpec", "; ".join(problems), gen)
             set_cond(st, SUCCEEDED, "False", "InvalidSpec", "the spec is invalid", gen)
-            save(uid, doc, base, None, st)
+            await save(uid, doc, base, None, st, outbox, body, logger)
             publish(patch, status, st, gen)
             return
         assert isinstance(model, PartitionReassignmentSpec)
@@ -232,7 +229,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             degrade(st, "ClusterRefChanged", f"spec.clusterRef.name: changed from {was_on!r} "
                     f"while the reassignment runs there; set it back to {was_on!r}, or delete "
                     "this resource (rolls back) and create a new one", gen)
-            save(uid, doc, base, cached, st)
+            await save(uid, doc, base, cached, st, outbox, body, logger)
             publish(patch, status, st, gen)
             return
         key = f"{KIND}/{uid}"
@@ -240,7 +237,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             return
         opened = _cluster(namespace, model, kafkaclusters, st, gen)
         if opened is None:
-            save(uid, doc, base, cached, st)
+            await save(uid, doc, base, cached, st, outbox, body, logger)
             publish(patch, status, st, gen)
             return
         try:
@@ -254,13 +251,16 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             publish(patch, status, st, gen)
             return
         rt.backoff.succeeded(key)
-        save(uid, doc, base, executor, st)
+        await save(uid, doc, base, executor, st, outbox, body, logger)
         publish(patch, status, st, gen)
 
-    def save(uid: str, doc: dict[str, Any], base: dict[str, Any],
-             executor: ReassignmentExecutor | None, st: PartitionReassignmentStatus) -> None:
-        """The state goes out with this pass's status (one write); a new revision only when
-        it changed, so a pass that changed nothing writes nothing."""
+    async def save(uid: str, doc: dict[str, Any], base: dict[str, Any],
+                   executor: ReassignmentExecutor | None, st: PartitionReassignmentStatus,
+                   outbox: Outbox, body: Any, logger: Any) -> None:
+        """Post this pass's Events, then the state goes out with this pass's status (one
+        write); a new revision only when it changed, so a pass that changed nothing writes
+        nothing."""
+        await outbox.post(body, rt.settings, logger)
         st.operation_state = bump(doc, base)
         live[uid] = (doc, executor)
 
