@@ -137,6 +137,7 @@ async def latency(k8s: Any, api: Api, args: argparse.Namespace) -> None:
     watcher = asyncio.create_task(watch())
     await asyncio.sleep(0.2)
     t0 = time.monotonic()
+    op_cpu0, emu_cpu0 = op.cpu_seconds(), time.process_time()
 
     async def create(i: int) -> None:
         name = f"le-{i:04d}"
@@ -152,6 +153,7 @@ async def latency(k8s: Any, api: Api, args: argparse.Namespace) -> None:
         await asyncio.wait_for(watcher, args.timeout)
     except TimeoutError:
         watcher.cancel()
+    op_cpu, emu_cpu = op.cpu_seconds() - op_cpu0, time.process_time() - emu_cpu0
     lat = [finished[n] - created[n] for n in finished]
     span = max(finished.values()) - t0 if finished else float("nan")
     print(f"LeaderElection create -> Succeeded (tick {args.tick}s, {args.elections} objects, "
@@ -164,6 +166,13 @@ async def latency(k8s: Any, api: Api, args: argparse.Namespace) -> None:
         print(f"  latency max        {max(lat) * 1000:.0f} ms")
         print(f"  throughput         {len(finished) / span:.1f} completed/s "
               f"(first create -> last completion {span:.1f} s)")
+        n = len(finished)
+        print(f"  operator CPU       {op_cpu:.1f} s ({op_cpu / n * 1000:.1f} ms per election: "
+              f"~{n / op_cpu if op_cpu else float('inf'):.0f} elections/s on one free core)")
+        print(f"  emulator CPU       {emu_cpu:.1f} s ({emu_cpu / n * 1000:.1f} ms per election; "
+              "this process, with the watch and the creates)")
+        load = os.getloadavg()[0]
+        print(f"  machine load       {load:.1f} (1-min load average, {os.cpu_count()} cores)")
     await op.stop()
 
 
