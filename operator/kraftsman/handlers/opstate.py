@@ -22,6 +22,7 @@ import base64
 import datetime as dt
 import functools
 import logging
+import re
 import zlib
 from collections.abc import Mapping
 from typing import Any
@@ -41,7 +42,59 @@ Pending = list[Any]  # [seq, reason, message, warning]
 
 def encode(doc: Mapping[str, Any]) -> str:
     return PREFIX + base64.b64encode(zlib.compress(
-        orjson.dumps(doc, option=orjson.OPT_SORT_KEYS), 6)).decode()
+        orjson.dumps(_pack(doc), option=orjson.OPT_SORT_KEYS), 6)).decode()
+
+
+_PAIR = re.compile(r"^\d+:\d+$")
+
+
+def _deltas(values: list[int]) -> list[int]:
+    values = sorted(values)
+    return [b - a for a, b in zip([0, *values], values, strict=False)]
+
+
+def _undeltas(deltas: list[int]) -> list[int]:
+    out, total = [], 0
+    for d in deltas:
+        total += d
+        out.append(total)
+    return out
+
+
+def _pack(node: Any) -> Any:
+    """Long lists of ``"partition:broker"`` (throttled replicas) and of ``[topic, partition]``
+    become per-broker / per-topic delta-coded partition numbers, which compress to a few
+    bytes each: a state with 100,000 moves in flight stays far below the object limit."""
+    if isinstance(node, Mapping):
+        return {k: _pack(v) for k, v in node.items()}
+    if isinstance(node, list) and len(node) > 8:
+        if all(isinstance(e, str) and _PAIR.match(e) for e in node):
+            by_broker: dict[str, list[int]] = {}
+            for e in node:
+                part, broker = e.split(":")
+                by_broker.setdefault(broker, []).append(int(part))
+            return {"~pb": {b: _deltas(ps) for b, ps in by_broker.items()}}
+        if all(isinstance(e, list) and len(e) == 2 and isinstance(e[0], str)
+               and isinstance(e[1], int) for e in node):
+            by_topic: dict[str, list[int]] = {}
+            for t, part in node:
+                by_topic.setdefault(t, []).append(part)
+            return {"~tp": {t: _deltas(ps) for t, ps in by_topic.items()}}
+    if isinstance(node, list):
+        return [_pack(v) for v in node]
+    return node
+
+
+def _unpack(node: Any) -> Any:
+    if isinstance(node, dict):
+        if set(node) == {"~pb"}:
+            return sorted(f"{p}:{b}" for b, ds in node["~pb"].items() for p in _undeltas(ds))
+        if set(node) == {"~tp"}:
+            return sorted([t, p] for t, ds in node["~tp"].items() for p in _undeltas(ds))
+        return {k: _unpack(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_unpack(v) for v in node]
+    return node
 
 
 def bump(doc: dict[str, Any], before: Mapping[str, Any]) -> str:
@@ -60,8 +113,8 @@ def decode(text: Any) -> dict[str, Any] | None:
     if not isinstance(text, str) or not text.startswith(PREFIX):
         return None
     try:
-        doc = orjson.loads(zlib.decompress(base64.b64decode(text[len(PREFIX):])))
-    except (ValueError, zlib.error):
+        doc = _unpack(orjson.loads(zlib.decompress(base64.b64decode(text[len(PREFIX):]))))
+    except (ValueError, zlib.error, TypeError, AttributeError):
         return None
     return doc if isinstance(doc, dict) else None
 

@@ -163,6 +163,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     # (status.operationState); a state stored there by someone else (another replica, after a
     # hand-over) with a later revision wins over this copy.
     live: dict[str, tuple[dict[str, Any], ReassignmentExecutor | None]] = {}
+    specs: dict[str, tuple[int, Any]] = {}  # uid -> (generation, what parsed() made of it)
 
     @kopf.index(**resource(KIND), registry=registry, id="preas_users")
     async def preas_users(namespace: str, name: str, spec: Any, status: Any, **_: Any) -> Any:
@@ -214,7 +215,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         base, cached = current_doc(uid, status)
         doc = copy.deepcopy(base)
         outbox = Outbox(doc)
-        model, problems = parse_spec(KIND, spec)
+        model, problems, digest, plan = parsed(uid, gen, spec)
         if model is None:
             st.phase = "Invalid"
             degrade(st, "InvalidSpec", "; ".join(problems), gen)
@@ -241,8 +242,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             publish(patch, status, st, gen)
             return
         try:
-            executor = await rt.run(opened, lambda c: step(c, model, st, gen, doc, cached,
-                                                           outbox))
+            executor = await rt.run(opened, lambda c: step(c, model, digest, plan, st, gen,
+                                                           doc, cached, outbox))
         except KafkaApiError as e:  # temporary: the cluster did not answer; back off
             live[uid] = (base, None)  # the executor may be half-way: re-derive next pass
             delay = rt.backoff.failed(key, rt.clock())
@@ -268,14 +269,28 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         ex = doc.get("executor")
         return ex is None or ExecutorState.model_validate(ex).phase.terminal
 
-    def step(cluster: ClusterAdmin, spec: PartitionReassignmentSpec,
-             st: PartitionReassignmentStatus, gen: int, saved: dict[str, Any],
-             cached: ReassignmentExecutor | None, outbox: Outbox
+    def parsed(uid: str, gen: int, spec: Any) -> tuple[
+            PartitionReassignmentSpec | None, list[str], str, tuple[Any, list[PlanProblem]]]:
+        """The spec parsed once per generation (a 100,000-partition spec is not re-validated,
+        re-hashed and re-planned on every pass)."""
+        hit = specs.get(uid)
+        if hit is not None and hit[0] == gen:
+            return hit[1]
+        model, problems = parse_spec(KIND, spec)
+        if model is None:
+            out: Any = (None, problems, "", (None, []))
+        else:
+            out = (model, problems, moves_digest(model), plan_of(model))
+        specs[uid] = (gen, out)
+        return out  # type: ignore[no-any-return]
+
+    def step(cluster: ClusterAdmin, spec: PartitionReassignmentSpec, digest: str,
+             planned: tuple[Any, list[PlanProblem]], st: PartitionReassignmentStatus, gen: int,
+             saved: dict[str, Any], cached: ReassignmentExecutor | None, outbox: Outbox
              ) -> ReassignmentExecutor | None:
         """One reconcile pass (in a worker thread, under the cluster's lock). Updates the
         operation state ``saved`` in place; milestones go to the outbox."""
-        digest = moves_digest(spec)
-        plan, problems = plan_of(spec)
+        plan, problems = planned
         if problems:
             st.phase = "Invalid"
             msg = problem_messages(spec, problems)
@@ -455,6 +470,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
 
     def forget(uid: str) -> None:
         live.pop(uid, None)
+        specs.pop(uid, None)
         rt.forget_op(uid)  # a state file of an older version
 
 
