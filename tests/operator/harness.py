@@ -359,11 +359,19 @@ class Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
         return None
 
     def _current(self, request: Any) -> dict[str, Any]:
-        for (resource, ns, name), obj in self.objects.items():
-            if resource == request.resource and ns == request.namespace and \
-                    name == request.name and not obj.deleted:
-                return dict(obj.raw)
-        return {}
+        found = self._KubernetesEmulator__get_objs(request, True)
+        return dict(found[0].raw) if found and not found[0].deleted else {}
+
+    def _KubernetesEmulator__get_objs(self, request: Any, strict: bool) -> list[Any]:
+        """kmock finds the object of a request by scanning every object it stores; with a
+        name (and so the namespace) known, a dict lookup does: a request no longer costs
+        more as the emulator holds more objects."""
+        if strict and request.name is not None and request.resource is not None:
+            key = (request.resource, request.namespace, request.name)
+            obj = self._objects._objects.get(key)
+            return [obj] if obj is not None else []
+        return kmock.KubernetesEmulator._KubernetesEmulator__get_objs(  # type: ignore[no-any-return]
+            self, request, strict)
 
 
 
