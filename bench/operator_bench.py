@@ -192,22 +192,27 @@ async def memory(k8s: Any, api: Api, args: argparse.Namespace) -> None:
         print(f"  ... cluster c{i} Ready, RSS {op.status('VmRSS'):.0f} MiB", flush=True)
     clusters_ready = op.status("VmRSS")
     t_ready = time.monotonic() - t0
+    # A real API server stores no object over 1.5 MiB: a plan of every partition is split
+    # into resources of --chunk partitions (as `kraftsman plan` splits its output).
+    names = []
     for i in range(args.clusters):
-        moves = [{"topic": "orders", "partition": p,
-                  "replicas": [(p + 3) % 6, (p + 4) % 6, (p + 5) % 6]}
-                 for p in range(args.partitions)]
-        await api.create("PartitionReassignment", f"move-c{i}", {
-            "clusterRef": {"name": f"c{i}"}, "partitions": moves,
-            "maxConcurrentMoves": args.partitions, "throttleBytesPerSecond": 1000})
+        for start in range(0, args.partitions, args.chunk):
+            part = range(start, min(start + args.chunk, args.partitions))
+            moves = [{"topic": "orders", "partition": p,
+                      "replicas": [(p + 3) % 6, (p + 4) % 6, (p + 5) % 6]} for p in part]
+            name = f"move-c{i}-{start // args.chunk}"
+            names.append(name)
+            await api.create("PartitionReassignment", name, {
+                "clusterRef": {"name": f"c{i}"}, "partitions": moves, "additional": True,
+                "maxConcurrentMoves": len(moves), "throttleBytesPerSecond": 1000})
     moving_total = 0
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
         moving_total = pending = 0
-        for i in range(args.clusters):
-            st = ((await api.get("PartitionReassignment", f"move-c{i}")) or {}).get(
-                "status") or {}
+        for name in names:
+            st = ((await api.get("PartitionReassignment", name)) or {}).get("status") or {}
             moving_total += st.get("moving", 0)
-            pending += (st.get("counts") or {}).get("pending", args.partitions)
+            pending += (st.get("counts") or {}).get("pending", args.chunk)
         print(f"  ... {moving_total} partitions moving, {pending} pending, "
               f"RSS {op.status('VmRSS'):.0f} MiB", flush=True)
         if pending == 0 and moving_total > 0:
@@ -216,14 +221,15 @@ async def memory(k8s: Any, api: Api, args: argparse.Namespace) -> None:
     await asyncio.sleep(args.settle)
     moving_rss, peak = op.status("VmRSS"), op.status("VmHWM")
     status_sizes, object_sizes = [], []
-    for i in range(args.clusters):
-        o = await api.get("PartitionReassignment", f"move-c{i}") or {}
+    for name in names:
+        o = await api.get("PartitionReassignment", name) or {}
         status_sizes.append(len(json.dumps(o.get("status") or {})))
         object_sizes.append(len(json.dumps(o)))
     await op.stop()
     total = args.clusters * args.partitions
     print(f"Operator memory: {args.clusters} embedded clusters x {args.partitions} partitions "
-          f"(6 brokers, RF 3), {total} partitions, operator in a {args.operator}")
+          f"(6 brokers, RF 3), {total} partitions in {len(names)} PartitionReassignments, "
+          f"operator in a {args.operator}")
     print(f"  operator RSS idle                                  {idle_rss:.0f} MiB")
     print(f"  operator CPU idle (over {args.idle:g} s)                   "
           f"{idle_cpu * 100:.1f}% of a core")
@@ -250,6 +256,7 @@ def main() -> None:
     mem.add_argument("--partitions", type=int, default=10_000)
     mem.add_argument("--tick", type=float, default=1.0)
     mem.add_argument("--settle", type=float, default=5.0)
+    mem.add_argument("--chunk", type=int, default=10_000, help="partitions per resource")
     mem.add_argument("--idle", type=float, default=10.0, help="seconds to measure idle CPU")
     mem.add_argument("--operator", choices=["process", "thread"], default="process")
     mem.add_argument("--timeout", type=float, default=900)
