@@ -251,7 +251,11 @@ async def test_a_one_shot_election_is_not_run_again_after_a_restart(
     kmock.refuse_events = False
     second = start_operator(state_dir=tmp_path / "a")
     await ready_again(api, second)
-    events = await api.wait_events("pref", "Completed", "LeaderChanged")
+    await api.wait_events("pref", "Completed", "LeaderChanged")
+    # The operator acts on the election on events (start, retries); give a repeat time to
+    # show: well over the retry delay of a pass.
+    await asyncio.sleep(10 * second.rt.tick)
+    events = await api.events("pref")
     assert sorted(e["reason"] for e in events) == ["Completed", "LeaderChanged"]
     again = await api.get("LeaderElection", "pref")
     assert again is not None and again["status"]["completedAt"] == obj["status"]["completedAt"]

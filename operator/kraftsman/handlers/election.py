@@ -29,7 +29,6 @@ from kraftsman.handlers.common import (
     publish,
     resource,
     set_cond,
-    settled,
 )
 from kraftsman.handlers.opstate import Outbox, bump, saved_state
 from kraftsman.handlers.runtime import Runtime, spec_digest
@@ -105,10 +104,33 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             stored = {k: legacy[k] for k in ("digest", "lastRunMs") if k in legacy}
         return stored
 
+    def continuous_mode(spec: Any, **_: Any) -> bool:
+        return bool((spec or {}).get("mode") == "Continuous")
+
+    def one_shot_mode(spec: Any, **_: Any) -> bool:
+        return not continuous_mode(spec)
+
+    # Continuous elections look at the cluster every pass; a one-shot election acts on events
+    # only (created, spec changed, operator started) and retries while it must wait — no timer
+    # per object polling every tick.
     @kopf.timer(**resource(KIND), interval=rt.tick, registry=registry, id="reconcile",
-                when=settled("Completed", "Failed", continuous_ok=True))
-    async def reconcile(spec: Any, status: Any, meta: Any, body: Any, patch: Any, uid: str,
-                        namespace: str, kafkaclusters: Any, logger: Any, **_: Any) -> None:
+                when=continuous_mode)
+    async def reconcile(**kw: Any) -> None:
+        await attempt(**kw)
+
+    @kopf.on.resume(**resource(KIND), registry=registry, id="resume", when=one_shot_mode)
+    @kopf.on.create(**resource(KIND), registry=registry, id="run", when=one_shot_mode)
+    @kopf.on.update(**resource(KIND), registry=registry, id="rerun", field="spec",
+                    when=one_shot_mode)
+    async def run(**kw: Any) -> None:
+        delay = await attempt(**kw)
+        if delay is not None:
+            raise kopf.TemporaryError("waiting; trying again", delay=delay)
+
+    async def attempt(spec: Any, status: Any, meta: Any, body: Any, patch: Any, uid: str,
+                      namespace: str, kafkaclusters: Any, logger: Any, **_: Any
+                      ) -> float | None:
+        """One pass; returns when to try again (None: nothing left to do for this spec)."""
         gen = generation(meta)
         st = read_status(LeaderElectionStatus, status)
         if not st.conditions:
@@ -131,16 +153,20 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             set_cond(st, SUCCEEDED, "False", "InvalidSpec", "the spec is invalid", gen)
             await save()
             publish(patch, status, st, gen)
-            return
+            return None  # permanent for this generation: a spec change runs it again
         assert isinstance(model, LeaderElectionSpec)
         st.cluster, st.election_type = model.cluster_ref.name, model.election_type
         st.run_id = model.run_id
         key = f"{KIND}/{uid}"
         digest = spec_digest(dict(spec))
         if model.mode == "OneShot" and doc.get("digest") == digest:
-            await save()  # elected for this spec: the result went out with the digest
+            # Elected for this spec: the result went out with the digest. Only Events the
+            # API server refused are left to post.
+            if not doc["outbox"]:
+                return None
+            await save()
             publish(patch, status, st, gen)
-            return
+            return retry_outbox(doc)
         ref = model.cluster_ref.name
         if (namespace, ref) not in kafkaclusters:
             st.phase = "Invalid"
@@ -148,7 +174,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                     f"namespace {namespace}; create it or fix the name", gen)
             await save()
             publish(patch, status, st, gen)
-            return
+            return None  # permanent for this generation (as any invalid spec)
         opened = rt.clusters.get((namespace, ref))
         if opened is None or not rt.backoff.ready(key, rt.clock()):
             if opened is None:
@@ -156,7 +182,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                          f"KafkaCluster {ref} is not Ready yet", gen)
                 await save()
                 publish(patch, status, st, gen)
-            return
+            return max(rt.tick, rt.backoff.not_before.get(key, 0.0) - rt.clock())
         try:
             if model.mode == "Continuous":
                 await rt.run(opened, lambda c: continuous(c, doc, outbox, model, st, gen))
@@ -166,10 +192,14 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             delay = rt.backoff.failed(key, rt.clock())
             set_cond(st, PROGRESSING, "True", "Retrying", f"{e}; retrying in {delay:g}s", gen)
             publish(patch, status, st, gen)
-            return
+            return delay
         rt.backoff.succeeded(key)
         await save()
         publish(patch, status, st, gen)
+        return retry_outbox(doc)
+
+    def retry_outbox(doc: dict[str, Any]) -> float | None:
+        return max(rt.tick, 1.0) if doc["outbox"] else None
 
     def one_shot(cluster: ClusterAdmin, digest: str, doc: dict[str, Any], outbox: Outbox,
                  spec: LeaderElectionSpec, st: LeaderElectionStatus, gen: int) -> None:
