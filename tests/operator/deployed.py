@@ -158,15 +158,14 @@ class OperatorProcess:
     def _argv(self) -> list[str]:
         command = list(self.pod.command)
         command[0] = _console_script(command[0]) if "/" not in command[0] else command[0]
-        args, seen = [], set()
+        local = {"--state-dir": f"--state-dir={self.state_dir}",
+                 "--liveness": f"--liveness={self.health_url}"}
+        args = [local.get(arg.split("=", 1)[0], arg) for arg in self.pod.args]
         for arg in self.pod.args:
-            if arg.startswith("--state-dir="):
-                arg, _ = f"--state-dir={self.state_dir}", seen.add("state")
-            elif arg.startswith("--liveness="):
+            if arg.startswith("--liveness="):
                 assert re.fullmatch(r"--liveness=http://0\.0\.0\.0:\d+/healthz", arg), arg
-                arg, _ = f"--liveness={self.health_url}", seen.add("liveness")
-            args.append(arg)
-        assert seen == {"state", "liveness"}, f"{self.pod.source}: args {self.pod.args}"
+        assert all(value in args for value in local.values()), \
+            f"{self.pod.source}: args {self.pod.args} lack --state-dir= or --liveness="
         return command + args
 
     def _env(self, kubeconfig: Path | None, extra: dict[str, str]) -> dict[str, str]:

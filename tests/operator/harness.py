@@ -331,7 +331,7 @@ class Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
     async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> Any:
         # aiohttp refuses bodies over 1 MiB by itself (a plain-text 413); let the API server's
         # own limits below decide instead.
-        raw_request._client_max_size = 2 * MAX_REQUEST_BODY
+        raw_request._client_max_size = 64 * 1024 * 1024
         return await super().__call__(raw_request)
 
     def _refuse_oversize(self, request: Any) -> aiohttp.web.Response | None:
