@@ -15,7 +15,7 @@ from harness import Api, OperatorThread, cond_is, condition
 
 from controller_core.metadata.controller import THROTTLE_RATE_KEYS
 from controller_core.model import TopicPartition
-from controller_core.orchestration.reassignment import FOLLOWER_REPLICAS, LEADER_REPLICAS
+from controller_core.orchestration.throttles import FOLLOWER_REPLICAS, LEADER_REPLICAS
 
 CLUSTER = {"embedded": {
     "brokers": [{"id": i, "rack": "abc"[i % 3]} for i in range(6)],

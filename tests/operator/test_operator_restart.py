@@ -18,7 +18,7 @@ import pytest
 from harness import Api, cond_is
 
 from controller_core.metadata.controller import THROTTLE_RATE_KEYS
-from controller_core.orchestration.reassignment import FOLLOWER_REPLICAS, LEADER_REPLICAS
+from controller_core.orchestration.throttles import FOLLOWER_REPLICAS, LEADER_REPLICAS
 from tests.helpers import cluster
 from tests.serve.harness import ServedCluster, served
 
