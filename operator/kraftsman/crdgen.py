@@ -23,7 +23,7 @@ import jinja2
 import yaml
 from pydantic import BaseModel
 
-from kraftsman.resources import GROUP, KINDS, VERSION
+from kraftsman.resources import CANCEL_WITH_DRY_RUN, GROUP, KINDS, VERSION
 from kraftsman.status import STATUS_MODELS
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -133,6 +133,14 @@ FIELD_EXTRAS: dict[tuple[str, str], dict[str, Any]] = {
         "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["topic", "partition"]},
     ("LeaderElectionSpec", "topics"): _SET,
     ("*", "conditions"): {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    # An operation acts on one cluster: moving it mid-way would leave the first cluster
+    # mid-reassignment with throttles on every broker (a transition rule: updates only).
+    **{(model, "clusterRef"): {"x-kubernetes-validations": [{
+        "rule": "self == oldSelf",
+        "message": "spec.clusterRef is immutable: an operation stays on the cluster it "
+                   "started on; delete this resource and create a new one for another "
+                   "cluster"}]}
+       for model in ("PartitionReassignmentSpec", "LeaderElectionSpec", "KafkaQuorumSpec")},
 }
 
 # CEL rules mirroring the models' cross-field validators (checked at admission, K8s >= 1.25).
@@ -142,6 +150,10 @@ MODEL_RULES: dict[str, list[dict[str, str]]] = {
          "message": "set exactly one of spec.embedded or spec.bootstrapServers"},
         {"rule": "!has(self.authSecretRef) || has(self.bootstrapServers)",
          "message": "spec.authSecretRef only applies with spec.bootstrapServers"},
+    ],
+    "PartitionReassignmentSpec": [
+        {"rule": "!(has(self.cancel) && self.cancel && has(self.dryRun) && self.dryRun)",
+         "message": CANCEL_WITH_DRY_RUN},
     ],
     "LeaderElectionSpec": [
         {"rule": "(has(self.partitions) ? 1 : 0) + (has(self.topics) ? 1 : 0) + "

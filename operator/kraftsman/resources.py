@@ -23,6 +23,8 @@ VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 
 K8S_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
+CANCEL_WITH_DRY_RUN = ("spec.cancel and spec.dryRun cannot both be true: a dry run moves "
+                       "nothing, so there is nothing to cancel; drop one of them")
 
 
 class ObjectRef(CamelModel):
@@ -109,6 +111,8 @@ class PartitionReassignmentSpec(CamelModel):
 
     @model_validator(mode="after")
     def _each_partition_once(self) -> PartitionReassignmentSpec:
+        if self.cancel and self.dry_run:
+            raise ValueError(CANCEL_WITH_DRY_RUN)
         dups = _duplicate_partitions(self.partitions)
         if dups:
             raise ValueError(f"spec.partitions lists {', '.join(dups[:5])} more than once; "

@@ -38,6 +38,10 @@ DETAIL_CAP = 100
 RUN_HISTORY_CAP = 10
 # Hard ceiling a status must stay below (the API object limit is 1.5 MiB).
 STATUS_BUDGET_BYTES = 256 * 1024
+# While an operation runs, its status says at least this often that the operator is alive.
+HEARTBEAT_SECONDS = 60
+_OPERATION_STATE = ("The operator's resume state (compressed; private bookkeeping, not an API: "
+                    "do not edit).")
 
 
 class StatusModel(BaseModel):
@@ -48,6 +52,17 @@ class StatusModel(BaseModel):
     def to_wire(self) -> dict[str, Any]:
         """The JSON-able dict to patch into `.status` (camelCase keys)."""
         return self.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+def parse_rfc3339(text: str | None) -> float | None:
+    """Seconds since the epoch of a Kubernetes `Time`, or None when absent or malformed."""
+    if not text:
+        return None
+    try:
+        return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(
+            tzinfo=dt.UTC).timestamp()
+    except ValueError:
+        return None
 
 
 def now_rfc3339(clock: Callable[[], float] | None = None) -> str:
@@ -108,6 +123,10 @@ class BaseStatus(StatusModel):
     phase: str | None = Field(default=None, description="Summary for `kubectl get` only; "
                               "automation should read conditions.")
     cluster: str | None = Field(default=None, description="Name of the KafkaCluster acted on.")
+    last_reconcile_time: str | None = Field(
+        default=None, description="When the operator last looked at this resource (RFC 3339); "
+        f"refreshed at least every {HEARTBEAT_SECONDS} s while it works on it, so a stalled "
+        "operator shows.")
 
     def condition(self, type_: str) -> Condition | None:
         return get_condition(self.conditions, type_)
@@ -132,7 +151,8 @@ class KafkaClusterStatus(BaseStatus):
     topics: int | None = Field(default=None, ge=0, description="Topics.")
     partitions: int | None = Field(default=None, ge=0, description="Partitions.")
     under_replicated_partitions: int | None = Field(
-        default=None, ge=0, description="Partitions whose ISR is smaller than their replicas.")
+        default=None, ge=0, description="Under-replicated partitions (KIP-352: fewer in-sync "
+        "replicas than the replicas minus those being added; a healthy move is not one).")
     offline_partitions: int | None = Field(
         default=None, ge=0, description="Partitions without a leader.")
     quorum_leader_id: int | None = Field(default=None, description="Active controller id.")
@@ -239,7 +259,11 @@ class PartitionReassignmentStatus(BaseStatus):
                                                  "and real runs).")
     started_at: str | None = None
     completed_at: str | None = None
-    batches_completed: int = Field(default=0, ge=0)
+    batches_completed: int = Field(default=0, ge=0, description="Passes in which moves "
+                                   "completed (a BatchDone event each).")
+    warnings: list[str] = Field(default_factory=list, description="Plan warnings: replication "
+                                "factor changes, a throttle too low for a sensible ETA.")
+    operation_state: str | None = Field(default=None, description=_OPERATION_STATE)
     partitions: list[PartitionProgress] = Field(
         default_factory=list,
         description=f"Per-partition detail, failures first, at most {DETAIL_CAP} entries.")
@@ -343,6 +367,7 @@ class LeaderElectionStatus(BaseStatus):
     runs: int = Field(default=0, ge=0, description="Continuous: runs so far.")
     recent_runs: list[ElectionRun] = Field(
         default_factory=list, description=f"Continuous: the last {RUN_HISTORY_CAP} runs.")
+    operation_state: str | None = Field(default=None, description=_OPERATION_STATE)
 
     def set_results(self, rows: Iterable[ElectionResult], *, cap: int = DETAIL_CAP) -> None:
         """Fill counts and the capped per-partition results (failures first)."""

@@ -134,6 +134,21 @@ class Api:
             items = (await r.json()).get("items", [])
         return [e for e in items if e.get("involvedObject", {}).get("name") == name]
 
+    async def wait_events(self, name: str, *reasons: str,
+                          timeout: float = 30.0) -> list[dict[str, Any]]:
+        """The Events of `name` once every reason in `reasons` is among them (milestone
+        Events are posted by the pass after the one whose status recorded them)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            events = await self.events(name)
+            seen = {e.get("reason") for e in events}
+            if set(reasons) <= seen:
+                return events
+            if time.monotonic() > deadline:
+                raise AssertionError(f"Events of {name}: {sorted(map(str, seen))}, not all of "
+                                     f"{list(reasons)} after {timeout}s")
+            await asyncio.sleep(0.1)
+
     async def wait_gone(self, kind: str, name: str, timeout: float = 30.0,
                         ns: str = "default") -> None:
         deadline = time.monotonic() + timeout
@@ -243,13 +258,12 @@ class Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
     _versions = itertools.count(2)
     _generated = itertools.count(1)
 
-    # kmock logs every request and matches each new one against the whole log (quadratic);
-    # keep only the recent ones, or long runs (benchmarks) stall on the log itself.
-    keep_requests = 20
 
     # Benchmarks turn this off: kmock scans every stored object on each request, and two
     # Events per LeaderElection would make the emulator, not the operator, the bottleneck.
     store_events = True
+    # Tests set this to make the API server refuse Events for a while (503).
+    refuse_events = False
 
     # kmock keeps every version of every object; a benchmark with 10,000-partition specs
     # patched every second would measure that history, so it can keep only the latest.
@@ -257,18 +271,24 @@ class Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
     _writes = 0
 
     async def _handle(self, request: Any) -> Any:
+        try:
+            return await self._serve(request)
+        finally:
+            self._forget(request)
+
+    async def _serve(self, request: Any) -> Any:
         if not self.keep_history:
             self._writes += 1
             if self._writes % 50 == 0:
                 for obj in self.objects.values():
                     if len(obj.history) > 1:
                         del obj.history[:-1]
-        if not self.store_events and getattr(request.resource, "plural", None) == "events" \
+        if getattr(request.resource, "plural", None) == "events" \
                 and "create" in str(request.action).lower():
-            return aiohttp.web.json_response(request.data, status=201)
-        log = self._requests
-        if len(log) > 2 * self.keep_requests:
-            del log[:-self.keep_requests]
+            if self.refuse_events:
+                return status_error(503, "ServiceUnavailable", "events refused by the test")
+            if not self.store_events:
+                return aiohttp.web.json_response(request.data, status=201)
         data = getattr(request, "data", None)
         action = str(getattr(request, "action", ""))
         rv = str(next(self._versions))
@@ -296,6 +316,17 @@ class Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
             if refused is not None:
                 return refused
         return await super()._handle(request)
+
+    def _forget(self, request: Any) -> None:
+        """A served request leaves kmock's log: kmock matches each new request against its
+        whole log (by identity, through every reaction's filters), so a log of every request
+        ever served makes each request slower than the last. Only requests in flight (the
+        current one, open watches) stay — all that matching needs."""
+        log = self._requests
+        for i in range(len(log) - 1, -1, -1):
+            if log[i] is request:
+                del log[i]
+                return
 
     async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> Any:
         # aiohttp refuses bodies over 1 MiB by itself (a plain-text 413); let the API server's
@@ -328,11 +359,19 @@ class Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
         return None
 
     def _current(self, request: Any) -> dict[str, Any]:
-        for (resource, ns, name), obj in self.objects.items():
-            if resource == request.resource and ns == request.namespace and \
-                    name == request.name and not obj.deleted:
-                return dict(obj.raw)
-        return {}
+        found = self._KubernetesEmulator__get_objs(request, True)
+        return dict(found[0].raw) if found and not found[0].deleted else {}
+
+    def _KubernetesEmulator__get_objs(self, request: Any, strict: bool) -> list[Any]:
+        """kmock finds the object of a request by scanning every object it stores; with a
+        name (and so the namespace) known, a dict lookup does: a request no longer costs
+        more as the emulator holds more objects."""
+        if strict and request.name is not None and request.resource is not None:
+            key = (request.resource, request.namespace, request.name)
+            obj = self._objects._objects.get(key)
+            return [obj] if obj is not None else []
+        return kmock.KubernetesEmulator._KubernetesEmulator__get_objs(  # type: ignore[no-any-return]
+            self, request, strict)
 
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kraftsman.handlers.opstate import encode
 from kraftsman.status import PartitionProgress, PartitionReassignmentStatus
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
@@ -79,6 +80,21 @@ def worst_status(partitions: int) -> dict[str, Any]:
         message=f"orders-{p}: the reassignment did not complete: replica 3 fell out of the "
                 "ISR and never caught up")
         for p in range(partitions))
+    # The operator's resume state at its largest: the most failures it records, each with
+    # its message, and a full batch of moves in flight with their throttled replicas.
+    moving = range(min(partitions, 100))
+    st.operation_state = encode({
+        "digest": "0" * 16, "rev": 10**6, "eventSeq": 10**6, "outbox": [], "cluster": "demo",
+        "inFlight": [["orders", p] for p in moving],
+        "executor": {"failed": {f"orders-{p}": f"orders-{p}: the move ended outside "
+                                f"kraftsman with replicas [0, 1, {p % 6}], not [3, 4, 5]"
+                                for p in range(min(partitions, 1000))},
+                     "placed_replicas": {"orders": {
+                         "leader.replication.throttled.replicas":
+                             sorted(f"{p}:{b}" for p in moving for b in (0, 1, 2)),
+                         "follower.replication.throttled.replicas":
+                             sorted(f"{p}:{b}" for p in moving for b in (3, 4, 5))}}}})
+    st.last_reconcile_time = "2026-01-01T00:00:00Z"
     return dict(st.model_dump(by_alias=True, mode="json"))
 
 

@@ -121,6 +121,7 @@ async def test_restart_mid_reassignment_finishes_once(api: Api, start_operator: 
     done = await api.wait("PartitionReassignment", "move", cond_is("Succeeded", "True"),
                           timeout=60)
     assert done["status"]["done"] == 6 and done["status"]["counts"]["failed"] == 0
+    await api.wait_events("move", "Started", "Completed")
     events = await api_events(api, "move")
     assert [e for e in events if e == "Started"] == ["Started"]  # started once
     assert events.count("Completed") == 1

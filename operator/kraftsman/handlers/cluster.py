@@ -54,7 +54,7 @@ def figures(cluster: ClusterAdmin, st: KafkaClusterStatus) -> None:
     st.fenced_brokers = sum(1 for b in desc.brokers if b.fenced)
     st.topics = len({p.tp.topic for p in parts})
     st.partitions = len(parts)
-    st.under_replicated_partitions = sum(1 for p in parts if len(p.isr) < len(p.replicas))
+    st.under_replicated_partitions = sum(1 for p in parts if p.under_replicated)  # KIP-352
     st.offline_partitions = sum(1 for p in parts if p.leader < 0)
     st.quorum_leader_id = desc.controller_id
     st.cluster_id = desc.cluster_id

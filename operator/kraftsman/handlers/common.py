@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import kopf
 from pydantic import ValidationError
 
+from kraftsman.handlers.opstate import has_outbox
 from kraftsman.resources import GROUP, KINDS, VERSION, format_validation_error
-from kraftsman.status import DEGRADED, BaseStatus, ConditionStatus, now_rfc3339
+from kraftsman.status import (
+    DEGRADED,
+    HEARTBEAT_SECONDS,
+    BaseStatus,
+    ConditionStatus,
+    now_rfc3339,
+    parse_rfc3339,
+)
 
 PLURALS = {
     "KafkaCluster": "kafkaclusters",
@@ -50,12 +59,22 @@ def healthy(st: BaseStatus, gen: int) -> None:
 
 
 def publish(patch: Any, old: Any, st: BaseStatus, gen: int) -> bool:
-    """Patch the status when it changed; fields now unset are removed (null in the patch)."""
+    """Patch the status when it changed, or when `lastReconcileTime` is older than the
+    heartbeat (so a stalled operator shows without a write on every pass); fields now unset
+    are removed (null in the patch)."""
     st.observed_generation = gen
-    wire = st.model_dump(by_alias=True, mode="json")
     old_wire = dict(old or {})
-    if all(old_wire.get(k) == v for k, v in wire.items() if v is not None) and all(
-            old_wire.get(k) is None for k, v in wire.items() if v is None):
+    st.last_reconcile_time = old_wire.get("lastReconcileTime")
+    wire = st.model_dump(by_alias=True, mode="json")
+    unchanged = all(old_wire.get(k) == v for k, v in wire.items() if v is not None) and all(
+        old_wire.get(k) is None for k, v in wire.items() if v is None)
+    last = parse_rfc3339(st.last_reconcile_time)
+    if unchanged and last is not None and time.time() - last < HEARTBEAT_SECONDS:
+        return False
+    st.last_reconcile_time = now_rfc3339()
+    wire["lastReconcileTime"] = st.last_reconcile_time
+    if unchanged:
+        patch.status["lastReconcileTime"] = st.last_reconcile_time
         return False
     for key, value in wire.items():
         patch.status[key] = value
@@ -72,15 +91,17 @@ def emit(body: Any, reason: str, message: str, *, warning: bool = False) -> None
 
 def settled(*phases: str, continuous_ok: bool = False) -> Any:
     """A kopf `when=` filter: false once the resource sits in one of `phases` for its current
-    generation. kopf stops the timer of a resource that stops matching and starts it again on
-    a spec change (new generation), so finished operations cost nothing per tick."""
+    generation and its milestone Events are posted. kopf stops the timer of a resource that
+    stops matching and starts it again on a spec change (new generation), so finished
+    operations cost nothing per tick."""
     done = set(phases)
 
     def active(spec: Any, status: Any, meta: Any, **_: Any) -> bool:
         if continuous_ok and (spec or {}).get("mode") == "Continuous":
             return True
         st = status or {}
-        return not (st.get("phase") in done
-                    and st.get("observedGeneration") == generation(meta))
+        if st.get("phase") in done and st.get("observedGeneration") == generation(meta):
+            return has_outbox(st)  # Events still to post
+        return True
 
     return active

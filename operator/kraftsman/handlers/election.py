@@ -1,13 +1,15 @@
 """LeaderElection: run the core's election runner once per generation, or continuously.
 
-One-shot: the result of a run is saved on the state volume before the status is written, so
-a restart publishes it instead of electing again; a new `spec.runId` (any spec change) runs
-it again. Continuous: every `intervalSeconds`, elect preferred leaders when more than
+One-shot: the result of a run and the digest of the spec it ran for go out in one status
+write (``operationState``, see :mod:`~kraftsman.handlers.opstate`), so a restarted operator
+— with or without its state volume — does not elect again; a new `spec.runId` (any spec
+change) runs it again. Continuous: every `intervalSeconds`, elect preferred leaders when more than
 `imbalanceThresholdPercent` of the partitions are led by another replica.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import kopf
@@ -21,15 +23,14 @@ from controller_core.orchestration.election import (
 )
 from kraftsman.handlers.common import (
     degrade,
-    emit,
     generation,
     healthy,
     parse_spec,
     publish,
     resource,
     set_cond,
-    settled,
 )
+from kraftsman.handlers.opstate import Outbox, bump, saved_state
 from kraftsman.handlers.runtime import Runtime, spec_digest
 from kraftsman.reconcile import election_of
 from kraftsman.resources import LeaderElectionSpec
@@ -81,81 +82,132 @@ def fill(st: LeaderElectionStatus, doc: dict[str, Any], spec: LeaderElectionSpec
 
 
 def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
+    live: dict[str, dict[str, Any]] = {}  # uid -> the newest operation state of this process
+
     @kopf.index(**resource(KIND), registry=registry, id="le_users")
     async def le_users(namespace: str, name: str, spec: Any, status: Any, **_: Any) -> Any:
         ref = (spec.get("clusterRef") or {}).get("name")
         phase = (status or {}).get("phase")
         if not ref or (spec.get("mode") != "Continuous" and phase in ("Completed", "Failed",
                                                                       "Invalid")):
-            return None
+            return {}  # not None: kopf keeps an object's old entries when given None
         return {(namespace, ref): f"{KIND}/{name}"}
 
+    def current_doc(uid: str, status: Any) -> dict[str, Any]:
+        stored = saved_state(status)
+        mine = live.get(uid)
+        if mine is not None and (stored is None or
+                                 int(stored.get("rev", 0)) <= int(mine.get("rev", 0))):
+            return mine
+        if stored is None:  # a state file of an older version (state volume)
+            legacy = rt.load_op(uid) or {}
+            stored = {k: legacy[k] for k in ("digest", "lastRunMs") if k in legacy}
+        return stored
+
+    def continuous_mode(spec: Any, **_: Any) -> bool:
+        return bool((spec or {}).get("mode") == "Continuous")
+
+    def one_shot_mode(spec: Any, **_: Any) -> bool:
+        return not continuous_mode(spec)
+
+    # Continuous elections look at the cluster every pass; a one-shot election acts on events
+    # only (created, spec changed, operator started) and retries while it must wait — no timer
+    # per object polling every tick.
     @kopf.timer(**resource(KIND), interval=rt.tick, registry=registry, id="reconcile",
-                when=settled("Completed", "Failed", continuous_ok=True))
-    async def reconcile(spec: Any, status: Any, meta: Any, body: Any, patch: Any, uid: str,
-                        namespace: str, kafkaclusters: Any, **_: Any) -> None:
+                when=continuous_mode)
+    async def reconcile(**kw: Any) -> None:
+        await attempt(**kw)
+
+    @kopf.on.resume(**resource(KIND), registry=registry, id="resume", when=one_shot_mode)
+    @kopf.on.create(**resource(KIND), registry=registry, id="run", when=one_shot_mode)
+    @kopf.on.update(**resource(KIND), registry=registry, id="rerun", field="spec",
+                    when=one_shot_mode)
+    async def run(**kw: Any) -> None:
+        delay = await attempt(**kw)
+        if delay is not None:
+            raise kopf.TemporaryError("waiting; trying again", delay=delay)
+
+    async def attempt(spec: Any, status: Any, meta: Any, body: Any, patch: Any, uid: str,
+                      namespace: str, kafkaclusters: Any, logger: Any, **_: Any
+                      ) -> float | None:
+        """One pass; returns when to try again (None: nothing left to do for this spec)."""
         gen = generation(meta)
         st = read_status(LeaderElectionStatus, status)
         if not st.conditions:
             set_cond(st, SUCCEEDED, "Unknown", "Pending", "not run yet", gen)
             set_cond(st, PROGRESSING, "True", "Pending", "not run yet", gen)
             healthy(st, gen)
+        base = current_doc(uid, status)
+        doc = copy.deepcopy(base)
+        outbox = Outbox(doc)
+
+        async def save() -> None:
+            await outbox.post(body, rt.settings, logger)
+            st.operation_state = bump(doc, base)
+            live[uid] = doc
+
         model, problems = parse_spec(KIND, spec)
         if model is None:
             st.phase = "Invalid"
             degrade(st, "InvalidSpec", "; ".join(problems), gen)
             set_cond(st, SUCCEEDED, "False", "InvalidSpec", "the spec is invalid", gen)
+            await save()
             publish(patch, status, st, gen)
-            return
+            return None  # permanent for this generation: a spec change runs it again
         assert isinstance(model, LeaderElectionSpec)
         st.cluster, st.election_type = model.cluster_ref.name, model.election_type
         st.run_id = model.run_id
         key = f"{KIND}/{uid}"
         digest = spec_digest(dict(spec))
-        saved = rt.load_op(uid)
-        if model.mode == "OneShot" and saved is not None and saved.get("digest") == digest \
-                and st.phase in ("Completed", "Failed") and st.observed_generation == gen:
-            return  # done for this spec
+        if model.mode == "OneShot" and doc.get("digest") == digest:
+            # Elected for this spec: the result went out with the digest. Only Events the
+            # API server refused are left to post.
+            if not doc["outbox"]:
+                return None
+            await save()
+            publish(patch, status, st, gen)
+            return retry_outbox(doc)
         ref = model.cluster_ref.name
         if (namespace, ref) not in kafkaclusters:
             st.phase = "Invalid"
             degrade(st, "UnknownCluster", f"spec.clusterRef.name: no KafkaCluster {ref!r} in "
                     f"namespace {namespace}; create it or fix the name", gen)
+            await save()
             publish(patch, status, st, gen)
-            return
+            return None  # permanent for this generation (as any invalid spec)
         opened = rt.clusters.get((namespace, ref))
         if opened is None or not rt.backoff.ready(key, rt.clock()):
             if opened is None:
                 set_cond(st, PROGRESSING, "True", "WaitingForCluster",
                          f"KafkaCluster {ref} is not Ready yet", gen)
+                await save()
                 publish(patch, status, st, gen)
-            return
+            return max(rt.tick, rt.backoff.not_before.get(key, 0.0) - rt.clock())
         try:
             if model.mode == "Continuous":
-                events = await rt.run(opened, lambda c: continuous(c, uid, model, st, gen))
+                await rt.run(opened, lambda c: continuous(c, doc, outbox, model, st, gen))
             else:
-                events = await rt.run(opened, lambda c: one_shot(c, uid, digest, saved, model,
-                                                                 st, gen))
+                await rt.run(opened, lambda c: one_shot(c, digest, doc, outbox, model, st, gen))
         except KafkaApiError as e:
             delay = rt.backoff.failed(key, rt.clock())
             set_cond(st, PROGRESSING, "True", "Retrying", f"{e}; retrying in {delay:g}s", gen)
             publish(patch, status, st, gen)
-            return
+            return delay
         rt.backoff.succeeded(key)
+        await save()
         publish(patch, status, st, gen)
-        for reason, message, warning in events:
-            emit(body, reason, message, warning=warning)
+        return retry_outbox(doc)
 
-    def one_shot(cluster: ClusterAdmin, uid: str, digest: str, saved: dict[str, Any] | None,
-                 spec: LeaderElectionSpec, st: LeaderElectionStatus,
-                 gen: int) -> list[tuple[str, str, bool]]:
-        events: list[tuple[str, str, bool]] = []
-        if saved is not None and saved.get("digest") == digest:
-            doc = saved["result"]  # elected before a restart: publish, do not elect again
-        else:
-            doc = report_doc(election_of(cluster, spec), spec, cluster)
-            rt.save_op(uid, {"digest": digest, "result": doc})
-        problems = fill(st, doc, spec)
+    def retry_outbox(doc: dict[str, Any]) -> float | None:
+        return max(rt.tick, 1.0) if doc["outbox"] else None
+
+    def one_shot(cluster: ClusterAdmin, digest: str, doc: dict[str, Any], outbox: Outbox,
+                 spec: LeaderElectionSpec, st: LeaderElectionStatus, gen: int) -> None:
+        """Elect; the result and the spec's digest go out in the same status write, so a
+        restarted operator sees that this spec was elected and does not elect again."""
+        result = report_doc(election_of(cluster, spec), spec, cluster)
+        doc["digest"] = digest
+        problems = fill(st, result, spec)
         st.completed_at = now_rfc3339()
         msg = (f"{st.counts.elected} elected, {st.counts.not_needed} not needed, "
                f"{st.failed} failed")
@@ -165,30 +217,27 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             reason = "UnknownTopic" if "spec.topics" in problems[0] else "UnknownPartition"
             degrade(st, reason, "; ".join(problems), gen)
             set_cond(st, SUCCEEDED, "False", reason, msg, gen)
-            events.append(("ElectionFailed", "; ".join(problems), True))
+            outbox.add("ElectionFailed", "; ".join(problems), warning=True)
         elif st.failed:
             st.phase = "Failed"
             set_cond(st, SUCCEEDED, "False", "ElectionFailed", msg, gen)
             healthy(st, gen)
-            events.append(("ElectionFailed", msg, True))
+            outbox.add("ElectionFailed", msg, warning=True)
         else:
             st.phase = "Completed"
             set_cond(st, SUCCEEDED, "True", "Completed", msg, gen)
             healthy(st, gen)
             if st.counts.elected:
-                events.append(("LeaderChanged", msg, False))
-            events.append(("Completed", msg, False))
-        return events
+                outbox.add("LeaderChanged", msg)
+            outbox.add("Completed", msg)
 
-    def continuous(cluster: ClusterAdmin, uid: str, spec: LeaderElectionSpec,
-                   st: LeaderElectionStatus, gen: int) -> list[tuple[str, str, bool]]:
-        events: list[tuple[str, str, bool]] = []
-        saved = rt.load_op(uid) or {}
+    def continuous(cluster: ClusterAdmin, doc: dict[str, Any], outbox: Outbox,
+                   spec: LeaderElectionSpec, st: LeaderElectionStatus, gen: int) -> None:
         now_ms = cluster.now_ms()
-        last = saved.get("lastRunMs")
+        last = doc.get("lastRunMs")
         if last is not None and now_ms - int(last) < spec.interval_seconds * 1000 \
                 and st.phase is not None:
-            return events
+            return
         topics = spec.topics if spec.topics is not None else (
             sorted({p.topic for p in spec.partitions}) if spec.partitions is not None else None)
         imbalance = leader_imbalance(cluster, topics)
@@ -196,16 +245,16 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         elected = failed = 0
         if imbalance.percent > spec.imbalance_threshold_percent:
             report = election_of(cluster, spec)
-            doc = report_doc(report, spec, cluster)
-            fill(st, doc, spec)
+            result = report_doc(report, spec, cluster)
+            fill(st, result, spec)
             elected, failed = report.elected, report.failed
             if elected:
-                events.append(("LeaderChanged", f"imbalance {imbalance.percent:.1f}% > "
-                               f"{spec.imbalance_threshold_percent:g}%: {elected} preferred "
-                               "leaders elected", False))
+                outbox.add("LeaderChanged", f"imbalance {imbalance.percent:.1f}% > "
+                           f"{spec.imbalance_threshold_percent:g}%: {elected} preferred "
+                           "leaders elected")
         st.record_run(ElectionRun(time=now_rfc3339(), imbalance_percent=st.imbalance_percent,
                                   elected=elected, failed=failed))
-        rt.save_op(uid, {"lastRunMs": now_ms})
+        doc["lastRunMs"] = now_ms
         st.phase = "Watching"
         msg = (f"leader imbalance {imbalance.percent:.1f}% (threshold "
                f"{spec.imbalance_threshold_percent:g}%); {st.runs} runs")
@@ -213,4 +262,3 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                  "Balanced" if not failed else "ElectionFailed", msg, gen)
         set_cond(st, PROGRESSING, "False", "Watching", msg, gen)
         healthy(st, gen)
-        return events

@@ -1,18 +1,22 @@
 """PartitionReassignment: drive the core's level-based executor, one step per tick.
 
-The executor's small state is saved on the state volume after every step; which partitions
-are done or moving is re-derived from the cluster, so a restart resumes with nothing lost or
-done twice. Deleting an in-flight reassignment cancels it and waits for the rollback.
+The executor's small state goes to the resource's status (``operationState``, see
+:mod:`~kraftsman.handlers.opstate`) with every pass; which partitions are done or moving is
+re-derived from the cluster, so a restarted or replaced operator — with or without its state
+volume — resumes with nothing lost or done twice, and each milestone Event is posted once.
+Deleting an in-flight reassignment cancels it and waits for the rollback.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import kopf
 
 from controller_core.admin import ClusterAdmin
 from controller_core.errors import KafkaApiError
+from controller_core.model import TopicPartition
 from controller_core.orchestration.reassignment import (
     DryRunReport,
     ExecutorState,
@@ -33,6 +37,7 @@ from kraftsman.handlers.common import (
     set_cond,
     settled,
 )
+from kraftsman.handlers.opstate import Outbox, bump, saved_state
 from kraftsman.handlers.runtime import Runtime, spec_digest
 from kraftsman.reconcile import limits_of, plan_of
 from kraftsman.resources import PartitionReassignmentSpec
@@ -64,13 +69,25 @@ def problem_messages(spec: PartitionReassignmentSpec, problems: list[PlanProblem
 
 
 def fill_progress(st: PartitionReassignmentStatus, spec: PartitionReassignmentSpec,
-                  progress: Progress) -> None:
-    rows = [PartitionProgress(topic=d.tp.topic, partition=d.tp.partition,
-                              state="Failed" if d.state == "failed" else "Moving",
-                              target_replicas=list(d.target),
-                              error="REASSIGNMENT_FAILED" if d.state == "failed" else None,
-                              message=d.message or None)
-            for d in progress.details]
+                  progress: Progress, executor: ReassignmentExecutor) -> None:
+    moving = [d.tp for d in progress.details if d.state != "failed"]
+    sizes = executor.admin.replica_log_sizes(
+        [(tp, r) for tp in moving for r in adding_of(executor, tp)]) if moving else {}
+    rows = []
+    for d in progress.details:
+        original = list(executor.original.get(d.tp, ()))
+        adding = adding_of(executor, d.tp) if d.state != "failed" else []
+        rows.append(PartitionProgress(
+            topic=d.tp.topic, partition=d.tp.partition,
+            state="Failed" if d.state == "failed" else "Moving",
+            current_replicas=original + adding, target_replicas=list(d.target),
+            adding_replicas=adding,
+            removing_replicas=[r for r in original if r not in d.target]
+            if d.state != "failed" else [],
+            bytes_to_move=executor.move_bytes.get(d.tp),
+            bytes_moved=sum(sizes.get((d.tp, r), 0) for r in adding) if adding else None,
+            error="REASSIGNMENT_FAILED" if d.state == "failed" else None,
+            message=d.message or None))
     st.set_progress(rows)
     # The executor's counts cover every partition, the detail only the capped rows.
     st.counts.total, st.counts.done = progress.total, progress.done
@@ -85,6 +102,52 @@ def fill_progress(st: PartitionReassignmentStatus, spec: PartitionReassignmentSp
     st.throttle_bytes_per_second = spec.throttle_bytes_per_second
 
 
+def adding_of(executor: ReassignmentExecutor, tp: TopicPartition) -> list[int]:
+    original = set(executor.original.get(tp, ()))
+    return [r for r in executor.plan.moves.get(tp, ()) if r not in original]
+
+
+# A throttle whose estimated time to move the whole plan exceeds this is worth a warning.
+ABSURD_ETA_SECONDS = 7 * 24 * 3600
+
+
+def plan_warnings(spec: PartitionReassignmentSpec, executor: ReassignmentExecutor) -> list[str]:
+    """What in a valid plan is probably a mistake: a replication factor change, a throttle
+    so low that the move would take more than a week."""
+    index = {(m.topic, m.partition): i for i, m in enumerate(spec.partitions)}
+    out = []
+    rf = [(tp, len(executor.original[tp]), len(target))
+          for tp, target in executor.plan.moves.items()
+          if tp in executor.original and len(executor.original[tp]) != len(target)]
+    if rf:
+        named = ", ".join(f"spec.partitions[{index.get((tp.topic, tp.partition), '?')}] ({tp}) "
+                          f"{old} -> {new}" for tp, old, new in rf[:5])
+        more = f" (and {len(rf) - 5} more)" if len(rf) > 5 else ""
+        out.append(f"replication factor changes: {named}{more}; if unintended, give each "
+                   "partition as many replicas as it has")
+    rate = spec.throttle_bytes_per_second
+    left = executor.state.bytes_total - executor.state.bytes_done
+    if rate is not None and left / rate > ABSURD_ETA_SECONDS:
+        days = left / rate / 86400
+        out.append(f"spec.throttleBytesPerSecond: {rate} B/s moves the {left} bytes left in "
+                   f"~{days:,.0f} days; raise the throttle")
+    return out
+
+
+def cancel_dropped(cluster: ClusterAdmin, in_flight: list[list[Any]],
+                   spec: PartitionReassignmentSpec) -> list[TopicPartition]:
+    """Cancel the moves this resource had in flight that a changed spec no longer names
+    (what the CLI does on a changed plan; KIP-455 cancellation)."""
+    named = {(m.topic, m.partition) for m in spec.partitions}
+    dropped = [TopicPartition(str(t), int(p)) for t, p in in_flight if (t, p) not in named]
+    if dropped:
+        ongoing = cluster.list_partition_reassignments(dropped)
+        ours = [tp for tp in dropped if tp in ongoing]
+        if ours:
+            cluster.alter_partition_reassignments({tp: None for tp in ours})
+    return dropped
+
+
 def summary(report: DryRunReport) -> ReassignmentPlanSummary:
     return ReassignmentPlanSummary(
         replica_movements=report.replica_moves, leader_movements=report.leader_moves,
@@ -95,12 +158,19 @@ def summary(report: DryRunReport) -> ReassignmentPlanSummary:
 
 
 def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
+    # The newest operation state of each resource this process works on, with its live
+    # executor (it keeps what it noticed between passes). The API server holds the same state
+    # (status.operationState); a state stored there by someone else (another replica, after a
+    # hand-over) with a later revision wins over this copy.
+    live: dict[str, tuple[dict[str, Any], ReassignmentExecutor | None]] = {}
+    specs: dict[str, tuple[int, Any]] = {}  # uid -> (generation, what parsed() made of it)
+
     @kopf.index(**resource(KIND), registry=registry, id="preas_users")
     async def preas_users(namespace: str, name: str, spec: Any, status: Any, **_: Any) -> Any:
         phase = (status or {}).get("phase")
         ref = (spec.get("clusterRef") or {}).get("name")
         if phase in TERMINAL_PHASES or phase == "Invalid" or not ref:
-            return None
+            return {}  # not None: kopf keeps an object's old entries when given None
         return {(namespace, ref): f"{KIND}/{name}"}
 
     def _cluster(namespace: str, spec: PartitionReassignmentSpec, kafkaclusters: Any,
@@ -120,67 +190,123 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             return None
         return opened
 
+    def current_doc(uid: str, status: Any) -> tuple[dict[str, Any], Any]:
+        """The operation state to go on from: this process's copy unless the API server holds
+        a later one; a state file of an older version (state volume) is read once."""
+        stored = saved_state(status)
+        mine = live.get(uid)
+        if mine is not None and (stored is None or
+                                 int(stored.get("rev", 0)) <= int(mine[0].get("rev", 0))):
+            return mine
+        if stored is None:
+            stored = rt.load_op(uid) or {}
+        return stored, None
+
     @kopf.timer(**resource(KIND), interval=rt.tick, registry=registry, id="reconcile",
                 when=settled(*TERMINAL_PHASES))
     async def reconcile(spec: Any, status: Any, meta: Any, body: Any, patch: Any, uid: str,
-                        namespace: str, kafkaclusters: Any, **_: Any) -> None:
+                        namespace: str, kafkaclusters: Any, logger: Any, **_: Any) -> None:
         gen = generation(meta)
         st = read_status(PartitionReassignmentStatus, status)
         if not st.conditions:  # first visit: every condition is set at once
             set_cond(st, SUCCEEDED, "Unknown", "Pending", "not started", gen)
             set_cond(st, PROGRESSING, "False", "Pending", "not started", gen)
             healthy(st, gen)
-        model, problems = parse_spec(KIND, spec)
+        base, cached = current_doc(uid, status)
+        doc = copy.deepcopy(base)
+        outbox = Outbox(doc)
+        model, problems, digest, plan = parsed(uid, gen, spec)
         if model is None:
             st.phase = "Invalid"
             degrade(st, "InvalidSpec", "; ".join(problems), gen)
             set_cond(st, SUCCEEDED, "False", "InvalidSpec", "the spec is invalid", gen)
+            await save(uid, doc, base, None, st, outbox, body, logger)
             publish(patch, status, st, gen)
             return
         assert isinstance(model, PartitionReassignmentSpec)
+        was_on = doc.get("cluster")
+        if was_on and was_on != model.cluster_ref.name and not terminal(doc):
+            # The CRD refuses this edit (CEL); an API server without it lands here.
+            degrade(st, "ClusterRefChanged", f"spec.clusterRef.name: changed from {was_on!r} "
+                    f"while the reassignment runs there; set it back to {was_on!r}, or delete "
+                    "this resource (rolls back) and create a new one", gen)
+            await save(uid, doc, base, cached, st, outbox, body, logger)
+            publish(patch, status, st, gen)
+            return
         key = f"{KIND}/{uid}"
         if not rt.backoff.ready(key, rt.clock()):
             return
         opened = _cluster(namespace, model, kafkaclusters, st, gen)
         if opened is None:
+            await save(uid, doc, base, cached, st, outbox, body, logger)
             publish(patch, status, st, gen)
             return
         try:
-            events = await rt.run(opened, lambda c: step(c, uid, model, st, gen))
+            executor = await rt.run(opened, lambda c: step(c, model, digest, plan, st, gen,
+                                                           doc, cached, outbox))
         except KafkaApiError as e:  # temporary: the cluster did not answer; back off
+            live[uid] = (base, None)  # the executor may be half-way: re-derive next pass
             delay = rt.backoff.failed(key, rt.clock())
             set_cond(st, PROGRESSING, "True", "Retrying",
                      f"{e}; retrying in {delay:g}s", gen)
             publish(patch, status, st, gen)
             return
         rt.backoff.succeeded(key)
+        await save(uid, doc, base, executor, st, outbox, body, logger)
         publish(patch, status, st, gen)
-        for reason, message, warning in events:
-            emit(body, reason, message, warning=warning)
 
-    def step(cluster: ClusterAdmin, uid: str, spec: PartitionReassignmentSpec,
-             st: PartitionReassignmentStatus, gen: int) -> list[tuple[str, str, bool]]:
-        """One reconcile pass (in a worker thread, under the cluster's lock)."""
-        events: list[tuple[str, str, bool]] = []
-        saved = rt.load_op(uid)
-        digest = moves_digest(spec)
-        plan, problems = plan_of(spec)
+    async def save(uid: str, doc: dict[str, Any], base: dict[str, Any],
+                   executor: ReassignmentExecutor | None, st: PartitionReassignmentStatus,
+                   outbox: Outbox, body: Any, logger: Any) -> None:
+        """Post this pass's Events, then the state goes out with this pass's status (one
+        write); a new revision only when it changed, so a pass that changed nothing writes
+        nothing."""
+        await outbox.post(body, rt.settings, logger)
+        st.operation_state = bump(doc, base)
+        live[uid] = (doc, executor)
+
+    def terminal(doc: dict[str, Any]) -> bool:
+        ex = doc.get("executor")
+        return ex is None or ExecutorState.model_validate(ex).phase.terminal
+
+    def parsed(uid: str, gen: int, spec: Any) -> tuple[
+            PartitionReassignmentSpec | None, list[str], str, tuple[Any, list[PlanProblem]]]:
+        """The spec parsed once per generation (a 100,000-partition spec is not re-validated,
+        re-hashed and re-planned on every pass)."""
+        hit = specs.get(uid)
+        if hit is not None and hit[0] == gen:
+            return hit[1]
+        model, problems = parse_spec(KIND, spec)
+        if model is None:
+            out: Any = (None, problems, "", (None, []))
+        else:
+            out = (model, problems, moves_digest(model), plan_of(model))
+        specs[uid] = (gen, out)
+        return out  # type: ignore[no-any-return]
+
+    def step(cluster: ClusterAdmin, spec: PartitionReassignmentSpec, digest: str,
+             planned: tuple[Any, list[PlanProblem]], st: PartitionReassignmentStatus, gen: int,
+             saved: dict[str, Any], cached: ReassignmentExecutor | None, outbox: Outbox
+             ) -> ReassignmentExecutor | None:
+        """One reconcile pass (in a worker thread, under the cluster's lock). Updates the
+        operation state ``saved`` in place; milestones go to the outbox."""
+        plan, problems = planned
         if problems:
             st.phase = "Invalid"
             msg = problem_messages(spec, problems)
             degrade(st, "InvalidPlan", msg, gen)
             set_cond(st, SUCCEEDED, "False", "InvalidPlan", "the plan is invalid", gen)
-            return events
+            return None
         if spec.dry_run:
-            if saved is not None and saved.get("digest") == digest and saved.get("dryRun"):
-                return events  # this plan was reviewed already
+            if saved.get("digest") == digest and saved.get("dryRun"):
+                return None  # this plan was reviewed already
             report = dry_run(cluster, plan)
             st.plan = summary(report)
             if report.problems:
                 st.phase = "Invalid"
                 degrade(st, "InvalidPlan", problem_messages(spec, list(report.problems)), gen)
                 set_cond(st, SUCCEEDED, "False", "InvalidPlan", "the plan is invalid", gen)
-                return events
+                return None
             st.phase = "DryRunComplete"
             eta = ("unthrottled" if report.estimated_seconds is None
                    else f"~{report.estimated_seconds:.0f}s at the throttle")
@@ -190,58 +316,73 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             set_cond(st, SUCCEEDED, "True", "DryRunComplete", msg, gen)
             set_cond(st, PROGRESSING, "False", "DryRunComplete", msg, gen)
             healthy(st, gen)
-            rt.save_op(uid, {"digest": digest, "dryRun": True})
-            events.append(("DryRunComplete", msg, False))
-            return events
+            saved.update(digest=digest, dryRun=True, cluster=spec.cluster_ref.name)
+            outbox.add("DryRunComplete", msg)
+            return None
 
         state: ExecutorState | None = None
-        if saved is not None and not saved.get("dryRun"):
+        if saved.get("executor") is not None and not saved.get("dryRun"):
             state = ExecutorState.model_validate(saved["executor"])
             if state.phase.terminal and saved.get("digest") == digest:
-                return events  # finished; its status was published when it finished
+                return cached  # finished; its status was published when it finished
             if state.phase.terminal and saved.get("digest") != digest and not spec.cancel:
-                state = None  # a finished run, and the spec asks for different moves: new run
+                state, cached = None, None  # a finished run; the spec asks for new moves
             elif saved.get("digest") != digest and not state.phase.terminal:
-                # Re-target: moves in flight under the old plan are ours to change.
+                # Re-target: moves in flight under the old plan are ours to change; those the
+                # spec no longer names are cancelled (their throttles go with the next sync).
                 plan, _ = plan_of(spec, additional=True)
-        cached = rt.executors.get(uid)
-        if cached is not None and cached[0] == digest and cached[1].admin is cluster \
-                and state is not None:
-            executor = cached[1]  # the live executor keeps what it noticed between passes
+                cancel_dropped(cluster, saved.get("inFlight") or [], spec)
+                cached = None
+        if cached is not None and cached.admin is cluster and state is not None \
+                and saved.get("digest") == digest:
+            executor = cached  # the live executor keeps what it noticed between passes
+            executor.state = state
         else:
             executor = ReassignmentExecutor(cluster, plan, state)
-        rt.executors[uid] = (digest, executor)
         was = executor.state.phase
         if was is Phase.PENDING:
             if spec.cancel:
                 st.phase = "Cancelled"
                 set_cond(st, SUCCEEDED, "False", "Cancelled", "cancelled before it started", gen)
                 set_cond(st, PROGRESSING, "False", "Cancelled", "", gen)
-                return events
+                return None
             problems = executor.start()
             if problems:
                 st.phase = "Invalid"
                 degrade(st, problems_reason(problems), problem_messages(spec, problems), gen)
                 set_cond(st, SUCCEEDED, "False", "InvalidPlan", "the plan is invalid", gen)
-                return events
+                return None
             st.started_at = now_rfc3339()
-            events.append(("Started", f"reassignment of {len(plan.moves)} partitions started "
-                           f"({executor.state.bytes_total} bytes to move)", False))
+            st.batches_completed = 0
+            outbox.add("Started", f"reassignment of {len(plan.moves)} partitions started "
+                       f"({executor.state.bytes_total} bytes to move)")
+            st.warnings = plan_warnings(spec, executor)
+            for warning in st.warnings:
+                outbox.add("PlanWarning", warning, warning=True)
         else:
             executor.start()  # resume: re-derive done/moving/pending from the cluster
+        if spec.throttle_bytes_per_second != saved.get("throttle") and was is not Phase.PENDING:
+            st.warnings = plan_warnings(spec, executor)
+            for warning in st.warnings:
+                if warning.startswith("spec.throttleBytesPerSecond"):
+                    outbox.add("PlanWarning", warning, warning=True)
         executor.set_limits(limits_of(spec))
         executor.set_paused(spec.paused)
         if spec.cancel:
             executor.cancel()
         done_before = executor.progress().done if was is not Phase.PENDING else 0
         progress = executor.step()
-        rt.save_op(uid, {"digest": digest, "executor": executor.state.model_dump(mode="json")})
-        fill_progress(st, spec, progress)
+        saved.update(digest=digest, dryRun=False, cluster=spec.cluster_ref.name,
+                     throttle=spec.throttle_bytes_per_second,
+                     executor=executor.state.model_dump(mode="json"),
+                     inFlight=sorted([tp.topic, tp.partition] for tp in executor.moving))
+        fill_progress(st, spec, progress, executor)
         healthy(st, gen)
         phase = progress.phase
         if progress.done > done_before and not phase.terminal:
-            events.append(("BatchDone", f"{progress.done}/{progress.total} partitions moved",
-                           False))
+            st.batches_completed += 1
+            outbox.add("BatchDone", f"{progress.done}/{progress.total} partitions moved")
+        warned = "; " + "; ".join(st.warnings) if st.warnings else ""
         if phase is Phase.COMPLETED:
             st.phase = "Completed"
             elected = (f"; {executor.state.elected} preferred leaders elected"
@@ -250,8 +391,10 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             set_cond(st, SUCCEEDED, "True", "Completed", msg, gen)
             set_cond(st, PROGRESSING, "False", "Completed", msg, gen)
             if was is not Phase.COMPLETED:
+                if progress.done > done_before:
+                    st.batches_completed += 1
                 st.completed_at = now_rfc3339()
-                events.append(("Completed", msg, False))
+                outbox.add("Completed", msg)
         elif phase is Phase.CANCELLED:
             st.phase = "Cancelled"
             msg = (f"cancelled: {progress.cancelled} moves rolled back or not started, "
@@ -260,7 +403,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             set_cond(st, PROGRESSING, "False", "Cancelled", msg, gen)
             if was is not Phase.CANCELLED:
                 st.completed_at = now_rfc3339()
-                events.append(("Cancelled", msg, False))
+                outbox.add("Cancelled", msg)
         elif phase is Phase.FAILED:
             st.phase = "Failed"
             msg = progress.message or f"{progress.failed} partitions failed"
@@ -269,7 +412,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             degrade(st, "PartitionsFailed", msg + "; see status.partitions", gen)
             if was is not Phase.FAILED:
                 st.completed_at = now_rfc3339()
-                events.append(("Failed", msg, True))
+                outbox.add("Failed", msg, warning=True)
         else:
             st.phase = {Phase.PAUSED: "Paused", Phase.CANCELLING: "Cancelling"}.get(
                 phase, "Moving")
@@ -279,30 +422,30 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                 msg += f"; {progress.message}"
             set_cond(st, SUCCEEDED, "Unknown", "InProgress", msg, gen)
             set_cond(st, PROGRESSING, "False" if phase is Phase.PAUSED else "True",
-                     st.phase, msg, gen)
-        return events
+                     st.phase, msg + warned, gen)
+        return executor
 
     @kopf.on.delete(**resource(KIND), registry=registry, id="rollback")
-    async def rollback(spec: Any, uid: str, namespace: str, body: Any, kafkaclusters: Any,
-                       **_: Any) -> None:
-        """Deleting an in-flight reassignment cancels it and waits for the rollback."""
-        saved = rt.load_op(uid)
+    async def rollback(spec: Any, status: Any, uid: str, namespace: str, body: Any,
+                       kafkaclusters: Any, **_: Any) -> None:
+        """Deleting an in-flight reassignment cancels it and waits for the rollback: the
+        finalizer stays until nothing of it is in flight."""
+        saved, _cached = current_doc(uid, status)
         model, _problems = parse_spec(KIND, spec)
-        if saved is None or saved.get("dryRun") or model is None:
-            rt.forget_op(uid)
-            rt.executors.pop(uid, None)
+        if not saved.get("executor") or saved.get("dryRun") or model is None:
+            forget(uid)
             return
         state = ExecutorState.model_validate(saved["executor"])
         if state.phase.terminal:
-            rt.forget_op(uid)
+            forget(uid)
             return
-        ref = model.cluster_ref.name
+        ref = saved.get("cluster") or model.cluster_ref.name
         opened = rt.clusters.get((namespace, ref))
         if opened is None:
             if (namespace, ref) in kafkaclusters:
                 raise kopf.TemporaryError(f"waiting for KafkaCluster {ref} to roll back",
                                           delay=max(rt.tick, 1.0))
-            rt.forget_op(uid)  # the cluster is gone: nothing left to roll back
+            forget(uid)  # the cluster is gone: nothing left to roll back
             emit(body, "RollbackSkipped", f"KafkaCluster {ref} no longer exists", warning=True)
             return
         plan, _ = plan_of(model, additional=True)
@@ -312,18 +455,23 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             executor.start()
             executor.cancel()
             progress = executor.step()
-            rt.save_op(uid, {"digest": saved.get("digest"),
-                             "executor": executor.state.model_dump(mode="json")})
+            doc = dict(saved, executor=executor.state.model_dump(mode="json"))
+            bump(doc, saved)
+            live[uid] = (doc, None)
             return progress
 
-        rt.executors.pop(uid, None)
         progress = await rt.run(opened, cancel)
         if not progress.phase.terminal:
             raise kopf.TemporaryError(f"rolling back: {progress.moving} moves still in flight",
                                       delay=max(rt.tick, 1.0))
-        rt.forget_op(uid)
+        forget(uid)
         emit(body, "Cancelled", f"deleted: {progress.cancelled} moves rolled back, "
              f"{progress.done} had completed")
+
+    def forget(uid: str) -> None:
+        live.pop(uid, None)
+        specs.pop(uid, None)
+        rt.forget_op(uid)  # a state file of an older version
 
 
 def problems_reason(problems: list[PlanProblem]) -> str:

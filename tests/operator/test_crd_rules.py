@@ -1,0 +1,52 @@
+"""The CRDs' CEL rules, evaluated by a CEL interpreter (cel-python) the way the API server
+evaluates them at admission: what they refuse, what they let through, and what they say."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import celpy
+import pytest
+
+from kraftsman import crdgen
+from kraftsman.cli_errors import UsageError
+from kraftsman.resources import parse_resource
+
+REF = {"clusterRef": {"name": "demo"}}
+MOVES = [{"topic": "orders", "partition": 0, "replicas": [3, 4, 5]}]
+
+
+def rules_at(node: dict[str, Any]) -> list[dict[str, str]]:
+    return list(node.get("x-kubernetes-validations") or [])
+
+
+def holds(rule: str, self_: Any, old: Any = None) -> bool:
+    env = celpy.Environment()
+    activation = {"self": celpy.json_to_cel(self_)}
+    if old is not None:
+        activation["oldSelf"] = celpy.json_to_cel(old)
+    return bool(env.program(env.compile(rule)).evaluate(activation))
+
+
+@pytest.mark.parametrize("kind", ["PartitionReassignment", "LeaderElection", "KafkaQuorum"])
+def test_cluster_ref_cannot_change_and_the_message_says_delete_and_recreate(kind: str) -> None:
+    prop = crdgen.crd_schema(kind)["properties"]["spec"]["properties"]["clusterRef"]
+    [rule] = rules_at(prop)
+    assert holds(rule["rule"], {"name": "demo"}, {"name": "demo"})  # unchanged: allowed
+    assert not holds(rule["rule"], {"name": "other"}, {"name": "demo"})  # moved: refused
+    assert "spec.clusterRef is immutable" in rule["message"]
+    assert "delete" in rule["message"] and "create a new one" in rule["message"]
+
+
+def test_cancel_with_dry_run_is_refused_by_the_crd_and_the_model() -> None:
+    spec_rules = rules_at(crdgen.crd_schema("PartitionReassignment")["properties"]["spec"])
+    [rule] = [r for r in spec_rules if "dryRun" in r["rule"]]
+    both = {**REF, "partitions": MOVES, "cancel": True, "dryRun": True}
+    assert not holds(rule["rule"], both)
+    for fine in ({**REF, "partitions": MOVES, "cancel": True},
+                 {**REF, "partitions": MOVES, "dryRun": True},
+                 {**REF, "partitions": MOVES, "cancel": False, "dryRun": True}):
+        assert holds(rule["rule"], fine)
+    with pytest.raises(UsageError, match=r"spec\.cancel and spec\.dryRun cannot both be true"):
+        parse_resource({"apiVersion": "kraftsman.io/v1alpha1", "kind": "PartitionReassignment",
+                        "metadata": {"name": "x"}, "spec": both})

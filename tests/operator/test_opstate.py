@@ -1,0 +1,55 @@
+"""The operation state kept in a resource's status: it round-trips, stays small at 100,000
+moves in flight, and an unreadable value (a hand edit) reads as no state, not a crash."""
+
+from __future__ import annotations
+
+import random
+
+from kraftsman.handlers.opstate import Outbox, bump, decode, encode, event_name, has_outbox
+
+LEADER, FOLLOWER = ("leader.replication.throttled.replicas",
+                    "follower.replication.throttled.replicas")
+
+
+def big_state(n: int, rnd: random.Random) -> dict[str, object]:
+    parts = sorted(rnd.sample(range(10 * n), n))
+    return {"digest": "abc", "rev": 7, "eventSeq": 3, "outbox": [],
+            "inFlight": sorted(["orders", p] for p in parts),
+            "executor": {"phase": "running", "samples": [[1, 2], [3, 4]],
+                         "placed_replicas": {"orders": {
+                             LEADER: sorted(f"{p}:{rnd.randrange(30)}" for p in parts),
+                             FOLLOWER: sorted(f"{p}:{30 + rnd.randrange(30)}" for p in parts)}}}}
+
+
+def test_state_round_trips_and_100k_moves_in_flight_fit_an_object() -> None:
+    rnd = random.Random(20261123)
+    doc = big_state(100_000, rnd)
+    text = encode(doc)
+    assert decode(text) == doc
+    assert len(text) < 512 * 1024  # far below the API server's 1.5 MiB per object
+
+
+def test_garbage_reads_as_no_state() -> None:
+    for bad in (None, 42, "", "z1:", "z1:!!!", "plain text", encode({"a": 1})[:-4]):
+        assert decode(bad) is None
+
+
+def test_revision_moves_only_when_the_state_changed() -> None:
+    before = {"rev": 4, "digest": "x"}
+    same = dict(before)
+    bump(same, before)
+    assert same["rev"] == 4
+    changed = {"rev": 4, "digest": "y"}
+    bump(changed, before)
+    assert changed["rev"] == 5
+
+
+def test_outbox_numbers_events_and_names_them_by_uid_number_and_reason() -> None:
+    state: dict[str, object] = {}
+    box = Outbox(state)
+    box.add("Started", "go")
+    box.add("Completed", "done")
+    assert [e[:2] for e in state["outbox"]] == [[1, "Started"], [2, "Completed"]]  # type: ignore[index]
+    assert has_outbox({"operationState": encode(state)})
+    body = {"metadata": {"name": "Move", "uid": "0123456789abcdef"}}
+    assert event_name(body, 2, "Completed") == "move.01234567.2.completed"
