@@ -26,8 +26,9 @@ class Pki:
 
 
 def _name(cn: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn),
-                      x509.NameAttribute(NameOID.ORGANIZATION_NAME, "kraftsman-tests")])
+    # most general first, as CAs issue them; RFC 2253 (Kafka's principal) prints it reversed
+    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "kraftsman-tests"),
+                      x509.NameAttribute(NameOID.COMMON_NAME, cn)])
 
 
 def _key() -> ec.EllipticCurvePrivateKey:
