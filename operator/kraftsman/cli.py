@@ -7,6 +7,7 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
+from controller_core.errors import KafkaApiError
 from kraftsman.cli_errors import UsageError
 
 # Each module in kraftsman.commands registers its own subcommands.
@@ -57,6 +58,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: `kraftsman {args.command}` needs {top}, which comes with the "
               f"'{extra}' extra: pip install 'kraftsman[{extra}]'", file=sys.stderr)
         return 2
+    except KafkaApiError as e:  # a cluster refused or could not answer mid-command
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted; state on disk is consistent — run the command again to go on",
               file=sys.stderr)

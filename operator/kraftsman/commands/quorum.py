@@ -1,11 +1,11 @@
-"""`kraftsman quorum describe|alter` — what kafka-metadata-quorum does, on a local cluster."""
+"""`kraftsman quorum describe|alter` — what kafka-metadata-quorum does, on a local embedded
+cluster or a real one (`--bootstrap-server`)."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.errors import KafkaApiError
 from controller_core.orchestration.voters import (
     VoterChangeWalker,
@@ -15,6 +15,7 @@ from controller_core.orchestration.voters import (
 )
 from controller_core.raft.describe import QuorumStatus, format_replication, format_status
 from kraftsman.cli_errors import UsageError
+from kraftsman.commands.target import Cluster
 from kraftsman.commands.views import _common, emit, opened
 
 POLL_SECONDS = 0.5  # simulated time between two looks at a voter change
@@ -57,7 +58,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
     return 0
 
 
-def _describe(c: EmbeddedCluster) -> QuorumStatus:
+def _describe(c: Cluster) -> QuorumStatus:
     try:
         return c.describe_quorum()
     except KafkaApiError as e:
@@ -71,9 +72,10 @@ def parse_voters(text: str) -> list[int]:
     return [int(p) for p in parts]
 
 
-def walk(c: EmbeddedCluster, voters: list[int], *, wait: bool,
+def walk(c: Cluster, voters: list[int], *, wait: bool,
          on_step: Any = None) -> WalkProgress:
-    """Validate the target voters, then walk to them in simulated time."""
+    """Validate the target voters, then walk to them (simulated time on an embedded
+    cluster, the wall clock on a real one)."""
     problems = voter_set_problems(voters, c.quorum_node_ids(), c.live_quorum_nodes())
     if problems:
         raise UsageError(problems)

@@ -11,6 +11,7 @@ name given to it for the same cluster — finds it and resumes, changes or cance
 from __future__ import annotations
 
 import argparse
+import logging
 import re
 import time
 from collections.abc import Iterator
@@ -42,6 +43,9 @@ def add_target_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--command-config", type=Path, default=None, metavar="FILE",
                    help="client properties for --bootstrap-server, as the Kafka tools take "
                         "(security.protocol, sasl.mechanism, sasl.jaas.config, ssl.* PEM)")
+    p.add_argument("--connect-timeout", type=float, default=30.0, metavar="SECONDS",
+                   help="give up reaching --bootstrap-server, and retrying a call, after this "
+                        "long (default 30)")
 
 
 class RealCluster(KafkaAdmin):
@@ -120,6 +124,9 @@ def check_bootstrap(text: str, flag: str = "--bootstrap-server") -> str:
 def connect(bootstrap: str, command_config: Path | None, name: str,
             *, retry: RetryPolicy | None = None) -> RealCluster:
     """Open the kafka backend; bad settings and refusals become one-line errors (exit 2)."""
+    # kafka-python logs every failed attempt; the CLI reports the outcome once, itself
+    logging.getLogger("kafka").addHandler(logging.NullHandler())
+    logging.getLogger("kafka").propagate = False
     try:
         data = load_command_config(command_config) if command_config is not None else None
         admin = open_kafka_admin(bootstrap, data, retry=retry or RetryPolicy(),
@@ -134,6 +141,13 @@ def connect(bootstrap: str, command_config: Path | None, name: str,
                                  "the credentials")
         raise UsageError(f"{e.error.name}: {message}{hint}") from None
     return RealCluster(admin, name)
+
+
+def retry_of(args: argparse.Namespace) -> RetryPolicy:
+    seconds = getattr(args, "connect_timeout", 30.0)
+    if seconds <= 0:
+        raise UsageError("--connect-timeout: must be positive")
+    return RetryPolicy(total_seconds=seconds)
 
 
 def state_store(state_dir: Path, cluster_id: str) -> LocalStore:
@@ -179,7 +193,7 @@ def opened(args: argparse.Namespace) -> Iterator[Any]:
                              "is a Kubernetes Secret the CLI cannot read; pass the same "
                              "credentials with --command-config FILE")
         c: Any = connect(real.bootstrap_servers, getattr(args, "command_config", None),
-                         real.name)
+                         real.name, retry=retry_of(args))
     else:
         store = LocalStore(args.state_dir)
         c = store.open_cluster(store.pick_cluster(args.cluster))

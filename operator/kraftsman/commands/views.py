@@ -1,15 +1,15 @@
-"""Kafka-tool-like views and actions on a local embedded cluster.
+"""Kafka-tool-like views and actions on a local embedded cluster or a real one.
 
 `reassignments list|status|cancel` (kafka-reassign-partitions --list/--verify/--cancel),
 `elect` (kafka-leader-election), `describe topics|cluster` (kafka-topics / kafka-cluster),
-and `cluster advance|fail-broker|restore-broker` to drive the simulation. `-o json` everywhere.
+and `cluster advance|fail-broker|restore-broker` to drive the simulation (embedded only).
+`-o json` everywhere; `--bootstrap-server`/`--command-config` pick a real cluster (target.py).
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,8 @@ from controller_core.errors import ApiResult
 from controller_core.model import ElectionType, TopicPartition
 from controller_core.orchestration.election import run_election
 from kraftsman.cli_errors import UsageError
-from kraftsman.local_store import DEFAULT_STATE_DIR, LocalStore
+from kraftsman.commands.target import add_target_options, opened, refuse_real
+from kraftsman.local_store import DEFAULT_STATE_DIR
 from kraftsman.progress_view import format_election
 from kraftsman.serve import add_parser as add_serve_parser
 
@@ -29,6 +30,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
     p.add_argument("--cluster", default=None, help="cluster name (default: the only one)")
     p.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    add_target_options(p)
 
 
 def register(sub: Any) -> None:
@@ -86,14 +88,7 @@ def register(sub: Any) -> None:
     add_serve_parser(c_sub)
 
 
-@contextmanager
-def opened(args: argparse.Namespace) -> Iterator[EmbeddedCluster]:
-    store = LocalStore(args.state_dir)
-    cluster = store.open_cluster(store.pick_cluster(args.cluster))
-    try:
-        yield cluster
-    finally:
-        cluster.close()
+__all__ = ["opened"]  # quorum.py opens its cluster the same way
 
 
 def emit(args: argparse.Namespace, data: Any, text: Callable[[], list[str]]) -> None:
@@ -198,12 +193,16 @@ def cmd_elect(args: argparse.Namespace) -> int:
 
 def cmd_describe_topics(args: argparse.Namespace) -> int:
     with opened(args) as c:
-        if args.topic is not None and args.topic not in c.image.topics:
-            raise UsageError(f"--topic: topic {args.topic!r} does not exist; topics: "
-                             f"{', '.join(sorted(c.image.topics)) or 'none'}")
         parts = c.describe_partitions(topics=[args.topic] if args.topic else None)
-        topics = {name: t for name, t in c.image.topics.items()
-                  if args.topic is None or name == args.topic}
+        if args.topic is not None and not parts:
+            names = sorted({d.tp.topic for d in c.describe_partitions()})
+            raise UsageError(f"--topic: topic {args.topic!r} does not exist; topics: "
+                             f"{', '.join(names) or 'none'}")
+        topic_ids = ({n: t.topic_id for n, t in c.image.topics.items()}
+                     if isinstance(c, EmbeddedCluster) else {})
+    topics: dict[str, list[Any]] = {}
+    for d in parts:
+        topics.setdefault(d.tp.topic, []).append(d)
     data = [{"topic": d.tp.topic, "partition": d.tp.partition, "leader": d.leader,
              "leaderEpoch": d.leader_epoch, "replicas": list(d.replicas), "isr": list(d.isr),
              "addingReplicas": list(d.adding), "removingReplicas": list(d.removing),
@@ -211,10 +210,11 @@ def cmd_describe_topics(args: argparse.Namespace) -> int:
 
     def text() -> list[str]:
         lines = []
-        for name, t in topics.items():
-            rf = len(t.partitions[0].target) if t.partitions else 0
-            lines.append(f"Topic: {name}\tTopicId: {t.topic_id}\tPartitionCount: "
-                         f"{len(t.partitions)}\tReplicationFactor: {rf}")
+        for name, rows in topics.items():
+            rf = len(set(rows[0].replicas) - set(rows[0].removing))
+            topic_id = f"\tTopicId: {topic_ids[name]}" if name in topic_ids else ""
+            lines.append(f"Topic: {name}{topic_id}\tPartitionCount: "
+                         f"{len(rows)}\tReplicationFactor: {rf}")
             for d in parts:
                 if d.tp.topic != name:
                     continue
@@ -236,8 +236,9 @@ def cmd_describe_topics(args: argparse.Namespace) -> int:
 def cmd_describe_cluster(args: argparse.Namespace) -> int:
     with opened(args) as c:
         desc = c.describe_cluster()
-        alive = {b.id: c.alive(b.id) for b in desc.brokers}
-        now = c.now
+        embedded = isinstance(c, EmbeddedCluster)
+        alive = {b.id: c.alive(b.id) if embedded else not b.fenced for b in desc.brokers}
+        now = c.now if embedded else None
     data = {"clusterId": desc.cluster_id, "controllerId": desc.controller_id,
             "timeSeconds": now,
             "brokers": [{"id": b.id, "rack": b.rack, "fenced": b.fenced, "alive": alive[b.id]}
@@ -245,7 +246,7 @@ def cmd_describe_cluster(args: argparse.Namespace) -> int:
 
     def text() -> list[str]:
         lines = [f"Cluster ID: {desc.cluster_id}", f"Controller ID: {desc.controller_id}",
-                 f"Simulated time: {now:.1f} s", "Brokers:"]
+                 *([f"Simulated time: {now:.1f} s"] if now is not None else []), "Brokers:"]
         for b in desc.brokers:
             state = "fenced" if b.fenced else ("down" if not alive[b.id] else "online")
             lines.append(f"  {b.id}\track: {b.rack or '-'}\t{state}")
@@ -258,6 +259,7 @@ def cmd_describe_cluster(args: argparse.Namespace) -> int:
 def cmd_advance(args: argparse.Namespace) -> int:
     if args.seconds < 0:
         raise UsageError("seconds: must not be negative")
+    refuse_real(args, "cluster advance")
     with opened(args) as c:
         c.advance(args.seconds)
         now = c.now
@@ -266,6 +268,7 @@ def cmd_advance(args: argparse.Namespace) -> int:
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
+    refuse_real(args, f"cluster {args.action_name}")
     with opened(args) as c:
         if args.action_name.endswith("controller"):
             try:
