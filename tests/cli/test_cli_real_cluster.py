@@ -251,6 +251,18 @@ def test_embedded_only_commands_and_bad_flags_exit_2(
     assert rc == 2 and "--bootstrap-server" in err
     rc, err = run("describe", "cluster", "--command-config", str(tmp_path / "x.properties"))
     assert rc == 2 and "needs --bootstrap-server" in err
+    rc, err = run("describe", "cluster", "--cluster", "nope", "--command-config", "x")
+    assert rc == 2 and "needs --bootstrap-server" in err
+    rc, err = run("describe", "cluster", "--bootstrap-server", "h:1", "--connect-timeout", "0")
+    assert rc == 2 and "--connect-timeout" in err
+    move = tmp_path / "move.yaml"
+    move.write_text(CLUSTER.replace("name: rehearsal", "name: prod") + "---\n"
+                    + reassignment("m", 1, [(0, [3, 4, 5])]))
+    rc, err = run("apply", "-f", str(move), "--bootstrap-server", "127.0.0.1:1")
+    assert rc == 2 and "leave out KafkaCluster/prod or the flag" in err, err
+    move.write_text(reassignment("m", 1, [(0, [3, 4, 5])]))
+    rc, err = run("apply", "-f", str(move), "--command-config", "x.properties")
+    assert rc == 2 and "--command-config: no real cluster here" in err, err
     props = tmp_path / "jks.properties"
     props.write_text("security.protocol=SSL\nssl.truststore.location=/etc/ts.jks\n"
                      "ssl.truststore.type=JKS\n")

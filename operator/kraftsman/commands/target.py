@@ -161,17 +161,18 @@ def wants_real(args: argparse.Namespace) -> Registered | None:
     bootstrap = getattr(args, "bootstrap_server", None)
     if bootstrap:
         return Registered(args.cluster or "kafka", check_bootstrap(bootstrap), None)
-    if getattr(args, "command_config", None) is not None and not getattr(args, "cluster", None):
-        raise UsageError("--command-config: needs --bootstrap-server (or --cluster NAME of a "
-                         "KafkaCluster with bootstrapServers applied before)")
     name = getattr(args, "cluster", None)
     state_dir: Path = args.state_dir
     if name:
-        return registered(state_dir, name)
-    real = registered_names(state_dir)
-    if len(real) == 1 and not LocalStore(state_dir).cluster_names():
-        return registered(state_dir, real[0])
-    return None
+        found = registered(state_dir, name)
+    else:
+        real = registered_names(state_dir)
+        only = len(real) == 1 and not LocalStore(state_dir).cluster_names()
+        found = registered(state_dir, real[0]) if only else None
+    if found is None and getattr(args, "command_config", None) is not None:
+        raise UsageError("--command-config: needs --bootstrap-server (or --cluster NAME of a "
+                         "KafkaCluster with bootstrapServers applied before)")
+    return found
 
 
 def refuse_real(args: argparse.Namespace, what: str) -> None:
