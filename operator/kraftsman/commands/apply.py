@@ -120,10 +120,8 @@ def _known(spec: EmbeddedClusterSpec) -> Known:
 
 def known_of(c: RealCluster) -> Known:
     """What a real cluster holds, read through the kafka backend."""
-    counts: dict[str, int] = {}
-    for d in c.describe_partitions():
-        counts[d.tp.topic] = max(counts.get(d.tp.topic, 0), d.tp.partition + 1)
-    return Known({b.id for b in c.describe_cluster().brokers}, counts, c.quorum_node_ids())
+    return Known({b.id for b in c.describe_cluster().brokers}, c.partition_counts(),
+                 c.quorum_node_ids())
 
 
 def validate(resources: list[Resource], store: LocalStore,

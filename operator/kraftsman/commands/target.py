@@ -66,6 +66,14 @@ class RealCluster(KafkaAdmin):
         """A real cluster moves by itself: wait."""
         time.sleep(max(0.0, seconds))
 
+    def partition_counts(self) -> dict[str, int]:
+        """Partitions per topic from Metadata alone (describe_partitions would also ask every
+        leader for sizes, which validation does not need)."""
+        def go() -> dict[str, int]:
+            return {t.name: len(t.partitions) for t in self._metadata(None).topics
+                    if t.error_code == 0}
+        return self._call("Metadata", go)
+
     def quorum_node_ids(self) -> set[int]:
         q = self.describe_quorum()
         return {b.id for b in self.describe_cluster().brokers} | {
@@ -132,8 +140,12 @@ def connect(bootstrap: str, command_config: Path | None, name: str,
         admin = open_kafka_admin(bootstrap, data, retry=retry or RetryPolicy(),
                                  client_id="kraftsman-cli")
     except SecretError as e:
-        where = f"--command-config {command_config}: " if command_config is not None else ""
-        raise UsageError(f"{where}{e}".replace(": --command-config", ": ")) from None
+        text = str(e)
+        if command_config is not None and not text.startswith("--command-config"):
+            # the shared checks speak of the Secret's keys; here they are properties
+            text = (f"--command-config {command_config}: "
+                    + text.replace("secret key ", "key ").replace("secret: ", ""))
+        raise UsageError(text) from None
     except KafkaApiError as e:
         hint = ("; check sasl.jaas.config in --command-config"
                 if e.error.name == "SASL_AUTHENTICATION_FAILED" else "")
