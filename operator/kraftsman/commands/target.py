@@ -91,6 +91,22 @@ class RealCluster(KafkaAdmin):
 Cluster = EmbeddedCluster | RealCluster
 
 
+def cluster_id_of(c: Cluster) -> str:
+    return c.image.cluster_id if isinstance(c, EmbeddedCluster) else (
+        c.describe_cluster().cluster_id)
+
+
+def topic_names(c: Cluster) -> list[str]:
+    return sorted(c.image.topics if isinstance(c, EmbeddedCluster) else c.partition_counts())
+
+
+def resource_store(args: argparse.Namespace, c: Cluster) -> LocalStore:
+    """Where the applied resources of this cluster keep their state."""
+    if isinstance(c, RealCluster):
+        return state_store(args.state_dir, cluster_id_of(c))
+    return LocalStore(args.state_dir)
+
+
 @dataclass(frozen=True, slots=True)
 class Registered:
     """A KafkaCluster with ``bootstrapServers`` applied through the CLI."""
