@@ -175,14 +175,14 @@ def test_cli_against_a_served_cluster(served: Served) -> None:
     listed = s.run("reassignments", "list")
     assert "orders-0" in listed.stdout and "orders-1" in listed.stdout, listed.stdout
     assert set(throttles(s).values()) == {"1000"}
+    status = s.run("reassignments", "status")
+    assert status.returncode == 0 and "orders-0" in status.stdout, status.stdout
     f.write_text(reassignment("move", 5_000_000, moves))
     r = s.run("apply", "-f", str(f), "--no-wait")
     assert r.returncode == 0, r.stderr
     rates = set(throttles(s).values())
     throttle_changed = rates == {"5000000"}
     assert throttle_changed or rates == {"1000"}, rates
-    status = s.run("reassignments", "status")
-    assert status.returncode == 0 and "orders-0" in status.stdout, status.stdout
     if throttle_changed:
         r = s.run("apply", "-f", str(f), "--tick", "0.2")  # resumes and runs to the end
         assert r.returncode == 0, r.stderr
