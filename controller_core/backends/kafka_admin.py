@@ -12,6 +12,7 @@ bootstrap servers is raised. Secrets never appear in a message or a log line.
 from __future__ import annotations
 
 import logging
+import re
 import ssl
 import time
 import uuid
@@ -608,8 +609,13 @@ def _refusal(bootstrap_servers: str, failure: BaseException) -> KafkaApiError:
         return KafkaApiError(UNSUPPORTED_SASL_MECHANISM, (
             f"{bootstrap_servers}: {failure}; set sasl.mechanism to one the brokers enable"))
     return KafkaApiError(SASL_AUTHENTICATION_FAILED, (
-        f"authentication to {bootstrap_servers} failed ({failure}); check the Secret's "
-        "sasl.username/sasl.password"))
+        f"authentication to {bootstrap_servers} failed ({_server_words(failure)}); check the "
+        "Secret's sasl.username/sasl.password"))
+
+
+def _server_words(e: BaseException) -> str:
+    """The broker's own message, without kafka-python's "[Error 58] ClassName: " prefixes."""
+    return re.sub(r"^(\[Error \d+\] )?(\w+Error: )*", "", str(e)) or type(e).__name__
 
 
 def open_kafka_admin(bootstrap_servers: str, secret_data: Mapping[str, str | bytes] | None = None,

@@ -165,8 +165,7 @@ def connect(bootstrap: str, command_config: Path | None, name: str,
     except KafkaApiError as e:
         hint = ("; check sasl.jaas.config in --command-config"
                 if e.error.name == "SASL_AUTHENTICATION_FAILED" else "")
-        message = str(e).replace("the Secret's sasl.username/sasl.password",
-                                 "the credentials")
+        message = e.message.replace("; check the Secret's sasl.username/sasl.password", "")
         raise UsageError(f"{e.error.name}: {message}{hint}") from None
     return RealCluster(admin, name)
 
