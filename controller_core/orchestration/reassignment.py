@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -28,6 +28,7 @@ from controller_core.metadata.controller import (
     parse_throttled_replicas,
 )
 from controller_core.model import ElectionType, TopicPartition
+from controller_core.orchestration.estimate import MoveCost, estimate_seconds, move_cost
 
 LEADER_REPLICAS, FOLLOWER_REPLICAS = (
     "leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
@@ -150,7 +151,7 @@ class DryRunReport:
     partitions_unchanged: int
     leader_moves: int
     bytes_to_move: int
-    estimated_seconds: float | None  # at the throttle; None when unthrottled
+    estimated_seconds: float | None  # under the limits; None when nothing bounds the rate
     per_broker_in_bytes: dict[int, int] = field(default_factory=dict)
 
 
@@ -210,18 +211,23 @@ def validate_plan(admin: ClusterAdmin, plan: ReassignmentPlan) -> list[PlanProbl
     return _plan_problems(admin, plan, _describe(admin, plan.moves))
 
 
-def dry_run(admin: ClusterAdmin, plan: ReassignmentPlan) -> DryRunReport:
-    """What the plan would do — replica and leader movements, bytes, time — moving nothing."""
+def dry_run(admin: ClusterAdmin, plan: ReassignmentPlan, *,
+            bandwidth: Callable[[int], float] | None = None,
+            poll_seconds: float = 0.0) -> DryRunReport:
+    """What the plan would do — replica and leader movements, bytes, time — moving nothing.
+    The time comes from :func:`.estimate.estimate_seconds` under the plan's limits."""
     current = _describe(admin, plan.moves)
     problems = _plan_problems(admin, plan, current)
     bad = {p.tp for p in problems}
     adds = removes = moving = unchanged = leader_moves = total = 0
     per_broker: dict[int, int] = {}
+    costs: list[MoveCost] = []
     for tp, target in plan.moves.items():
         d = current.get(tp)
         if d is None or tp in bad:
             continue
         original = _original(d)
+        costs.append(move_cost(d.leader, original, target, d.size_bytes or 0, tuple(tp)))
         added = [r for r in target if r not in original]
         removed = [r for r in original if r not in target]
         if not added and not removed and tuple(target) == original:
@@ -236,8 +242,12 @@ def dry_run(admin: ClusterAdmin, plan: ReassignmentPlan) -> DryRunReport:
             per_broker[r] = per_broker.get(r, 0) + size
         if d.leader not in target or (plan.elect_preferred_leaders and d.leader != target[0]):
             leader_moves += 1
-    throttle = plan.limits.throttle_bytes_per_second
-    estimate = max((b / throttle for b in per_broker.values()), default=0.0) if throttle else None
+    limits = plan.limits
+    estimate = estimate_seconds(
+        costs, throttle=limits.throttle_bytes_per_second,
+        max_concurrent_moves=limits.max_concurrent_moves,
+        max_concurrent_moves_per_broker=limits.max_concurrent_moves_per_broker,
+        bandwidth=bandwidth, poll_seconds=poll_seconds)
     return DryRunReport(tuple(problems), adds, removes, moving, unchanged, leader_moves, total,
                         estimate, per_broker)
 

@@ -224,7 +224,8 @@ def opened(args: argparse.Namespace) -> Iterator[Any]:
                          real.name, retry=retry_of(args))
     else:
         store = LocalStore(args.state_dir)
-        c = store.open_cluster(store.pick_cluster(args.cluster))
+        c = store.open_cluster(store.pick_cluster(args.cluster),
+                               read_only=getattr(args, "read_only", False))
     try:
         yield c
     finally:
