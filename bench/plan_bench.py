@@ -1,18 +1,25 @@
 """Benchmark of `kraftsman plan`: time at scale and quality on a skewed cluster.
 
     .venv/bin/python bench/plan_bench.py --case 100000x100 --case 1000000x1000
+    .venv/bin/python bench/plan_bench.py --case 20000x100 --goal "remove-brokers 97" --balance
 
 For each case (partitions x brokers, RF 3, 3 racks, the first 20% of brokers attracting
 ``1 + skew`` times the replicas) it prints: snapshot generation and validation time, plan
 time on Spark (``--master``, default local[2]), then max/mean after of disk, replicas and
 leaders, and bytes moved over the lower bound (the sum of each broker's disk above the
 mean) — for the planner and for the kafka-reassign-partitions --generate baseline.
+With ``--goal`` (add-brokers/remove-brokers, optionally ``--balance``) it plans that goal
+instead and compares bytes moved with the report's lower bound (each staying broker's disk
+above its target plus everything on the removed brokers: "drain and balance"); added
+brokers are made empty in the generated cluster. ``--spark-start`` also times a fresh
+SparkSession (what a `kraftsman plan` run pays before planning).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -30,7 +37,7 @@ from controller_core.planning.objective import (
     rate,
 )
 from controller_core.planning.render import RenderOptions, render
-from controller_core.planning.report import max_over_mean
+from controller_core.planning.report import lower_bound_bytes, max_over_mean
 from controller_core.planning.snapshot import read_snapshot, write_snapshot
 from controller_core.planning.spark_job import PlanOptions, make_session, run_plan
 from controller_core.planning.synthetic import make_snapshot
@@ -59,28 +66,43 @@ def main() -> None:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--workdir", type=Path, default=Path("bench/results/plan"))
     ap.add_argument("--json", type=Path, default=None, help="also write figures here")
+    ap.add_argument("--goal", default="rebalance", help='e.g. "remove-brokers 97"')
+    ap.add_argument("--balance", action="store_true", help="with --goal add/remove-brokers")
     args = ap.parse_args()
     cases = args.case or ["100000x100"]
+    goal = parse_goal(args.goal.split(), args.balance)
+    t0 = time.monotonic()
     spark = make_session(args.master, {"spark.driver.memory": "6g"})
+    t_start = time.monotonic() - t0
+    print(f"Spark session start {t_start:.1f}s ({args.master})")
     out = []
     for case in cases:
         n_p, n_b = (int(x) for x in case.lower().split("x"))
         d = args.workdir / f"snap-{n_p}-{n_b}"
         t0 = time.monotonic()
+        empty = goal.brokers if goal.kind == "add-brokers" else ()
         snap = make_snapshot(brokers=n_b, partitions=n_p, racks=3, seed=args.seed,
-                             skew=args.skew, topics=max(1, n_p // 1000), size_sigma=1.0)
+                             skew=args.skew, topics=max(1, n_p // 1000), size_sigma=1.0,
+                             empty=empty)
         write_snapshot(snap, d, overwrite=True)
         t_gen = time.monotonic() - t0
         t0 = time.monotonic()
         snap = read_snapshot(d)
         t_read = time.monotonic() - t0
         t0 = time.monotonic()
-        res = run_plan(spark, d, snap, parse_goal(["rebalance"]), PlanOptions(seed=args.seed))
+        res = run_plan(spark, d, snap, goal, PlanOptions(seed=args.seed))
         t_plan = time.monotonic() - t0
         t0 = time.monotonic()
-        resources = render(res.moves, RenderOptions("bench", "rebalance"))
+        resources = render(res.moves, RenderOptions("bench", goal.describe()))
         t_render = time.monotonic() - t0
         ours = quality(res.loads_before, res.loads_after, res.bytes_moved)
+        stay = sorted(res.eligible)
+        ours.update(disk=max_over_mean(res.loads_after, stay, DISK),
+                    replicas=max_over_mean(res.loads_after, stay, REPLICAS),
+                    leaders=max_over_mean(res.loads_after, stay, LEADERS))
+        if goal.kind != "rebalance":
+            lb = lower_bound_bytes(res)
+            ours.update(lower_bound=lb, moved_over_lb=res.bytes_moved / lb if lb else 0.0)
 
         t0 = time.monotonic()
         pt = snap.partitions
@@ -95,19 +117,28 @@ def main() -> None:
                     for s, old, new in zip(pt.size_bytes, pt.replicas, base, strict=True))
         t_base = time.monotonic() - t0
         theirs = quality(res.loads_before, base_loads, moved)
+        if goal.kind != "rebalance":
+            theirs = {k: float("nan") for k in theirs}  # --generate knows no such goal
         before = {"disk": max_over_mean(res.loads_before, sorted(res.loads_before), DISK),
                   "replicas": max_over_mean(res.loads_before, sorted(res.loads_before),
                                             REPLICAS),
                   "leaders": max_over_mean(res.loads_before, sorted(res.loads_before), LEADERS)}
-        row = {"case": case, "partitions": n_p, "brokers": n_b, "generate_s": t_gen,
+        row = {"case": case, "goal": goal.describe(), "spark_start_s": t_start,
+               "load_average": os.getloadavg(), "partitions": n_p, "brokers": n_b,
+               "generate_s": t_gen,
                "read_validate_s": t_read, "plan_s": t_plan, "render_s": t_render,
                "baseline_s": t_base, "rounds": len(res.rounds),
                "partitions_in_plan": len(res.moves), "replicas_moved": res.replicas_moved,
                "resources": len(resources), "violations": len(res.violations),
                "before": before, "planner": ours, "baseline": theirs}
         out.append(row)
-        print(f"\n== {n_p} partitions / {n_b} brokers, RF 3, 3 racks, skew {args.skew}, "
-              f"{args.master}")
+        print(f"\n== {goal.describe()}: {n_p} partitions / {n_b} brokers, RF 3, 3 racks, "
+              f"skew {args.skew}, {args.master}")
+        print(f"first case: Spark start + read + plan {t_start + t_read + t_plan:.1f}s"
+              if case == cases[0] else f"read + plan {t_read + t_plan:.1f}s")
+        la = os.getloadavg()
+        print(f"load average (1/5/15 min) {la[0]:.1f} {la[1]:.1f} {la[2]:.1f} on "
+              f"{os.cpu_count()} cores")
         print(f"generate {t_gen:.1f}s  read+validate {t_read:.1f}s  plan {t_plan:.1f}s "
               f"({len(res.rounds)} rounds)  render {t_render:.1f}s  baseline {t_base:.1f}s")
         print(f"before: disk {before['disk']:.3f}  replicas {before['replicas']:.3f}  "
@@ -118,9 +149,11 @@ def main() -> None:
                   f"{q['moved_over_lb']:.3f} ({q['bytes_moved']:.3e} / {q['lower_bound']:.3e})")
         print(f"plan: {len(res.moves)} partitions, {res.replicas_moved} replicas, "
               f"{len(resources)} resources, {len(res.violations)} violations")
+        print("time: " + "  ".join(f"{k} {v:.1f}s" for k, v in res.timings.items()))
         for r in res.rounds:
             print(f"  {r.phase:8} round {r.round:2}: sources {r.sources:4} candidates "
-                  f"{r.candidates:7} accepted {r.accepted:6}  {r.seconds:6.1f}s")
+                  f"{r.candidates:7} accepted {r.accepted:6}  {r.seconds:6.1f}s "
+                  f"(driver {r.driver_seconds:.1f}s)")
         sys.stdout.flush()
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

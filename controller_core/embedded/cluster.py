@@ -24,6 +24,7 @@ from controller_core import errors
 from controller_core.admin import (
     IN_SYNC,
     NOT_HOSTED,
+    OFFLINE,
     UNKNOWN_BROKER,
     UNKNOWN_PARTITION,
     UNKNOWN_TOPIC,
@@ -572,8 +573,12 @@ class EmbeddedCluster:
             else:
                 leo = self.data.replica_leo(tp, p, broker, self.now) or 0.0
                 lag = max(0, int(self.data.leader_leo(tp, self.now)) - int(leo))
+                # A fenced (dead) broker's replica is never "in sync", even with nothing new
+                # to fetch (no producer): the controller took it out of the ISR (KIP-179).
+                word = (OFFLINE if self.image.brokers[broker].fenced
+                        else IN_SYNC if lag == 0 else behind(lag))
                 out.append(ReplicaStatus(
-                    tp, broker, IN_SYNC if lag == 0 else behind(lag), lag,
+                    tp, broker, word, lag,
                     lag * topic.message_bytes, int(leo * topic.message_bytes), now_ms))
         return out
 

@@ -19,7 +19,6 @@ from controller_core.planning.objective import (
     LEADER_METRICS,
     LEADERS,
     NET_IN,
-    NET_OUT,
     REPLICA_METRICS,
     REPLICAS,
     Targets,
@@ -59,8 +58,11 @@ class Balancer:
     capacity: dict[int, int] = field(init=False)
     racks: set[str] = field(init=False)
     unplaced: list[tuple[int, int, str]] = field(default_factory=list)
-    # pids changed since the caller last took them (to update the distributed table)
-    dirty: set[int] = field(default_factory=set)
+    # a widened round: a giver may end below its band (racks can force a rack's brokers
+    # below the cluster-wide target); the objective still has to improve
+    relaxed: bool = False
+    # what the goal forbids, for messages ("only moves onto the new brokers [7] are allowed")
+    restriction: str | None = None
 
     def __post_init__(self) -> None:
         self.rack_of = {b.id: b.rack for b in self.brokers}
@@ -75,11 +77,6 @@ class Balancer:
 
     def out_of_band(self, broker: int, metrics: Iterable[int]) -> bool:
         return any(self.excess(broker, m) > self.targets.band[broker][m] for m in metrics)
-
-    def take_dirty(self) -> dict[int, tuple[tuple[int, ...], int]]:
-        out = {pid: self.changed[pid] for pid in sorted(self.dirty)}
-        self.dirty.clear()
-        return out
 
     def current(self, c: Candidate) -> tuple[tuple[int, ...], int]:
         return self.changed.get(c.pid, (c.replicas, c.leader))
@@ -120,7 +117,12 @@ class Balancer:
             src = replicas[c.pos]
             if self.excess(dst, DISK) + c.size > self.targets.band[dst][DISK]:
                 return False
-            if self.excess(src, DISK) - c.size < -self.targets.band[src][DISK]:
+            if self.relaxed:
+                # the giver may drop below its band, but never below the receiver
+                if self.excess(dst, DISK) - self.excess(src, DISK) + c.size >= 0 or \
+                        self.excess(dst, REPLICAS) - self.excess(src, REPLICAS) + 1 > 0:
+                    return False
+            elif self.excess(src, DISK) - c.size < -self.targets.band[src][DISK]:
                 return False
         return True
 
@@ -154,13 +156,33 @@ class Balancer:
         return True
 
     def _why_unplaced(self, c: Candidate, replicas: Sequence[int]) -> str:
-        fits = [d for d in self.dest_ids if d not in replicas
-                and self.loads[d][DISK] + c.size <= self.capacity[d]]
+        receivers = sorted(d for d in self.dest_ids if d not in replicas)
+        fits = [d for d in receivers if self.loads[d][DISK] + c.size <= self.capacity[d]]
+        limit = f"{self.restriction}, and " if self.restriction else ""
         if not fits:
-            return (f"no broker that may receive it has {c.size} bytes of free disk "
+            return (f"{limit}no broker that may receive it has {c.size} bytes of free disk "
                     "outside this partition's replicas")
-        return (f"every broker with room ({sorted(fits)[:8]}...) would put two replicas "
-                "in one rack")
+        return (f"{limit}every broker that may receive it and has room ({_few(fits)}) would "
+                "put two replicas in one rack")
+
+    def why_rack_shared(self, replicas: Sequence[int], size: int) -> str:
+        """Why replicas that share a rack (while the racks allow otherwise) stay so."""
+        held = {self.rack_of[r] for r in replicas}
+        missing = sorted(r for r in self.racks if r not in held)
+        in_missing = sorted(d for d in self.dest_ids
+                            if d not in replicas and self.rack_of[d] in missing)
+        if not in_missing:
+            if self.restriction:
+                return f"{self.restriction} and none of them is in rack(s) {missing}"
+            return f"no broker that may receive it is in rack(s) {missing}"
+        room = [d for d in in_missing if self.loads[d][DISK] + size <= self.capacity[d]]
+        if not room:
+            return (f"no broker in rack(s) {missing} has {size} bytes of free disk "
+                    f"(brokers {_few(in_missing)} are full)")
+        if self.restriction:
+            return self.restriction
+        return (f"a move to a broker in rack(s) {missing} ({_few(room)}) was not needed "
+                "to meet the goal")
 
     def apply_replica_move(self, c: Candidate, replicas: Sequence[int], leader: int,
                            dst: int) -> None:
@@ -174,7 +196,6 @@ class Balancer:
         if new_leader != leader:
             self._move_leadership(leader, new_leader, self._leader_amounts(c, len(new)))
         self.changed[c.pid] = (tuple(new), new_leader)
-        self.dirty.add(c.pid)
 
     def _move_leadership(self, src: int, dst: int, amounts: tuple[int, int]) -> None:
         for m, a in zip(LEADER_METRICS, amounts, strict=True):
@@ -203,7 +224,6 @@ class Balancer:
         dst = best[1]
         self._move_leadership(leader, dst, amounts)
         self.changed[c.pid] = ((dst, *[r for r in replicas if r != dst]), dst)
-        self.dirty.add(c.pid)
         return True
 
     # -- a round ----------------------------------------------------------------------
@@ -212,24 +232,79 @@ class Balancer:
         """Apply what still helps, in a fixed order; the number of moves accepted."""
         ordered = sorted(candidates, key=lambda c: (not c.mandatory, _finite(c.priority),
                                                     c.pid, c.pos))
+        if self.relaxed:
+            # givers near their target take turns, so none drops far below the others
+            rank: dict[int, int] = {}
+            turns = []
+            for c in ordered:
+                rank[c.src] = rank.get(c.src, -1) + 1
+                turns.append((not c.mandatory, rank[c.src]))
+            ordered = [c for _, c in sorted(zip(turns, ordered, strict=True),
+                                            key=lambda t: t[0])]
         accepted = 0
         for c in ordered:
             ok = self.try_leader_move(c) if leaders else self.try_replica_move(c)
             accepted += ok
         return accepted
 
-    def replica_sources(self, goal_kind: str, new: set[int]) -> set[int]:
-        if goal_kind == "remove-brokers":
+    def replica_sources(self, goal_kind: str, new: set[int], balance: bool = False,
+                        widen: bool = False) -> set[int]:
+        """Brokers whose replicas may move this round.
+
+        Brokers above their band give. New brokers (add-brokers) still below their band
+        when none is (or ``widen``: the last round could not fill them) are filled by every
+        broker that can give without leaving its own band: on a big cluster a few new
+        brokers leave each old one only a little above target, inside its band.
+        """
+        if goal_kind == "remove-brokers" and not balance:
             return set(self.removed)
-        sources = {b for b in self.loads
-                   if self.out_of_band(b, (REPLICAS, DISK, NET_IN)) or b in self.removed}
-        if goal_kind == "add-brokers":
-            sources -= new
+        givers = set(self.loads)
+        if goal_kind == "add-brokers" and not balance:
+            givers -= new
+        sources = {b for b in givers if self.out_of_band(b, REPLICA_METRICS) or b in self.removed}
+        if new and (widen or not sources):
+            sources |= self._givers_to_underloaded(givers - new, new, REPLICA_METRICS)
         return sources
 
-    def leader_sources(self) -> set[int]:
-        return {b for b in self.loads if b not in self.removed
-                and self.out_of_band(b, (LEADERS, NET_OUT))}
+    def leader_sources(self, new: set[int], widen: bool = False) -> set[int]:
+        givers = set(self.loads) - self.removed
+        sources = {b for b in givers if self.out_of_band(b, LEADER_METRICS)}
+        if new and (widen or not sources):
+            sources |= self._givers_to_underloaded(givers - new, new, LEADER_METRICS)
+        return sources
+
+    def _givers_to_underloaded(self, givers: set[int], receivers: set[int],
+                               metrics: Iterable[int]) -> set[int]:
+        receivers = receivers - self.removed
+        short = [m for m in metrics
+                 if any(self.excess(d, m) < -self.targets.band[d][m] for d in receivers)]
+        return {b for b in givers
+                if any(self.excess(b, m) > -self.targets.band[b][m] for m in short)}
+
+    def shortfalls(self) -> list[str]:
+        """Brokers left outside their band on replicas, disk or leaders, and why."""
+        metrics = ((REPLICAS, "replicas"), (DISK, "disk"), (LEADERS, "leaders"))
+        stay = sorted(b for b in self.loads if b not in self.removed)
+        out: list[str] = []
+        for m, name in metrics:
+            over = [b for b in stay if self.excess(b, m) > self.targets.band[b][m]]
+            under = [b for b in stay if self.excess(b, m) < -self.targets.band[b][m]]
+            if over:
+                why = self.restriction or ("no further move lowers the imbalance within the "
+                                           "constraints (distinct racks, disk capacity)")
+                if self.restriction and m != LEADERS:
+                    why += "; pass --balance to balance them in the same plan"
+                out.append(f"{name}: brokers {_few(over)} stay above target: {why}")
+            barred = [b for b in under if b not in self.dest_ids]
+            if barred:
+                out.append(f"{name}: brokers {_few(barred)} stay below target: "
+                           f"{self.restriction or 'they may not receive'}")
+            under = [b for b in under if b in self.dest_ids]
+            if under:
+                out.append(f"{name}: brokers {_few(under)} stay below target: no further move "
+                           "onto them lowers the imbalance within the constraints (distinct "
+                           "racks, disk capacity)")
+        return out
 
     def source_caps(self, sources: Iterable[int], leaders: bool = False) -> dict[int, int]:
         """How many candidates per source are worth shipping to the driver this round."""
@@ -246,6 +321,11 @@ class Balancer:
                            self.excess(b, NET_IN) / per_in if per_in else 0.0)
             caps[b] = math.ceil(max(need, 0.0) * 3) + 32
         return caps
+
+
+def _few(ids: Sequence[int], n: int = 8) -> str:
+    shown = ", ".join(str(b) for b in ids[:n])
+    return f"{shown}, ..." if len(ids) > n else shown
 
 
 def _finite(x: float) -> float:

@@ -4,6 +4,10 @@
 * ``add-brokers`` — replicas move only onto the named (new, registered) brokers;
 * ``remove-brokers`` — the named brokers are drained completely, nothing else moves;
 * ``leader-balance`` — no data moves; only the preferred-leader order changes.
+
+``balance`` (add-brokers/remove-brokers only) widens a fill or a drain into one plan that
+also balances every broker that stays: any replica may then move between any of them, and
+the brokers that were hot before the change end as balanced as after ``rebalance``.
 """
 
 from __future__ import annotations
@@ -30,19 +34,38 @@ class GoalError(Exception):
 class Goal:
     kind: GoalKind
     brokers: tuple[int, ...] = ()
+    balance: bool = False
 
     @property
     def moves_data(self) -> bool:
         return self.kind != "leader-balance"
 
+    @property
+    def receivers_limited(self) -> bool:
+        """Only the named (new) brokers may receive replicas."""
+        return self.kind == "add-brokers" and not self.balance
+
+    @property
+    def drain_only(self) -> bool:
+        """Only the named brokers' replicas move."""
+        return self.kind == "remove-brokers" and not self.balance
+
     def describe(self) -> str:
+        text: str = self.kind
         if self.brokers:
-            return f"{self.kind} {','.join(str(b) for b in self.brokers)}"
-        return self.kind
+            text += f" {','.join(str(b) for b in self.brokers)}"
+        return text + (" +balance" if self.balance else "")
 
 
-def parse_goal(words: list[str]) -> Goal:
-    """``["rebalance"]``, ``["add-brokers", "7,8"]``, ``["remove-brokers", "3"]`` ..."""
+def parse_goal(words: list[str], balance: bool = False) -> Goal:
+    """``["rebalance"]``, ``["add-brokers", "7,8"]``, ``["remove-brokers", "3"]`` ...
+
+    ``balance`` asks an add-brokers/remove-brokers plan to balance the other brokers too.
+    """
+    if balance and (not words or words[0] not in ("add-brokers", "remove-brokers")):
+        got = words[0] if words else "no goal"
+        raise GoalError([f"--balance: only with --goal add-brokers or remove-brokers (got "
+                         f"{got}); --goal rebalance already balances every broker"])
     if not words:
         raise GoalError([f"--goal: missing; one of {', '.join(GOAL_KINDS)}"])
     kind, rest = words[0], words[1:]
@@ -64,7 +87,7 @@ def parse_goal(words: list[str]) -> Goal:
                                  "(comma-separated integers, e.g. 7,8)"]) from None
         if len(set(ids)) != len(ids):
             raise GoalError([f"--goal {kind}: broker ids repeat in {text}"])
-        return Goal(kind, tuple(ids))
+        return Goal(kind, tuple(ids), balance)
     if rest:
         raise GoalError([f"--goal {kind}: takes no broker list (got {' '.join(rest)})"])
     return Goal(kind)

@@ -73,23 +73,45 @@ class Targets:
 
 def compute_targets(brokers: Sequence[Broker], eligible: set[int],
                     totals: Sequence[float], weights: Sequence[float] = DEFAULT_WEIGHTS,
-                    tolerance: Sequence[float] = DEFAULT_TOLERANCE) -> Targets:
-    """Targets for the brokers in ``eligible``; every other broker's target is zero."""
+                    tolerance: Sequence[float] = DEFAULT_TOLERANCE,
+                    per_rack: Sequence[float] | None = None) -> Targets:
+    """Targets for the brokers in ``eligible``; every other broker's target is zero.
+
+    ``per_rack``: of the replica metrics (replicas, disk, bytes in), what every rack must
+    hold whatever the plan — partitions with one replica per rack (replication factor =
+    racks) put exactly one in each. That part is shared within the rack, the rest across
+    all brokers; otherwise a rack with fewer brokers would have targets it cannot meet.
+    Used for a metric only where it moves some broker's target by more than the tolerance
+    (a rack with one broker fewer than the others on 100 brokers does not).
+    """
     elig = [b for b in brokers if b.id in eligible]
     n = max(len(elig), 1)
-    share_disk = sum(b.disk_capacity_bytes for b in elig) or 1
-    share_in = sum(b.network_in_capacity_bytes_per_second for b in elig) or 1.0
-    share_out = sum(b.network_out_capacity_bytes_per_second for b in elig) or 1.0
+    racks = {b.rack for b in elig}
+    if per_rack is None or None in racks or len(racks) < 2:
+        per_rack = [0.0] * 5
+    weight_of = (lambda b: 1.0, lambda b: 1.0, lambda b: float(b.disk_capacity_bytes),
+                 lambda b: b.network_in_capacity_bytes_per_second,
+                 lambda b: b.network_out_capacity_bytes_per_second)
+    share = [sum(weight_of[m](b) for b in elig) or 1.0 for m in range(5)]
+    rack_share = [{r: sum(weight_of[m](b) for b in elig if b.rack == r) or 1.0 for r in racks}
+                  for m in range(5)]
+    forced = [per_rack[m] if m in REPLICA_METRICS else 0.0 for m in range(5)]
+    for m in range(5):
+        plain = [totals[m] * weight_of[m](b) / share[m] for b in elig]
+        racked = [(totals[m] - forced[m] * len(racks)) * weight_of[m](b) / share[m]
+                  + forced[m] * weight_of[m](b) / rack_share[m][b.rack] for b in elig]
+        if all(abs(x - y) <= tolerance[m] * y for x, y in zip(racked, plain, strict=True)):
+            forced[m] = 0.0
+    free = [totals[m] - forced[m] * len(racks) for m in range(5)]
     target: dict[int, tuple[float, ...]] = {}
     band: dict[int, tuple[float, ...]] = {}
     for b in brokers:
         if b.id not in eligible:
             t: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0, 0.0)
         else:
-            t = (totals[REPLICAS] / n, totals[LEADERS] / n,
-                 totals[DISK] * b.disk_capacity_bytes / share_disk,
-                 totals[NET_IN] * b.network_in_capacity_bytes_per_second / share_in,
-                 totals[NET_OUT] * b.network_out_capacity_bytes_per_second / share_out)
+            t = tuple(free[m] * weight_of[m](b) / share[m]
+                      + forced[m] * weight_of[m](b) / rack_share[m][b.rack]
+                      for m in range(5))
         target[b.id] = t
         # Counts move in whole units: a band is never narrower than one replica/leader.
         band[b.id] = tuple(

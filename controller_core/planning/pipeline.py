@@ -44,6 +44,7 @@ class PlanRequest:
     snapshot_dir: Path
     goal: list[str]
     out: Path
+    balance: bool = False
     master: str = "local[*]"
     seed: int = 0
     throttle: int | None = 50_000_000
@@ -65,7 +66,7 @@ class PlanOutput:
 
 def prepare(req: PlanRequest) -> tuple[Snapshot, Goal]:
     """Every check that needs no Spark: snapshot, goal, output directory, Java."""
-    goal = parse_goal(req.goal)
+    goal = parse_goal(req.goal, req.balance)
     snapshot = read_snapshot(req.snapshot_dir)
     problems = check_goal(goal, snapshot)
     if problems:

@@ -1,7 +1,7 @@
 """The plan report: per-broker load before and after, what moves, how long, what failed.
 
 ``report.md`` (tables a person reads in a pull request), ``report.json`` (the same figures
-for tools) and ``report.png`` (bar charts per broker, drawn with matplotlib's Agg backend).
+for tools) and ``report.png`` (sorted load curves before and after, matplotlib's Agg backend).
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ def summary(result: PlanResult, resources: Sequence[RenderedResource],
         "maxOverMean": balance,
         "violations": [{"constraint": v.constraint, "subject": v.subject, "reason": v.reason}
                        for v in result.violations],
+        "targetsNotReached": list(result.shortfalls),
         "planSeconds": round(result.seconds, 2),
         "rounds": [{"phase": r.phase, "round": r.round, "sources": r.sources,
                     "candidates": r.candidates, "accepted": r.accepted,
@@ -135,6 +136,12 @@ def markdown(result: PlanResult, resources: Sequence[RenderedResource], throttle
         lines.append("None: every partition keeps its replication factor on distinct brokers, "
                      "racks are distinct wherever the racks allow, and every broker stays "
                      "within its disk capacity.")
+    lines += ["", f"## Targets not reached (±{_tolerance(result)} of target)", ""]
+    if result.shortfalls:
+        lines += [f"- {note}" for note in result.shortfalls]
+    else:
+        lines.append("None: every broker that stays ends within tolerance of its target for "
+                     "replicas, leaders and disk.")
     lines += ["", "## Resources (apply in this order)", "",
               "| step | resource | partitions | bytes | electPreferredLeaders |",
               "|---:|---|---:|---:|---|"]
@@ -146,38 +153,119 @@ def markdown(result: PlanResult, resources: Sequence[RenderedResource], throttle
     return "\n".join(lines)
 
 
+def _tolerance(result: PlanResult) -> str:
+    t = result.targets
+    ids = [b for b in result.eligible if t.target[b][DISK] > 0]
+    if not ids:
+        return "2%"
+    b = ids[0]
+    return f"{100 * t.band[b][DISK] / t.target[b][DISK]:g}%"
+
+
 def write_json(path: Path, result: PlanResult, resources: Sequence[RenderedResource],
                throttle: int | None) -> None:
     doc = {"summary": summary(result, resources, throttle), "brokers": broker_rows(result)}
     path.write_text(json.dumps(doc, indent=1) + "\n")
 
 
+def _scale(peak: float, rate: bool) -> tuple[float, str]:
+    """Decimal units as in report.md (``format_bytes``): the largest that keeps peak >= 1."""
+    scale, unit = 1.0, "B"
+    for u in ("KB", "MB", "GB", "TB"):
+        if peak < scale * 1000:
+            break
+        scale, unit = scale * 1000, u
+    return scale, unit + ("/s" if rate else "")
+
+
+def chart_panels(result: PlanResult) -> list[tuple[int, str, float]]:
+    """(metric, label, scale) of the panels worth drawing: a metric that is zero on every
+    broker before and after (e.g. no traffic figures in the snapshot) gets none."""
+    panels: list[tuple[int, str, float]] = []
+    for m, name in ((DISK, "disk"), (REPLICAS, "replicas"), (LEADERS, "leaders"),
+                    (NET_IN, "bytes in"), (NET_OUT, "bytes out")):
+        peak = max(max(v[m] for v in result.loads_before.values()),
+                   max(v[m] for v in result.loads_after.values()))
+        if peak <= 0:
+            continue
+        if m in (REPLICAS, LEADERS):
+            panels.append((m, name, 1.0))
+        else:
+            scale, unit = _scale(peak, m != DISK)
+            panels.append((m, f"{name} ({unit})", scale))
+    return panels[:4]
+
+
 def write_chart(path: Path, result: PlanResult) -> None:
-    """Before/after bars per broker for disk, replicas, leaders and network."""
+    """Sorted load curves before and after, one panel per metric, at a size that reads the
+    same for 6 or 1,000 brokers: brokers ranked by load (most loaded left), the target with
+    its tolerance band, the brokers the goal names marked, and the outliers after the plan
+    (outside the band) labelled with their ids."""
     mpl: Any = importlib.import_module("matplotlib")
     mpl.use("Agg")
     plt: Any = importlib.import_module("matplotlib.pyplot")
-    ids = [b.id for b in result.brokers]
-    xs = list(range(len(ids)))
-    panels = [(DISK, "disk (GiB)", 1024**3), (REPLICAS, "replicas", 1),
-              (LEADERS, "leaders", 1), (NET_IN, "bytes in (MiB/s)", 1024**2)]
-    fig, axes = plt.subplots(len(panels), 1, figsize=(max(8, min(40, len(ids) * 0.25)), 11),
-                             sharex=True)
-    width = 0.4
-    for ax, (m, label, scale) in zip(axes, panels, strict=True):
-        before = [result.loads_before[b][m] / scale for b in ids]
-        after = [result.loads_after[b][m] / scale for b in ids]
-        ax.bar([x - width / 2 for x in xs], before, width, label="before", color="#bbbbbb")
-        ax.bar([x + width / 2 for x in xs], after, width, label="after", color="#1f77b4")
-        mean = sum(result.loads_after[b][m] for b in result.eligible) / \
-            max(len(result.eligible), 1) / scale
-        ax.axhline(mean, color="#d62728", linewidth=0.8, linestyle="--", label="mean")
+    panels = chart_panels(result)
+    named = set(result.goal.brokers)
+    removed = {b.id for b in result.brokers} - result.eligible
+    added = named - removed if result.goal.kind == "add-brokers" else set()
+    elig = sorted(result.eligible)
+    n = len(result.brokers)
+    cols = 2 if len(panels) > 1 else 1
+    rows = -(-len(panels) // cols) if panels else 1
+    fig, axes = plt.subplots(rows, cols, figsize=(6.4 * cols, 3.9 * rows), squeeze=False)
+    style = {"marker": "o", "markersize": 4} if n <= 60 else {}
+    for ax, (m, label, scale) in zip(axes.flat, panels, strict=False):
+        before = sorted(((result.loads_before[b.id][m] / scale, b.id) for b in result.brokers),
+                        reverse=True)
+        after = sorted(((result.loads_after[b][m] / scale, b) for b in elig), reverse=True)
+        ax.plot(range(1, len(before) + 1), [v for v, _ in before], color="#999999",
+                linewidth=1.5, label="before (all brokers)", **style)
+        ax.plot(range(1, len(after) + 1), [v for v, _ in after], color="#1f77b4",
+                linewidth=2, label="after (brokers that stay)", **style)
+        targets = [result.targets.target[b][m] / scale for b in elig]
+        bands = [result.targets.band[b][m] / scale for b in elig]
+        if targets:
+            # targets differ per broker with capacities or racks: the band of the mean
+            same = max(targets) - min(targets) <= 1e-9 * max(1.0, max(targets))
+            t, w = sum(targets) / len(targets), sum(bands) / len(bands)
+            ax.axhspan(t - w, t + w, color="#2ca02c", alpha=0.15,
+                       label="target ± tolerance" if same else "mean target ± tolerance")
+            ax.axhline(t, color="#2ca02c", linewidth=0.8, linestyle="--")
+        for curve, marks, color, shape, what in (
+                (before, removed, "#d62728", "x", "removed"),
+                (before, added, "#ff7f0e", "s", "added"),
+                (after, added, "#ff7f0e", "s", None)):
+            pts = [(i + 1, v) for i, (v, b) in enumerate(curve) if b in marks]
+            if pts:
+                ax.scatter([x for x, _ in pts], [y for _, y in pts], color=color, marker=shape,
+                           s=36, zorder=5, label=f"{what} brokers" if what else None)
+        outliers = [(i + 1, v, b) for i, (v, b) in enumerate(after)
+                    if abs(v - result.targets.target[b][m] / scale) >
+                    result.targets.band[b][m] / scale]
+        # one label per end of the curve, listing the ids of the brokers outside the band
+        mid = len(after) / 2
+        for group, dy in (([o for o in outliers if o[0] <= mid], 6),
+                          ([o for o in outliers if o[0] > mid][::-1], -12)):
+            if not group:
+                continue
+            ids = ", ".join(str(b) for _, _, b in group[:4])
+            more = f" +{len(group) - 4}" if len(group) > 4 else ""
+            x, y, _ = group[0]
+            ax.annotate(f"outside band: {ids}{more}", (x, y), textcoords="offset points",
+                        xytext=(6 if x <= mid else -6, dy), fontsize="x-small",
+                        color="#1f77b4", ha="left" if x <= mid else "right")
+        ratio_b = max_over_mean(result.loads_before, elig, m)
+        ratio_a = max_over_mean(result.loads_after, elig, m)
+        ax.set_title(f"{label}: max/mean {ratio_b:.2f} → {ratio_a:.2f}", fontsize="medium")
         ax.set_ylabel(label)
-    axes[0].legend(loc="upper right", fontsize="small")
-    axes[0].set_title(f"{result.goal.describe()}: per-broker load before and after")
-    step = max(1, len(ids) // 50)
-    axes[-1].set_xticks(xs[::step], [str(i) for i in ids[::step]], fontsize="x-small")
-    axes[-1].set_xlabel("broker")
+        ax.set_xlabel(f"brokers ranked by load (of {n})")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="x-small", loc="lower left")  # under a descending curve
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    fig.suptitle(f"{result.goal.describe()}: load per broker before and after "
+                 f"({len(result.moves)} partitions in the plan)", fontsize="large")
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -45,6 +45,7 @@ class RoundStat:
     candidates: int
     accepted: int
     seconds: float
+    driver_seconds: float = 0.0  # of ``seconds``, picking moves on the driver (pure Python)
 
 
 @dataclass(slots=True)
@@ -61,6 +62,10 @@ class PlanResult:
     violations: list[Violation] = field(default_factory=list)
     rounds: list[RoundStat] = field(default_factory=list)
     seconds: float = 0.0
+    # where the time went: load, before, replica rounds, leader rounds, finish (seconds)
+    timings: dict[str, float] = field(default_factory=dict)
+    # targets the plan does not reach, and why (not constraints: the plan is still valid)
+    shortfalls: list[str] = field(default_factory=list)
 
     @property
     def replicas_moved(self) -> int:

@@ -49,6 +49,7 @@ class RoundContext:
     seed: int
     choices: int          # destinations returned per candidate
     mean_size: float      # mean replica size, bytes
+    relaxed: bool = False  # a giver may end below its band (see Balancer.relaxed)
 
 
 def uniform(a: Any, b: Any, seed: int) -> Any:
@@ -151,8 +152,13 @@ def score_replica_moves(pdf: Any, ctx: RoundContext) -> Any:
         feasible &= ctx.free_disk[D][None, :] >= sz[:, None]
         mand = mandatory[rows]
         soft = (~mand)[:, None]
+        if ctx.relaxed:  # the giver may drop below its band, never below the receiver
+            src_ok = (e[D, DISK][None, :] - e[s_r, DISK][:, None] + sz[:, None] < 0) & \
+                (e[D, REPLICAS][None, :] - e[s_r, REPLICAS][:, None] + 1 <= 0)
+        else:
+            src_ok = ((e[s_r, DISK] - sz) >= -band[s_r, DISK])[:, None]
         within = (e[D, DISK][None, :] + sz[:, None] <= band[D, DISK][None, :]) & \
-            ((e[s_r, DISK] - sz) >= -band[s_r, DISK])[:, None] & (est < 0)
+            src_ok & (est < 0)
         feasible &= ~soft | within
         big = np.where(feasible, est, -np.inf).max(axis=1)
         weights = np.where(mand[:, None], big[:, None] - est + 1e-9, -est)
@@ -225,4 +231,19 @@ def score_leader_moves(pdf: Any, ctx: RoundContext) -> Any:
         "replicas": [lists[r] for r in rows], "leader": leader_id[rows], "size": sz,
         "bin": bi.astype(np.int64), "bout": bo.astype(np.int64),
     })
+    return frame[keep]
+
+
+def best_per_source(frame: Any, caps: dict[int, int]) -> Any:
+    """Every mandatory candidate, and each source's ``caps[src]`` best others (by priority,
+    then pid and position, so the choice is reproducible). Applied per Spark partition and
+    again on the driver, it keeps exactly what one global cut would keep — without a
+    shuffle."""
+    np = _np()
+    if len(frame) == 0:
+        return frame
+    frame = frame.sort_values(["priority", "pid", "pos"], kind="stable")
+    rank = frame.groupby("src", sort=False).cumcount().to_numpy()
+    cap = frame["src"].map(caps).fillna(0).to_numpy(np.int64)
+    keep = frame["mandatory"].to_numpy(bool) | (rank < cap)
     return frame[keep]

@@ -10,6 +10,7 @@ Spark from the table itself. Nothing here collects the whole table to the driver
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import shutil
@@ -36,6 +37,7 @@ from controller_core.planning.result import PartitionMove, PlanResult, RoundStat
 from controller_core.planning.schema import PARTITIONS_FILE
 from controller_core.planning.scoring import (
     RoundContext,
+    best_per_source,
     score_leader_moves,
     score_replica_moves,
 )
@@ -161,8 +163,23 @@ def spark_loads(df: Any, broker_ids: Iterable[int]) -> dict[int, list[int]]:
     return loads
 
 
+def _per_rack(df: Any, racks: int) -> list[float]:
+    """Replicas, disk and bytes in that each rack must hold: partitions with as many
+    replicas as there are racks have one replica in every rack (see compute_targets)."""
+    from pyspark.sql import functions as F
+
+    if racks < 2:
+        return [0.0] * 5
+    r = df.filter(F.size("replicas") == racks).agg(
+        F.count(F.lit(1)).alias("n"), F.sum("size").alias("disk"),
+        F.sum("bin").alias("nin")).first()
+    n, disk, nin = (float(r[k] or 0) for k in ("n", "disk", "nin"))
+    return [n, 0.0, disk, nin, 0.0]
+
+
 def _context(bal: Balancer, sources: set[int], dests: set[int], seed: int, choices: int,
              mean_size: float) -> RoundContext:
+    """The broker figures of this round for the scorer (small: shipped with the closure)."""
     import numpy as np
 
     ids = sorted(bal.loads)
@@ -185,7 +202,7 @@ def _context(bal: Balancer, sources: set[int], dests: set[int], seed: int, choic
         is_source=np.array([b in sources for b in ids]),
         is_removed=np.array([b in bal.removed for b in ids]),
         dest_slots=np.array([i for i, b in enumerate(ids) if b in dests], dtype=np.int64),
-        seed=seed, choices=choices, mean_size=mean_size)
+        seed=seed, choices=choices, mean_size=mean_size, relaxed=bal.relaxed)
 
 
 _CANDIDATE_SCHEMA = (
@@ -193,55 +210,47 @@ _CANDIDATE_SCHEMA = (
     "replicas array<int>, leader long, size long, bin long, bout long")
 
 
-def _collect_candidates(spark: Any, rows: Any, ctx: RoundContext, caps: dict[int, int],
+def _collect_candidates(rows: Any, ctx: RoundContext, caps: dict[int, int],
                         leaders: bool) -> list[Candidate]:
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
     scorer = score_leader_moves if leaders else score_replica_moves
 
     def score(batches: Iterable[Any]) -> Iterable[Any]:
-        for pdf in batches:
-            out = scorer(pdf, ctx)
-            if len(out):
-                yield out
+        frames = [out for pdf in batches if len(out := scorer(pdf, ctx))]
+        if frames:
+            pd = importlib.import_module("pandas")
+            yield best_per_source(pd.concat(frames, ignore_index=True), caps)
 
     scored = rows.select("pid", "replicas", "leader", "size", "bin", "bout") \
         .mapInPandas(score, _CANDIDATE_SCHEMA)
-    cap_df = spark.createDataFrame(sorted(caps.items()), "src long, cap long")
-    w = Window.partitionBy("src").orderBy("priority", "pid", "pos")
-    capped = scored.join(F.broadcast(cap_df), "src", "left") \
-        .withColumn("rn", F.row_number().over(w)) \
-        .filter(F.col("mandatory") | (F.col("rn") <= F.coalesce(F.col("cap"), F.lit(0))))
-    out: list[Candidate] = []
-    for r in capped.select(*_CANDIDATE_SCHEMA_NAMES).collect():
-        out.append(Candidate(
-            pid=int(r[0]), pos=int(r[1]), src=int(r[2]), mandatory=bool(r[3]),
-            dests=tuple(int(d) for d in r[4]), priority=float(r[5]),
-            replicas=tuple(int(x) for x in r[6]), leader=int(r[7]), size=int(r[8]),
-            bin=int(r[9]), bout=int(r[10])))
-    return out
+    frame = best_per_source(scored.toPandas(), caps)
+    return [Candidate(pid=int(r[0]), pos=int(r[1]), src=int(r[2]), mandatory=bool(r[3]),
+                      dests=tuple(int(d) for d in r[4]), priority=float(r[5]),
+                      replicas=tuple(int(x) for x in r[6]), leader=int(r[7]), size=int(r[8]),
+                      bin=int(r[9]), bout=int(r[10]))
+            for r in frame.itertuples(index=False, name=None)]
 
 
-_CANDIDATE_SCHEMA_NAMES = [c.split()[0] for c in _CANDIDATE_SCHEMA.split(", ")]
 
 
-def _apply(spark: Any, df: Any, changes: dict[int, tuple[tuple[int, ...], int]]) -> Any:
+def _with_changes(spark: Any, base: Any, changes: Mapping[int, tuple[tuple[int, ...], int]]
+                  ) -> Any:
+    """The table with every change so far (a broadcast join on the cached table; nothing is
+    materialised, so a round costs one Spark job)."""
     from pyspark.sql import functions as F
 
     if not changes:
-        return df
-    upd = spark.createDataFrame(
-        [(pid, list(reps), leader) for pid, (reps, leader) in changes.items()],
+        return base
+    pd = importlib.import_module("pandas")
+    upd = spark.createDataFrame(pd.DataFrame({
+        "pid": list(changes), "new_replicas": [list(r) for r, _ in changes.values()],
+        "new_leader": [ld for _, ld in changes.values()]}),
         "pid long, new_replicas array<int>, new_leader long")
-    out = df.join(F.broadcast(upd), "pid", "left").select(
+    return base.join(F.broadcast(upd), "pid", "left").select(
         "pid", "topic", "partition",
         F.coalesce("new_replicas", "replicas").alias("replicas"),
         F.coalesce("new_leader", "leader").alias("leader"),
         "size", "bin", "bout", "orig_replicas", "orig_leader",
-    ).localCheckpoint(eager=True)
-    df.unpersist()
-    return out
+    )
 
 
 def _rack_dup_filter(bal: Balancer) -> Any:
@@ -259,34 +268,53 @@ def _rack_dup_filter(bal: Balancer) -> Any:
         (F.size("replicas") <= F.lit(len(bal.racks)))
 
 
+def restriction(goal: Goal) -> str | None:
+    """What the goal forbids, in the words of a constraint message."""
+    ids = sorted(goal.brokers)
+    if goal.receivers_limited:
+        return (f"only moves onto the new brokers {ids} are allowed (add-brokers without "
+                "--balance)")
+    if goal.drain_only:
+        return (f"only the replicas of the removed brokers {ids} move (remove-brokers without "
+                "--balance)")
+    return None
+
+
 def run_plan(spark: Any, snapshot_dir: Path, snapshot: Snapshot, goal: Goal,
              options: PlanOptions = PlanOptions()) -> PlanResult:
     """Plan ``goal`` for the (validated) snapshot in ``snapshot_dir``."""
     from pyspark.sql import functions as F
 
     started = time.monotonic()
+    clock = _Stopwatch()
     broker_ids = snapshot.broker_ids()
-    df = _load_table(spark, snapshot_dir)
+    base = df = _load_table(spark, snapshot_dir)
+    clock.lap("load")
     before = spark_loads(df, broker_ids)
+    clock.lap("loads before")
     removed = set(goal.brokers) if goal.kind == "remove-brokers" else set()
     new = set(goal.brokers) if goal.kind == "add-brokers" else set()
     eligible = set(broker_ids) - removed
     totals = [float(sum(before[b][m] for b in broker_ids)) for m in range(5)]
+    racks = {b.rack for b in snapshot.brokers if b.id in eligible}
     targets = compute_targets(snapshot.brokers, eligible, totals, options.weights,
-                              options.tolerance)
-    dests = new if goal.kind == "add-brokers" else eligible
+                              options.tolerance, _per_rack(df, len(racks)))
+    dests = new if goal.receivers_limited else eligible
     bal = Balancer(snapshot.brokers, {b: list(v) for b, v in before.items()}, targets,
-                   dest_ids=dests, removed=removed)
+                   dest_ids=dests, removed=removed, restriction=restriction(goal))
     mean_size = totals[DISK] / totals[REPLICAS] if totals[REPLICAS] else 1.0
     stats: list[RoundStat] = []
     rack_dup = _rack_dup_filter(bal)
 
-    repair = goal.kind == "rebalance" and bool(bal.racks) and \
+    repair = goal.moves_data and not goal.receivers_limited and not goal.drain_only and \
+        bool(bal.racks) and \
         df.filter(rack_dup).limit(1).count() > 0
     if goal.moves_data:
+        widen = False
         for rnd in range(options.max_rounds):
             t0 = time.monotonic()
-            sources = bal.replica_sources(goal.kind, new)
+            sources = bal.replica_sources(goal.kind, new, goal.balance, widen)
+            bal.relaxed = widen
             if not sources and not repair:
                 break
             cond = rack_dup if repair else F.lit(False)
@@ -296,30 +324,42 @@ def run_plan(spark: Any, snapshot_dir: Path, snapshot: Snapshot, goal: Goal,
             rows = df.filter(cond)
             ctx = _context(bal, sources, dests, options.seed * 1_000_003 + rnd,
                            options.choices, mean_size)
-            cands = _collect_candidates(spark, rows, ctx, bal.source_caps(sources), False)
+            cands = _collect_candidates(rows, ctx, bal.source_caps(sources), False)
+            t1 = time.monotonic()
             accepted = bal.run_round(cands)
-            df = _apply(spark, df, bal.take_dirty())
+            t2 = time.monotonic()
+            df = _with_changes(spark, base, bal.changed)
             stats.append(RoundStat("replicas", rnd, len(sources), len(cands), accepted,
-                                   time.monotonic() - t0))
-            if accepted == 0:
+                                   time.monotonic() - t0, t2 - t1))
+            if accepted == 0 and (widen or not new):
                 break
+            # nothing accepted: from now on every broker that can give does
+            widen = widen or accepted == 0
 
+    clock.lap("replica rounds")
+    widen = False
     for rnd in range(options.max_rounds):
         t0 = time.monotonic()
-        sources = bal.leader_sources()
+        sources = bal.leader_sources(new, widen)
+        bal.relaxed = widen
         if not sources:
             break
         rows = df.filter(F.col("leader").isin(sorted(sources)))
         ctx = _context(bal, sources, eligible, options.seed * 1_000_003 + 7919 + rnd,
                        options.choices, mean_size)
-        cands = _collect_candidates(spark, rows, ctx, bal.source_caps(sources, True), True)
+        cands = _collect_candidates(rows, ctx, bal.source_caps(sources, True), True)
+        t1 = time.monotonic()
         accepted = bal.run_round(cands, leaders=True)
-        df = _apply(spark, df, bal.take_dirty())
+        t2 = time.monotonic()
+        df = _with_changes(spark, base, bal.changed)
         stats.append(RoundStat("leaders", rnd, len(sources), len(cands), accepted,
-                               time.monotonic() - t0))
-        if accepted == 0:
+                               time.monotonic() - t0, t2 - t1))
+        if accepted == 0 and (widen or not new):
             break
+        widen = widen or accepted == 0
 
+    clock.lap("leader rounds")
+    df = _with_changes(spark, base, bal.changed).localCheckpoint(eager=True)
     after = spark_loads(df, broker_ids)
     if after != bal.loads:
         raise RuntimeError("internal: driver and Spark disagree on the planned loads")
@@ -334,14 +374,27 @@ def run_plan(spark: Any, snapshot_dir: Path, snapshot: Snapshot, goal: Goal,
         removed)
     # partitions nobody moved may still break a rule (e.g. drained brokers that are full)
     violations += _unmoved_violations(df, bal, removed)
-    for pid, pos, why in bal.unplaced:
-        violations.append(_unplaced(df, pid, pos, why))
+    violations += _unplaced(df, bal.unplaced)
     df.unpersist()
+    base.unpersist()
+    clock.lap("finish")
     return PlanResult(
         goal=goal, seed=options.seed, brokers=list(snapshot.brokers), eligible=eligible,
         moves=moves, loads_before=before, loads_after=after, targets=targets,
         partitions_total=len(snapshot.partitions), violations=_dedupe(violations),
-        rounds=stats, seconds=time.monotonic() - started)
+        rounds=stats, seconds=time.monotonic() - started, timings=clock.laps,
+        shortfalls=bal.shortfalls())
+
+
+class _Stopwatch:
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._last = time.monotonic()
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.laps[name] = round(now - self._last, 3)
+        self._last = now
 
 
 def _unmoved_violations(df: Any, bal: Balancer, removed: set[int]) -> list[Any]:
@@ -364,23 +417,30 @@ def _unmoved_violations(df: Any, bal: Balancer, removed: set[int]) -> list[Any]:
                                  f"still on removed broker(s) "
                                  f"{sorted(set(r[2]) & removed)}"))
     rack_dup = _rack_dup_filter(bal)
-    for r in df.filter(rack_dup).select("topic", "partition", "replicas").limit(50).collect():
+    for r in df.filter(rack_dup).select("topic", "partition", "replicas", "size") \
+            .limit(50).collect():
         out.append(Violation("rack awareness", f"{r[0]}-{r[1]}",
-                             f"replicas {list(r[2])} share a rack and no move could fix it "
-                             "within disk capacity"))
+                             f"replicas {list(r[2])} share a rack: "
+                             f"{bal.why_rack_shared(list(r[2]), int(r[3]))}"))
     if bal.loads and any(bal.loads[b][REPLICAS] < 0 for b in bal.loads):
         raise RuntimeError("internal: negative replica count")
     return out
 
 
-def _unplaced(df: Any, pid: int, pos: int, why: str) -> Any:
+def _unplaced(df: Any, unplaced: list[tuple[int, int, str]]) -> list[Any]:
+    """Placement violations of the replicas that had to move and could not (one job)."""
     from pyspark.sql import functions as F
 
     from controller_core.planning.objective import Violation
 
-    r = df.filter(F.col("pid") == pid).select("topic", "partition", "replicas").first()
-    return Violation("placement", f"{r[0]}-{r[1]} replica {list(r[2])[pos]}",
-                     f"could not move: {why}")
+    if not unplaced:
+        return []
+    pids = sorted({pid for pid, _, _ in unplaced})
+    rows = {int(r[0]): r for r in df.filter(F.col("pid").isin(pids))
+            .select("pid", "topic", "partition", "replicas").collect()}
+    return [Violation("placement", f"{rows[pid][1]}-{rows[pid][2]} replica "
+                                   f"{list(rows[pid][3])[pos]}", f"could not move: {why}")
+            for pid, pos, why in unplaced]
 
 
 def _dedupe(items: list[Any]) -> list[Any]:

@@ -2,12 +2,15 @@
 
 ``skew`` makes the first ``skewed_fraction`` of the brokers attract ``1 + skew`` times the
 replicas of the others (and so more disk, leaders and traffic) — a cluster that needs a
-rebalance. ``empty`` brokers exist but hold nothing (just added).
+rebalance. ``empty`` brokers exist but hold nothing (just added). ``round_robin`` places
+replicas the way Kafka creates topics (consecutive brokers in rack-alternating order), so
+that — with ``size_sigma=0`` — every broker holding data is exactly as loaded as the others.
 """
 
 from __future__ import annotations
 
 import importlib
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,7 +22,7 @@ def make_snapshot(brokers: int = 6, partitions: int = 120, replication_factor: i
                   skewed_fraction: float = 0.2, empty: Sequence[int] = (),
                   mean_size_bytes: int = 100_000_000, size_sigma: float = 1.0,
                   disk_capacity_bytes: int | None = None, topics: int = 4,
-                  cluster_name: str = "demo") -> Snapshot:
+                  cluster_name: str = "demo", round_robin: bool = False) -> Snapshot:
     np: Any = importlib.import_module("numpy")
     rng = np.random.default_rng(seed)
     ids = list(range(brokers))
@@ -34,7 +37,16 @@ def make_snapshot(brokers: int = 6, partitions: int = 120, replication_factor: i
     cap = disk_capacity_bytes or int(2.5 * total / max(1, brokers - len(empty)))
     placed = np.full((partitions, replication_factor), -1, dtype=np.int64)
     usable_racks = sorted({r for b in ids if weight[b] > 0 and (r := rack_of[b])})
-    if racks and len(usable_racks) >= replication_factor:
+    if round_robin:
+        by_rack: dict[str | None, list[int]] = {}
+        for b in ids:
+            if weight[b] > 0:
+                by_rack.setdefault(rack_of[b], []).append(b)
+        order = [b for group in itertools.zip_longest(*by_rack.values()) for b in group
+                 if b is not None]
+        for i in range(partitions):
+            placed[i] = [order[(i + j) % len(order)] for j in range(replication_factor)]
+    elif racks and len(usable_racks) >= replication_factor:
         rack_choice = np.argsort(rng.random((partitions, len(usable_racks))), axis=1)
         for j in range(replication_factor):
             for ri, rname in enumerate(usable_racks):

@@ -53,10 +53,10 @@ def format_election(report: ElectionReport, kind: ElectionType) -> list[str]:
             lines.append(f"  {tp}: {r.error.name}: {r.message}")
         if len(failures) > LIST_LIMIT:
             lines.append(f"  ... and {len(failures) - LIST_LIMIT} more")
-    if not lines:
+    if not lines and not report.attempted_all:
         lines.append("No partitions to elect leaders for.")
-    if report.attempted_all:
-        lines.append(f"Election attempted for all {len(report.results)} partitions of the cluster.")
+    # Over every partition, those needing no election are not in the answer: a balanced
+    # cluster prints nothing, as kafka-leader-election --all-topic-partitions does.
     return lines
 
 

@@ -153,6 +153,10 @@ def test_missing_snapshot_and_bad_options(capsys: pytest.CaptureFixture[str], sn
     err = assert_refused(capsys, tmp_path / "o", "--snapshot", str(snap_dir), "--goal",
                          "rebalance", "--cluster-name", "Prod_1")
     assert "pass --cluster-name 'prod-1'" in err
+    err = assert_refused(capsys, tmp_path / "o", "--snapshot", str(snap_dir), "--goal",
+                         "rebalance", "--balance")
+    assert "error: --balance: only with --goal add-brokers or remove-brokers (got " \
+        "rebalance)" in err
 
 
 def test_existing_output_is_not_overwritten(capsys: pytest.CaptureFixture[str], snap_dir: Path,

@@ -14,6 +14,19 @@ def test_parse() -> None:
     assert parse_goal(["remove-brokers", "3"]) == Goal("remove-brokers", (3,))
     assert parse_goal(["add-brokers", "7", "8"]) == Goal("add-brokers", (7, 8))
     assert parse_goal(["leader-balance"]).moves_data is False
+    both = parse_goal(["remove-brokers", "3"], balance=True)
+    assert both == Goal("remove-brokers", (3,), True)
+    assert not both.drain_only and parse_goal(["remove-brokers", "3"]).drain_only
+    assert parse_goal(["add-brokers", "7"]).receivers_limited
+    assert not parse_goal(["add-brokers", "7"], balance=True).receivers_limited
+    assert both.describe() == "remove-brokers 3 +balance"
+
+
+@pytest.mark.parametrize("words", [["rebalance"], ["leader-balance"], []])
+def test_balance_only_with_add_or_remove(words: list[str]) -> None:
+    with pytest.raises(GoalError, match="--balance: only with --goal add-brokers or "
+                                        "remove-brokers"):
+        parse_goal(words, balance=True)
 
 
 @pytest.mark.parametrize(("words", "message"), [

@@ -49,6 +49,9 @@ def register(sub: Any) -> None:
     p.add_argument("--goal", nargs="+", required=True, metavar="GOAL",
                    help=f"one of {', '.join(GOAL_KINDS)}; add-brokers/remove-brokers take "
                         "broker ids: --goal add-brokers 7,8")
+    p.add_argument("--balance", action="store_true",
+                   help="with add-brokers/remove-brokers: also balance the other brokers in "
+                        "the same plan (replicas may move between any brokers that stay)")
     p.add_argument("--out", type=Path, default=Path("kraftsman-plan"),
                    help="output directory (default ./kraftsman-plan)")
     p.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
@@ -96,6 +99,7 @@ def run_plan(args: argparse.Namespace) -> int:
 
     req = PlanRequest(
         snapshot_dir=args.snapshot, goal=list(args.goal), out=args.out, master=args.master,
+        balance=args.balance,
         seed=args.seed, throttle=args.throttle or None,
         max_concurrent_moves=args.max_concurrent_moves,
         cluster_name=args.cluster_name, spark_conf=_spark_conf(args.spark_conf),
@@ -119,6 +123,8 @@ def run_plan(args: argparse.Namespace) -> int:
               f"{fmt_bytes(s['throttleBytesPerSecond'])}/s")
     print(f"  resources: {s['resources']} in {out.out / pipeline.RESOURCES_DIR} "
           f"(apply in order: kraftsman apply -f {out.out / pipeline.RESOURCES_DIR})")
+    for note in out.result.shortfalls:
+        print(f"  target not reached: {note}")
     if out.result.violations:
         print(f"  constraints not met: {len(out.result.violations)} (see report.md)",
               file=sys.stderr)

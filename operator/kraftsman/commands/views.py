@@ -20,6 +20,7 @@ from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.errors import ApiResult
 from controller_core.metadata.controller import THROTTLE_RATE_KEYS, THROTTLE_REPLICA_KEYS
 from controller_core.model import ElectionType, TopicPartition
+from controller_core.orchestration import throttles
 from controller_core.orchestration.election import run_election
 from controller_core.units import format_bytes
 from kraftsman.cli_errors import UsageError
@@ -55,6 +56,9 @@ def register(sub: Any) -> None:
     _common(p)
     p.add_argument("--partition", action="append", default=None, metavar="TOPIC-PARTITION",
                    help="cancel only these (repeatable); default: everything in flight")
+    p.add_argument("--preserve-throttles", action="store_true",
+                   help="keep the replication throttles kraftsman placed (like "
+                        "kafka-reassign-partitions --cancel --preserve-throttles)")
     p.set_defaults(handler=cmd_cancel)
     p = re_sub.add_parser("verify", help="what is still moving and the throttles in force "
                                          "(like --verify)")
@@ -188,6 +192,9 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     with opened(args) as c:
         targets = tps if tps is not None else list(c.list_partition_reassignments())
         results = c.alter_partition_reassignments(dict.fromkeys(targets))
+        if not args.preserve_throttles:
+            # what no movement needs any more goes, as --cancel does
+            throttles.sync(c, {}, None)
         store = resource_store(args, c)
     ok = [str(tp) for tp in sorted(tp for tp, r in results.items() if r.ok)]
     bad = sorted(((tp, r) for tp, r in results.items() if not r.ok), key=lambda x: x[0])
