@@ -12,6 +12,8 @@ bootstrap servers is raised. Secrets never appear in a message or a log line.
 from __future__ import annotations
 
 import logging
+import re
+import ssl
 import time
 import uuid
 from collections import defaultdict
@@ -60,6 +62,7 @@ T = TypeVar("T")
 METADATA_TOPIC = "__cluster_metadata"
 NETWORK_EXCEPTION = ErrorCode.of(kerr.NetworkExceptionError)
 SASL_AUTHENTICATION_FAILED = ErrorCode.of(kerr.SaslAuthenticationFailedError)
+UNSUPPORTED_SASL_MECHANISM = ErrorCode.of(kerr.UnsupportedSaslMechanismError)
 LEADER_NOT_AVAILABLE = ErrorCode.of(kerr.LeaderNotAvailableError)
 NOT_LEADER_OR_FOLLOWER = ErrorCode.of(kerr.NotLeaderForPartitionError)
 TOPIC_AUTHORIZATION_FAILED = ErrorCode.of(kerr.TopicAuthorizationFailedError)
@@ -550,8 +553,22 @@ class KafkaAdmin:
         return ApiResult(ErrorCode.for_code(resp.error_code), resp.error_message or "")
 
 
+class _FatalBootstrap(Exception):
+    """Raised through kafka-python's bootstrap loop to stop it at the first refusal."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+# Answers that another attempt cannot change: kafka-python's bootstrap loop would retry them
+# until its timeout (and then report "Unable to bootstrap"); they are the real answer.
+_FATAL = (kerr.SaslAuthenticationFailedError, kerr.UnsupportedSaslMechanismError,
+          ssl.SSLCertVerificationError)
+
+
 class _AuthFailureWatch(logging.Filter):
-    """Notices the authentication failures kafka-python's bootstrap loop only logs."""
+    """Notices the refusals kafka-python's bootstrap loop only logs, and stops the loop."""
 
     LOGGER = "kafka.net.manager"
 
@@ -562,8 +579,15 @@ class _AuthFailureWatch(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args if isinstance(record.args, tuple) else ()
         for arg in args:
-            if isinstance(arg, kerr.SaslAuthenticationFailedError):
-                self.failure = arg
+            cause = arg.__cause__ or arg.__context__ if isinstance(arg, BaseException) else None
+            for e in (arg, cause):
+                if isinstance(e, _FATAL) and self.failure is None:
+                    self.failure = e
+        # Raise only inside the bootstrap loop itself (its "Bootstrap connection to ... failed"
+        # line): that ends the loop with this error. Raising from another callback would
+        # leave a connection future unresolved.
+        if self.failure is not None and str(record.msg).startswith("Bootstrap connection"):
+            raise _FatalBootstrap(self.failure)
         return True
 
     def __enter__(self) -> _AuthFailureWatch:
@@ -572,6 +596,26 @@ class _AuthFailureWatch(logging.Filter):
 
     def __exit__(self, *exc: object) -> None:
         logging.getLogger(self.LOGGER).removeFilter(self)
+
+
+def _refusal(bootstrap_servers: str, failure: BaseException) -> KafkaApiError:
+    if isinstance(failure, ssl.SSLCertVerificationError):
+        # Kafka has no wire code for a TLS refusal (its SslAuthenticationException is local)
+        return KafkaApiError(NETWORK_EXCEPTION, (
+            f"TLS to {bootstrap_servers}: the server's certificate was not accepted "
+            f"({failure.verify_message}); check ca.crt (ssl.truststore.*) and "
+            "ssl.check.hostname (ssl.endpoint.identification.algorithm)"))
+    if isinstance(failure, kerr.UnsupportedSaslMechanismError):
+        return KafkaApiError(UNSUPPORTED_SASL_MECHANISM, (
+            f"{bootstrap_servers}: {failure}; set sasl.mechanism to one the brokers enable"))
+    return KafkaApiError(SASL_AUTHENTICATION_FAILED, (
+        f"authentication to {bootstrap_servers} failed ({_server_words(failure)}); check the "
+        "Secret's sasl.username/sasl.password"))
+
+
+def _server_words(e: BaseException) -> str:
+    """The broker's own message, without kafka-python's "[Error 58] ClassName: " prefixes."""
+    return re.sub(r"^(\[Error \d+\] )?(\w+Error: )*", "", str(e)) or type(e).__name__
 
 
 def open_kafka_admin(bootstrap_servers: str, secret_data: Mapping[str, str | bytes] | None = None,
@@ -595,16 +639,10 @@ def open_kafka_admin(bootstrap_servers: str, secret_data: Mapping[str, str | byt
                 reconnect_backoff_max_ms=int(retry.max_backoff_seconds * 1000),
                 **settings, **client_options)
     except kerr.SaslAuthenticationFailedError as e:
-        raise KafkaApiError(SASL_AUTHENTICATION_FAILED, (
-            f"authentication to {bootstrap_servers} failed ({e}); check the Secret's "
-            "sasl.username/sasl.password")) from None
-    except (kerr.KafkaTimeoutError, kerr.KafkaConnectionError) as e:
+        raise _refusal(bootstrap_servers, e) from None
+    except (_FatalBootstrap, kerr.KafkaTimeoutError, kerr.KafkaConnectionError) as e:
         if watch.failure is not None:
-            # kafka-python retries a refused login until its bootstrap timeout; the refusal
-            # is the real answer.
-            raise KafkaApiError(SASL_AUTHENTICATION_FAILED, (
-                f"authentication to {bootstrap_servers} failed ({watch.failure}); check the "
-                "Secret's sasl.username/sasl.password")) from None
+            raise _refusal(bootstrap_servers, watch.failure) from None
         raise KafkaApiError(NETWORK_EXCEPTION, (
             f"cannot reach bootstrap servers {bootstrap_servers} within "
             f"{retry.total_seconds:.0f} s ({type(e).__name__}); check spec.bootstrapServers, "

@@ -3,8 +3,11 @@
 Brokers and racks come from ``describe_cluster``; replicas, leader, log size and producer
 rate from ``describe_partitions``. Capacities are not part of the Kafka admin API, so the
 caller supplies them (the embedded cluster's spec has them; for a real cluster they are
-options). Consumer traffic is not visible to the admin API either: bytes out are the
-producer rate times ``consumer_fanout``.
+options). Traffic is not visible to the admin API either: bytes in are the backend's own
+figure (the embedded cluster's producers) or, given ``topic_rates`` (e.g. from Prometheus),
+a topic's rate split evenly over its partitions; bytes out are the topic's consumer rate
+the same way, else bytes in times ``consumer_fanout``. ``sources`` says where each figure
+came from and goes into the manifest.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ def snapshot_from_admin(
     default_disk_bytes: int = DEFAULT_DISK_BYTES,
     default_network_bytes_per_second: float = DEFAULT_NETWORK_BYTES_PER_SECOND,
     consumer_fanout: float = 1.0,
+    topic_rates: tuple[Mapping[str, float], Mapping[str, float]] | None = None,
+    sources: Mapping[str, str] | None = None,
 ) -> Snapshot:
     disk = disk_capacity_bytes or {}
     net = network_bytes_per_second or {}
@@ -37,7 +42,12 @@ def snapshot_from_admin(
     ]
     table = PartitionTable()
     leaderless = 0
-    for p in sorted(admin.describe_partitions(), key=lambda p: (p.tp.topic, p.tp.partition)):
+    described_parts = sorted(admin.describe_partitions(),
+                             key=lambda p: (p.tp.topic, p.tp.partition))
+    per_topic: dict[str, int] = {}
+    for p in described_parts:
+        per_topic[p.tp.topic] = per_topic.get(p.tp.topic, 0) + 1
+    for p in described_parts:
         # a partition being moved reports R = target + original; plan from the target
         removing = set(p.removing)
         replicas = [r for r in p.replicas if r not in removing]
@@ -46,10 +56,18 @@ def snapshot_from_admin(
             leaderless += 1
             leader = replicas[0]
         rate = float(p.bytes_in_per_second or 0.0)
+        out = rate * consumer_fanout
+        if topic_rates is not None:
+            share = 1.0 / per_topic[p.tp.topic]
+            rate = float(topic_rates[0].get(p.tp.topic, 0.0)) * share
+            consumed = topic_rates[1].get(p.tp.topic)
+            out = float(consumed) * share if consumed is not None else rate * consumer_fanout
         table.append(p.tp.topic, p.tp.partition, replicas, leader, int(p.size_bytes or 0),
-                     rate, rate * consumer_fanout)
-    extra = {"clusterId": described.cluster_id, "source": "ClusterAdmin",
-             "consumerFanout": consumer_fanout}
+                     rate, out)
+    extra: dict[str, object] = {"clusterId": described.cluster_id, "source": "ClusterAdmin",
+                                "consumerFanout": consumer_fanout}
+    if sources:
+        extra["sources"] = dict(sources)
     if leaderless:
         extra["partitionsWithoutLeader"] = leaderless
     return Snapshot(brokers, table, cluster_name, created_at, extra)

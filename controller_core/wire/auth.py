@@ -1,23 +1,27 @@
-"""SASL/PLAIN users and cluster ACLs for ``cluster serve --auth FILE``.
+"""SASL users and cluster ACLs for ``cluster serve --auth FILE``.
 
 The file is small YAML::
 
-    users:                       # SASL/PLAIN credentials
+    mechanisms: [PLAIN, SCRAM-SHA-256, SCRAM-SHA-512]   # optional; these three by default
+    scramIterations: 4096        # optional; PBKDF2 iterations of the SCRAM credentials
+    users:                       # SASL credentials, for every enabled mechanism
       - {name: admin, password: admin-secret}
       - {name: viewer, password: viewer-secret}
     acls:                        # allow rules on the CLUSTER resource (deny by default)
       - {principal: "User:admin", operations: [ALTER]}
       - {principal: "User:viewer", operations: [DESCRIBE]}
       - {principal: "User:*", operations: [DESCRIBE]}    # any authenticated user
+      - {principal: "User:CN=ops,O=example", operations: [ALL]}  # a TLS client certificate
 
 Operations imply others as in Kafka: ALL implies every one, ALTER implies DESCRIBE,
-ALTER_CONFIGS implies DESCRIBE_CONFIGS.
+ALTER_CONFIGS implies DESCRIBE_CONFIGS. For SCRAM the server derives and keeps only the
+salted credentials (salt, StoredKey, ServerKey) at start, as Kafka's credential store does.
 """
 
 from __future__ import annotations
 
 import hmac
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Literal
@@ -25,7 +29,11 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from controller_core.wire.scram import MIN_ITERATIONS, ScramCredential, make_credential
+
 ANONYMOUS = "User:ANONYMOUS"
+Mechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+ALL_MECHANISMS: tuple[Mechanism, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 class AuthFileError(ValueError):
@@ -65,6 +73,12 @@ class AclEntry(_Strict):
 
 
 class AuthFile(_Strict):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    mechanisms: list[Mechanism] = Field(default_factory=lambda: list(ALL_MECHANISMS),
+                                        min_length=1)
+    scram_iterations: int = Field(MIN_ITERATIONS, alias="scramIterations",
+                                  ge=MIN_ITERATIONS, le=1_000_000)
     users: list[UserEntry] = Field(min_length=1)
     acls: list[AclEntry] = Field(default_factory=list)
 
@@ -77,7 +91,7 @@ class AuthFile(_Strict):
         known = set(names)
         for i, acl in enumerate(self.acls):
             who = acl.principal.removeprefix("User:")
-            if who != "*" and who not in known:
+            if who != "*" and who not in known and "=" not in who:  # "=": a TLS DN
                 raise ValueError(f"acls[{i}].principal: {acl.principal} is not one of the users "
                                  f"({', '.join(sorted(known))}); add the user or fix the name")
         return self
@@ -114,6 +128,8 @@ class Authorizer:
 
     users: dict[str, str] | None
     grants: dict[str, frozenset[Operation]]
+    mechanisms: tuple[str, ...] = ALL_MECHANISMS
+    scram: dict[str, dict[str, ScramCredential]] = field(default_factory=dict)
 
     @classmethod
     def open(cls) -> Authorizer:
@@ -126,8 +142,13 @@ class Authorizer:
             ops = grants.setdefault(acl.principal, set())
             for op in acl.operations:
                 ops.update(_IMPLIES.get(op, {op}))
+        scram: dict[str, dict[str, ScramCredential]] = {
+            m: {u.name: make_credential(m, u.password, iterations=f.scram_iterations)
+                for u in f.users}
+            for m in dict.fromkeys(f.mechanisms) if m.startswith("SCRAM-")}
         return cls({u.name: u.password for u in f.users},
-                   {p: frozenset(ops) for p, ops in grants.items()})
+                   {p: frozenset(ops) for p, ops in grants.items()},
+                   tuple(dict.fromkeys(f.mechanisms)), scram)
 
     @property
     def requires_authentication(self) -> bool:
@@ -137,6 +158,8 @@ class Authorizer:
         """RFC 4616 PLAIN: ``[authzid] NUL authcid NUL passwd``; the principal, or None."""
         if self.users is None:
             return ANONYMOUS
+        if "PLAIN" not in self.mechanisms:
+            return None
         parts = token.split(b"\x00")
         if len(parts) != 3:
             return None

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import ssl
 import time
 import traceback
 from collections.abc import Callable
@@ -42,6 +43,7 @@ from controller_core.wire.handlers import (
     Handlers,
     Session,
 )
+from controller_core.wire.scram import MECHANISMS, ScramError, ScramServer
 
 READ_CHUNK = 64 * 1024
 SASL_KEYS = (17, 36)
@@ -63,6 +65,7 @@ class ServeConfig:
     frame_timeout_seconds: float = 30.0  # to finish sending a frame once begun
     write_timeout_seconds: float = 30.0  # a peer that stops reading its responses
     checkpoint_every_seconds: float = 30.0
+    ssl_context: ssl.SSLContext | None = None  # every listener speaks TLS when set
 
 
 class MemoryBudget:
@@ -116,8 +119,9 @@ class ClusterServer:
         cfg = self.config
         self._budget = MemoryBudget(cfg.memory_budget_bytes)
         brokers = sorted(self.cluster.image.brokers)
+        tls = cfg.ssl_context
         boot = await asyncio.start_server(lambda r, w: self._accept(r, w, None), cfg.host,
-                                          cfg.port)
+                                          cfg.port, ssl=tls)
         self._servers.append(boot)
         boot_port = boot.sockets[0].getsockname()[1]
         self.bootstrap = Endpoint(cfg.host, boot_port)
@@ -125,7 +129,7 @@ class ClusterServer:
             port = 0 if cfg.port == 0 else cfg.port + 1 + i
             try:
                 srv = await asyncio.start_server(functools.partial(self._accept, broker=b),
-                                                 cfg.host, port)
+                                                 cfg.host, port, ssl=tls)
             except OSError as e:
                 await self.stop(checkpoint=False)
                 raise OSError(e.errno, f"cannot listen for broker {b} on {cfg.host}:{port}: "
@@ -192,8 +196,11 @@ class ClusterServer:
             return
         self._writers.add(writer)
         self.stats.connections += 1
-        session = Session(stands_for, None if self.authorizer.requires_authentication
-                          else ANONYMOUS, peer=peer)
+        cert = writer.get_extra_info("peercert")
+        principal = tls_principal(cert) if cert else None  # mutual TLS: the certificate's DN
+        if principal is None and not self.authorizer.requires_authentication:
+            principal = ANONYMOUS
+        session = Session(stands_for, principal, peer=peer)
         try:
             await self._serve(reader, writer, session, broker)
         except (FrameError, TimeoutError, ConnectionError, asyncio.IncompleteReadError) as e:
@@ -292,35 +299,69 @@ class ClusterServer:
         auth = self.authorizer
         if parsed.api_key == 17:  # SaslHandshake
             cls = apis.RESPONSES[17]
+            enabled = list(auth.mechanisms)
             if not auth.requires_authentication:
                 error: ErrorCode = ILLEGAL_SASL_STATE
-                mechanisms: list[str] = []
-            elif body.mechanism == "PLAIN":
-                error, mechanisms = errors.NONE, ["PLAIN"]
-                session.sasl_mechanism = "PLAIN"
+                enabled = []
+            elif body.mechanism in enabled:
+                error = errors.NONE
+                session.sasl_mechanism = body.mechanism
+                if body.mechanism in MECHANISMS:
+                    session.extra["scram"] = ScramServer(body.mechanism,
+                                                         auth.scram[body.mechanism])
             else:
-                error, mechanisms = UNSUPPORTED_SASL_MECHANISM, ["PLAIN"]
+                error = UNSUPPORTED_SASL_MECHANISM
             return self._encode(cls(version=version, error_code=error.code,
-                                    mechanisms=mechanisms), parsed.correlation_id, version)
+                                    mechanisms=enabled), parsed.correlation_id, version)
         cls = apis.RESPONSES[36]  # SaslAuthenticate
 
-        def answer(error: ErrorCode, message: str | None) -> bytes:
+        def answer(error: ErrorCode, message: str | None, token: bytes = b"") -> bytes:
             return self._encode(cls(version=version, error_code=error.code,
-                                    error_message=message, auth_bytes=b"",
+                                    error_message=message, auth_bytes=token,
                                     session_lifetime_ms=0), parsed.correlation_id, version)
 
-        if session.sasl_mechanism != "PLAIN":
+        def refuse(why: str, message: str) -> bytes:
+            session.sasl_mechanism = None
+            session.extra.pop("scram", None)
+            session.extra["close"] = True
+            self._closed_for(session.peer, why)
+            return answer(SASL_AUTHENTICATION_FAILED, message)
+
+        mechanism = session.sasl_mechanism
+        if mechanism is None:
             session.extra["close"] = True
             return answer(ILLEGAL_SASL_STATE, "SaslAuthenticate before a SaslHandshake")
-        principal = auth.authenticate_plain(bytes(body.auth_bytes))
-        session.sasl_mechanism = None
-        if principal is None:
-            session.extra["close"] = True
-            self._closed_for(session.peer, "SASL/PLAIN authentication failed")
-            return answer(SASL_AUTHENTICATION_FAILED,
-                          "Authentication failed: Invalid username or password")
-        session.principal = principal
-        return answer(errors.NONE, None)
+        if mechanism == "PLAIN":
+            principal = auth.authenticate_plain(bytes(body.auth_bytes))
+            session.sasl_mechanism = None
+            if principal is None:
+                return refuse("SASL/PLAIN authentication failed",
+                              "Authentication failed: Invalid username or password")
+            session.principal = principal
+            return answer(errors.NONE, None)
+        scram: ScramServer = session.extra["scram"]
+        try:
+            token = scram.evaluate(bytes(body.auth_bytes))
+        except ScramError as e:
+            return refuse(f"SASL/{mechanism} authentication failed", str(e))
+        if scram.complete:
+            session.sasl_mechanism = None
+            session.extra.pop("scram", None)
+            session.principal = f"User:{scram.username}"
+        return answer(errors.NONE, None, token)
+
+
+_DN_NAMES = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU",
+             "countryName": "C", "localityName": "L", "stateOrProvinceName": "ST",
+             "domainComponent": "DC", "userId": "UID"}
+
+
+def tls_principal(peercert: dict[str, Any]) -> str | None:
+    """Kafka's SSL principal: ``User:`` + the client certificate's subject DN as RFC 2253
+    writes it (most specific RDN first, e.g. ``User:CN=admin,O=example``)."""
+    rdns = peercert.get("subject") or ()
+    parts = [",".join(f"{_DN_NAMES.get(k, k)}={v}" for k, v in rdn) for rdn in reversed(rdns)]
+    return "User:" + ",".join(parts) if parts else None
 
 
 def describe_listeners(server: ClusterServer) -> str:

@@ -72,3 +72,32 @@ def test_bad_auth_file_exits_2_naming_the_field(tmp_path: Path, text: str, field
 def test_bad_listen_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["cluster", "serve", "--state-dir", str(tmp_path), "--listen", "nope"]) == 2
     assert "--listen" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("flags", "named"), [
+    (["--tls-cert", "{pki}/server.pem"], "--tls-key"),
+    (["--tls-client-ca", "{pki}/ca.pem"], "--tls-client-ca"),
+    (["--tls-cert", "{pki}/server.pem", "--tls-key", "{pki}/missing.key"], "--tls-key"),
+    (["--tls-cert", "{pki}/server.pem", "--tls-key", "{pki}/client.key"], "--tls-cert/--tls-key"),
+    (["--tls-cert", "{pki}/server.pem", "--tls-key", "{pki}/server.key",
+      "--tls-client-ca", "{pki}/server.key"], "--tls-client-ca"),
+])
+def test_bad_tls_flags_exit_2_naming_the_flag(tmp_path: Path, flags: list[str], named: str,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.tls_certs import make_pki
+    make_pki(tmp_path / "pki")
+    args = [f.format(pki=tmp_path / "pki") for f in flags]
+    rc = main(["cluster", "serve", "--state-dir", str(tmp_path / "s"), *args])
+    err = capsys.readouterr().err
+    assert rc == 2 and named in err and "Traceback" not in err, err
+
+
+def test_auth_file_mechanisms_and_iterations_are_validated(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "auth.yaml"
+    f.write_text("mechanisms: [GSSAPI]\nusers:\n  - {name: a, password: p}\n")
+    assert main(["cluster", "serve", "--state-dir", str(tmp_path), "--auth", str(f)]) == 2
+    assert "mechanisms[0]" in capsys.readouterr().err
+    f.write_text("scramIterations: 10\nusers:\n  - {name: a, password: p}\n")
+    assert main(["cluster", "serve", "--state-dir", str(tmp_path), "--auth", str(f)]) == 2
+    assert "scramIterations" in capsys.readouterr().err

@@ -1,9 +1,10 @@
-"""`kraftsman apply -f FILE`: reconcile custom resources against a local embedded cluster.
+"""`kraftsman apply -f FILE`: reconcile custom resources against a local embedded cluster or
+a real one (a KafkaCluster with ``bootstrapServers``, or ``--bootstrap-server``).
 
 The same resources the operator reconciles, with no Kubernetes: the state lives in a
-directory (default ``.kraftsman/``). Resources are applied in the order given; a bounded
-operation (a reassignment) runs to its end before the next starts unless ``--no-wait``.
-Everything is validated before anything is applied.
+directory (default ``.kraftsman/``; a real cluster's under ``kafka/<cluster id>/``).
+Resources are applied in the order given; a bounded operation (a reassignment) runs to its
+end before the next starts unless ``--no-wait``. Everything is validated before anything is applied.
 """
 
 from __future__ import annotations
@@ -33,6 +34,19 @@ from controller_core.storage.framing import write_atomically
 from kraftsman import reconcile
 from kraftsman.cli_errors import UsageError
 from kraftsman.commands.quorum import status_json, walk
+from kraftsman.commands.target import (
+    Cluster,
+    RealCluster,
+    Registered,
+    add_target_options,
+    check_bootstrap,
+    cluster_id_of,
+    connect,
+    register_real_cluster,
+    registered,
+    retry_of,
+    state_store,
+)
 from kraftsman.local_store import DEFAULT_STATE_DIR, LocalStore
 from kraftsman.progress_view import ProgressView, cap_list, format_election
 from kraftsman.resources import (
@@ -122,6 +136,7 @@ def register(sub: Any) -> None:
     p.add_argument("--tick", type=float, default=1.0, metavar="SECONDS",
                    help="simulated seconds between two reconcile passes (default 1)")
     p.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    add_target_options(p)
     p.set_defaults(handler=run, creates_state=True)
 
 
@@ -171,10 +186,18 @@ def _known(spec: EmbeddedClusterSpec) -> Known:
     return Known(brokers, {t.name: t.partitions for t in spec.topics}, brokers | set(spec.voters))
 
 
+def known_of(c: RealCluster) -> Known:
+    """What a real cluster holds, read through the kafka backend."""
+    return Known({b.id for b in c.describe_cluster().brokers}, c.partition_counts(),
+                 c.quorum_node_ids())
+
+
 def validate(resources: list[Resource], store: LocalStore, problems: list[str] | None = None,
-             unparsed_clusters: set[str] | None = None) -> dict[str, EmbeddedClusterSpec]:
+             unparsed_clusters: set[str] | None = None, real: dict[str, Known] | None = None,
+             ) -> dict[str, EmbeddedClusterSpec]:
     """Check everything a schema cannot: references, brokers, topics, spec changes. Raises
-    with every problem at once — those already in ``problems`` (the schema's) first."""
+    with every problem at once — those already in ``problems`` (the schema's) first.
+    ``real``: what each real cluster named by the resources holds now."""
     problems = list(problems or [])
     clusters: dict[str, EmbeddedClusterSpec] = {}
     for r in resources:
@@ -182,15 +205,13 @@ def validate(resources: list[Resource], store: LocalStore, problems: list[str] |
             continue
         spec: KafkaClusterSpec = r.spec
         if spec.embedded is None:
-            problems.append(
-                f"{r.where}: spec.bootstrapServers: the local CLI drives embedded clusters only; "
-                "the kafka backend for real clusters is not supported yet — use spec.embedded")
-            continue
+            continue  # a real cluster: checked by connecting to it (real_clusters)
         saved = store.saved_cluster_spec(r.name)
         if saved is not None:
             problems.extend(_spec_change_problems(r.where, saved, spec.embedded))
         clusters[r.name] = spec.embedded
     known = {name: _known(s) for name, s in clusters.items()}
+    known.update(real or {})
     for name in store.cluster_names():
         if name not in known:
             saved_spec = store.saved_cluster_spec(name)
@@ -273,22 +294,83 @@ def _election_problems(key: str, cluster: str, spec: LeaderElectionSpec, k: Know
     return problems
 
 
+def real_clusters(resources: list[Resource], args: argparse.Namespace) -> dict[str, Registered]:
+    """The real clusters this apply acts on, by the name the resources use for them:
+    ``--bootstrap-server`` (every clusterRef), KafkaClusters with ``bootstrapServers`` in the
+    files, and those applied before."""
+    refs = {r.spec.cluster_ref.name for r in resources if r.kind != "KafkaCluster"}
+    if args.bootstrap_server:
+        bootstrap = check_bootstrap(args.bootstrap_server)
+        clusters = [r.key for r in resources if r.kind == "KafkaCluster"]
+        if clusters:
+            raise UsageError(f"--bootstrap-server: every resource acts on {bootstrap}; "
+                             f"leave out {', '.join(clusters)} or the flag")
+        return {name: Registered(name, bootstrap, None) for name in refs}
+    out: dict[str, Registered] = {}
+    for r in resources:
+        if r.kind == "KafkaCluster" and r.spec.bootstrap_servers is not None:
+            secret = r.spec.auth_secret_ref.name if r.spec.auth_secret_ref else None
+            out[r.name] = Registered(r.name, check_bootstrap(
+                r.spec.bootstrap_servers, f"{r.key}: spec.bootstrapServers"), secret)
+    embedded = {r.name for r in resources if r.kind == "KafkaCluster"}
+    for name in refs - set(out) - embedded:
+        entry = registered(args.state_dir, name)
+        if entry is not None:
+            out[name] = entry
+    for entry in out.values():
+        if entry.auth_secret and args.command_config is None:
+            raise UsageError(f"KafkaCluster/{entry.name}: spec.authSecretRef "
+                             f"{entry.auth_secret!r} is a Kubernetes Secret the CLI cannot "
+                             "read; pass the same credentials with --command-config FILE")
+    if args.command_config is not None and not out:
+        raise UsageError("--command-config: no real cluster here; it goes with "
+                         "--bootstrap-server or a KafkaCluster with spec.bootstrapServers")
+    return out
+
+
 class Session:
     """One `apply`: the clusters it opened and how it reports."""
 
-    def __init__(self, args: argparse.Namespace, store: LocalStore) -> None:
+    def __init__(self, args: argparse.Namespace, store: LocalStore,
+                 real: dict[str, Registered] | None = None) -> None:
         self.args = args
         self.store = store
-        self.clusters: dict[str, EmbeddedCluster] = {}
+        self.real = real or {}
+        self.clusters: dict[str, Cluster] = {}
+        self._stores: dict[str, LocalStore] = {}
         self.view = ProgressView(json_mode=args.output == "json")
         self.summary: list[dict[str, Any]] = []
         self.failed = False
         self.rollback_files: dict[str, str] = {}
 
-    def cluster(self, name: str, spec: EmbeddedClusterSpec | None = None) -> EmbeddedCluster:
+    def cluster(self, name: str, spec: EmbeddedClusterSpec | None = None) -> Cluster:
         if name not in self.clusters:
-            self.clusters[name] = self.store.open_cluster(name, spec)
+            real = self.real.get(name)
+            self.clusters[name] = (
+                connect(real.bootstrap_servers, self.args.command_config, name,
+                        retry=retry_of(self.args))
+                if real is not None else self.store.open_cluster(name, spec))
         return self.clusters[name]
+
+    def store_for(self, name: str) -> LocalStore:
+        """Where the resources of cluster ``name`` keep their state: a real cluster's by
+        its cluster id, so any later command against that cluster finds it."""
+        c = self.cluster(name)
+        if not isinstance(c, RealCluster):
+            return self.store
+        if name not in self._stores:
+            self._stores[name] = state_store(self.args.state_dir,
+                                             c.describe_cluster().cluster_id)
+        return self._stores[name]
+
+    def apply_real_cluster(self, r: Resource) -> None:
+        c = self.cluster(r.name)
+        assert isinstance(c, RealCluster)
+        desc = c.describe_cluster()
+        register_real_cluster(self.args.state_dir, self.real[r.name])
+        self.view.line(f"{r.key} connected: {c.bootstrap_servers}, cluster id "
+                       f"{desc.cluster_id}, {len(desc.brokers)} brokers")
+        self.summary.append({"resource": r.key, "phase": "Ready", "clusterId": desc.cluster_id})
 
     def close(self) -> None:
         for c in self.clusters.values():
@@ -298,6 +380,7 @@ class Session:
     def apply_cluster(self, r: Resource, spec: EmbeddedClusterSpec) -> None:
         existed = self.store.saved_cluster_spec(r.name) is not None
         c = self.cluster(r.name, spec)
+        assert isinstance(c, EmbeddedCluster)
         verb = "configured" if existed else "created"
         self.view.line(f"{r.key} {verb}: {len(c.image.brokers)} brokers, "
                        f"{len(c.image.topics)} topics, {c.image.partition_count()} partitions")
@@ -315,14 +398,16 @@ class Session:
         p = walk(cluster, list(spec.voters), wait=not self.args.no_wait, on_step=show)
         q = cluster.describe_quorum()
         status = {"phase": "Ready" if p.phase is WalkPhase.COMPLETED else "Progressing",
-                  **status_json(q, cluster.image.cluster_id)}
-        self.store.save(r.kind, r.name, {"spec": _dump(spec), "status": status})
+                  **status_json(q, cluster_id_of(cluster))}
+        self.store_for(spec.cluster_ref.name).save(r.kind, r.name,
+                                                   {"spec": _dump(spec), "status": status})
         self.summary.append({"resource": r.key, **status})
 
     def apply_reassignment(self, r: Resource) -> None:
         spec: PartitionReassignmentSpec = r.spec
         cluster = self.cluster(spec.cluster_ref.name)
-        stored = self.store.load(r.kind, r.name) or {}
+        store = self.store_for(spec.cluster_ref.name)
+        stored = store.load(r.kind, r.name) or {}
         previous = (PartitionReassignmentSpec.model_validate(stored["spec"])
                     if "spec" in stored else None)
         ex, problems, retargeted = reconcile.executor_for(
@@ -330,14 +415,16 @@ class Session:
         if problems:
             raise UsageError([f"{r.key}: {p.message} ({p.error.name})" for p in problems])
         if spec.dry_run:
-            spec_c = cluster.spec
-            bandwidth = {b.id: b.replication_bytes_per_second or
-                         spec_c.replication_bytes_per_second for b in spec_c.brokers}
-            report = dry_run(cluster, ex.plan, poll_seconds=self.args.tick,
-                             bandwidth=lambda b: bandwidth.get(
-                                 b, spec_c.replication_bytes_per_second))
+            bandwidth = None
+            if isinstance(cluster, EmbeddedCluster):
+                spec_c = cluster.spec
+                per_broker = {b.id: b.replication_bytes_per_second or
+                              spec_c.replication_bytes_per_second for b in spec_c.brokers}
+                bandwidth = lambda b: per_broker.get(  # noqa: E731
+                    b, spec_c.replication_bytes_per_second)
+            report = dry_run(cluster, ex.plan, poll_seconds=self.args.tick, bandwidth=bandwidth)
             self.view.dry_run(r.key, report, ex.plan.limits)
-            self.store.save(r.kind, r.name, {"spec": _dump(spec), "dryRun": _dry(report)})
+            store.save(r.kind, r.name, {"spec": _dump(spec), "dryRun": _dry(report)})
             self.summary.append({"resource": r.key, "phase": "DryRun", **_dry(report)})
             return
         if retargeted:
@@ -351,9 +438,9 @@ class Session:
                 "them from spec.partitions) to stop them for good")
 
         def save() -> None:
-            self.store.save(r.kind, r.name, {"spec": _dump(spec),
-                                             "executor": ex.state.model_dump(mode="json"),
-                                             "moving": [str(tp) for tp in sorted(ex.moving)]})
+            store.save(r.kind, r.name, {"spec": _dump(spec),
+                                        "executor": ex.state.model_dump(mode="json"),
+                                        "moving": [str(tp) for tp in sorted(ex.moving)]})
 
         if "executor" not in stored or retargeted:
             self._write_rollback(r, spec, ex)
@@ -385,7 +472,7 @@ class Session:
                 if tp in ex.original and tuple(ex.plan.moves[tp]) != ex.original[tp]]
         if not back:
             return
-        path = self.store.root / "rollback" / f"{r.name}.yaml"
+        path = self.store_for(spec.cluster_ref.name).root / "rollback" / f"{r.name}.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
         lines = [f"# The assignment before {r.key} started; `kraftsman apply -f` this file to",
                  "# move back.", f"apiVersion: {API_VERSION}", "kind: PartitionReassignment",
@@ -401,7 +488,8 @@ class Session:
     def apply_election(self, r: Resource) -> None:
         spec: LeaderElectionSpec = r.spec
         cluster = self.cluster(spec.cluster_ref.name)
-        stored = self.store.load(r.kind, r.name) or {}
+        store = self.store_for(spec.cluster_ref.name)
+        stored = store.load(r.kind, r.name) or {}
         if stored.get("spec") == _dump(spec):
             self.view.line(f"{r.key}: already ran (runId {spec.run_id!r}); change spec.runId to "
                            "run it again")
@@ -413,7 +501,7 @@ class Session:
                 status = {"phase": "Balanced", "imbalancePercent": round(imbalance.percent, 2)}
                 self.view.line(f"{r.key}: leader imbalance {imbalance.percent:.1f}% is within "
                                f"{spec.imbalance_threshold_percent}% — no election needed")
-                self.store.save(r.kind, r.name, {"spec": _dump(spec), "status": status})
+                store.save(r.kind, r.name, {"spec": _dump(spec), "status": status})
                 self.summary.append({"resource": r.key, **status})
                 return
         report = reconcile.election_of(cluster, spec)
@@ -424,7 +512,7 @@ class Session:
                   "failed": report.failed}
         if report.failed:
             self.failed = True
-        self.store.save(r.kind, r.name, {"spec": _dump(spec), "status": status})
+        store.save(r.kind, r.name, {"spec": _dump(spec), "status": status})
         self.summary.append({"resource": r.key, **status})
 
 
@@ -462,11 +550,19 @@ def run(args: argparse.Namespace) -> int:
     dups = sorted({k for k in keys if keys.count(k) > 1})
     problems += [f"{k} appears more than once; give each resource a unique name" for k in dups]
     store = LocalStore(args.state_dir)
-    cluster_specs = validate(resources, store, problems, unparsed)
-    session = Session(args, store)
+    real = real_clusters(resources, args)
+    session = Session(args, store, real)
     try:
+        known = {}
+        for name in real:
+            c = session.cluster(name)
+            assert isinstance(c, RealCluster)
+            known[name] = known_of(c)
+        cluster_specs = validate(resources, store, problems, unparsed, known)
         for r in sorted(resources, key=lambda r: ORDER[r.kind]):
-            if r.kind == "KafkaCluster":
+            if r.kind == "KafkaCluster" and r.name in real:
+                session.apply_real_cluster(r)
+            elif r.kind == "KafkaCluster":
                 session.apply_cluster(r, cluster_specs[r.name])
             elif r.kind == "KafkaQuorum":
                 session.apply_quorum(r)

@@ -18,6 +18,8 @@ from controller_core.planning.snapshot import SnapshotError
 from controller_core.units import format_bytes as fmt_bytes
 from controller_core.units import format_duration as fmt_seconds
 from kraftsman.cli_errors import UsageError, require_extra
+from kraftsman.commands import real_snapshot
+from kraftsman.commands.target import add_target_options, wants_real
 from kraftsman.local_store import DEFAULT_STATE_DIR, LocalStore
 
 
@@ -35,6 +37,8 @@ def register(sub: Any) -> None:
     s.add_argument("--consumer-fanout", type=float, default=1.0, metavar="X",
                    help="bytes out per byte in (consumers per partition; default 1)")
     s.add_argument("--force", action="store_true", help="replace --out if it exists")
+    add_target_options(s)
+    real_snapshot.add_options(s)
     s.set_defaults(handler=run_snapshot)
 
     p = sub.add_parser(
@@ -132,6 +136,8 @@ def run_snapshot(args: argparse.Namespace) -> int:
     from controller_core.planning.export import snapshot_from_admin
     from controller_core.planning.snapshot import write_snapshot
 
+    if wants_real(args) is not None:
+        return real_snapshot.run(args)
     store = LocalStore(args.state_dir)
     name = store.pick_cluster(args.cluster)
     spec = store.saved_cluster_spec(name)

@@ -1,11 +1,11 @@
-"""`kraftsman quorum describe|alter` — what kafka-metadata-quorum does, on a local cluster."""
+"""`kraftsman quorum describe|alter` — what kafka-metadata-quorum does, on a local embedded
+cluster or a real one (`--bootstrap-server`)."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.errors import KafkaApiError
 from controller_core.orchestration.voters import (
     VoterChangeWalker,
@@ -15,6 +15,7 @@ from controller_core.orchestration.voters import (
 )
 from controller_core.raft.describe import QuorumStatus, format_replication
 from kraftsman.cli_errors import UsageError
+from kraftsman.commands.target import Cluster, cluster_id_of
 from kraftsman.commands.views import _common, emit, opened
 
 POLL_SECONDS = 0.5  # simulated time between two looks at a voter change
@@ -72,14 +73,14 @@ def status_json(q: QuorumStatus, cluster_id: str) -> dict[str, Any]:
 def cmd_describe(args: argparse.Namespace) -> int:
     with opened(args) as c:
         q = _describe(c)
-        cluster_id = c.image.cluster_id
+        cluster_id = cluster_id_of(c)
     emit(args, status_json(q, cluster_id),
          lambda: (format_replication(q).rstrip("\n").splitlines() if args.replication
                   else format_status(q, cluster_id)))
     return 0
 
 
-def _describe(c: EmbeddedCluster) -> QuorumStatus:
+def _describe(c: Cluster) -> QuorumStatus:
     """A Kafka error (no leader) propagates: the CLI prints it as one line and exits 1."""
     return c.describe_quorum()
 
@@ -91,9 +92,10 @@ def parse_voters(text: str) -> list[int]:
     return [int(p) for p in parts]
 
 
-def walk(c: EmbeddedCluster, voters: list[int], *, wait: bool,
+def walk(c: Cluster, voters: list[int], *, wait: bool,
          on_step: Any = None) -> WalkProgress:
-    """Validate the target voters, then walk to them in simulated time."""
+    """Validate the target voters, then walk to them (simulated time on an embedded
+    cluster, the wall clock on a real one)."""
     problems = voter_set_problems(voters, c.quorum_node_ids(), c.live_quorum_nodes())
     if problems:
         raise UsageError(problems)
@@ -124,7 +126,7 @@ def cmd_alter(args: argparse.Namespace) -> int:
     with opened(args) as c:
         p = walk(c, voters, wait=not args.no_wait, on_step=show)
         q = _describe(c)
-        cluster_id = c.image.cluster_id
+        cluster_id = cluster_id_of(c)
     data = {"phase": p.phase.value, **status_json(q, cluster_id)}
     emit(args, data, lambda: format_status(q, cluster_id))
     return 0 if p.phase is not WalkPhase.FAILED else 1

@@ -1,15 +1,15 @@
-"""Kafka-tool-like views and actions on a local embedded cluster.
+"""Kafka-tool-like views and actions on a local embedded cluster or a real one.
 
 `reassignments list|status|cancel` (kafka-reassign-partitions --list/--verify/--cancel),
 `elect` (kafka-leader-election), `describe topics|cluster` (kafka-topics / kafka-cluster),
-and `cluster advance|fail-broker|restore-broker` to drive the simulation. `-o json` everywhere.
+and `cluster advance|fail-broker|restore-broker` to drive the simulation (embedded only).
+`-o json` everywhere; `--bootstrap-server`/`--command-config` pick a real cluster (target.py).
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,13 @@ from controller_core.orchestration import throttles
 from controller_core.orchestration.election import run_election
 from controller_core.units import format_bytes
 from kraftsman.cli_errors import UsageError
+from kraftsman.commands.target import (
+    add_target_options,
+    opened,
+    refuse_real,
+    resource_store,
+    topic_names,
+)
 from kraftsman.local_store import DEFAULT_STATE_DIR, LocalStore
 from kraftsman.progress_view import LIST_LIMIT, cap_list, format_election
 from kraftsman.serve import add_parser as add_serve_parser
@@ -33,6 +40,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
     p.add_argument("--cluster", default=None, help="cluster name (default: the only one)")
     p.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    add_target_options(p)
 
 
 def register(sub: Any) -> None:
@@ -99,15 +107,7 @@ def register(sub: Any) -> None:
     add_serve_parser(c_sub)
 
 
-@contextmanager
-def opened(args: argparse.Namespace) -> Iterator[EmbeddedCluster]:
-    store = LocalStore(args.state_dir)
-    cluster = store.open_cluster(store.pick_cluster(args.cluster),
-                                 read_only=getattr(args, "read_only", False))
-    try:
-        yield cluster
-    finally:
-        cluster.close()
+__all__ = ["opened"]  # quorum.py opens its cluster the same way
 
 
 def emit(args: argparse.Namespace, data: Any, text: Callable[[], list[str]]) -> None:
@@ -170,9 +170,8 @@ def parse_tp(text: str, option: str = "--partition") -> TopicPartition:
                      "e.g. orders-0")
 
 
-def _restart_notes(args: argparse.Namespace, cancelled: set[TopicPartition]) -> list[str]:
+def _restart_notes(store: LocalStore, cancelled: set[TopicPartition]) -> list[str]:
     """A resource that was running these moves restarts them on its next `apply`: say so."""
-    store = LocalStore(args.state_dir)
     notes = []
     for name in store.names("PartitionReassignment"):
         doc = store.load("PartitionReassignment", name) or {}
@@ -196,6 +195,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         if not args.preserve_throttles:
             # what no movement needs any more goes, as --cancel does
             throttles.sync(c, {}, None)
+        store = resource_store(args, c)
     ok = [str(tp) for tp in sorted(tp for tp, r in results.items() if r.ok)]
     bad = sorted(((tp, r) for tp, r in results.items() if not r.ok), key=lambda x: x[0])
     data = {str(tp): _result(r) for tp, r in results.items()}
@@ -211,7 +211,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
                          f"{r.error.name}: {r.message}")
         if len(bad) > LIST_LIMIT:
             lines.append(f"  ... and {len(bad) - LIST_LIMIT} more")
-        lines.extend(_restart_notes(args, {tp for tp, r in results.items() if r.ok}))
+        lines.extend(_restart_notes(store, {tp for tp, r in results.items() if r.ok}))
         return lines
 
     emit(args, data, text)
@@ -239,13 +239,17 @@ def cmd_elect(args: argparse.Namespace) -> int:
 
 def cmd_describe_topics(args: argparse.Namespace) -> int:
     with opened(args) as c:
-        if args.topic is not None and args.topic not in c.image.topics:
-            raise UsageError(f"--topic: topic {args.topic!r} does not exist; topics: "
-                             f"{', '.join(sorted(c.image.topics)) or 'none'}")
         parts = sorted(c.describe_partitions(topics=[args.topic] if args.topic else None),
                        key=lambda d: d.tp)  # by topic name, then partition number
-        topics = {name: t for name, t in sorted(c.image.topics.items())
-                  if args.topic is None or name == args.topic}
+        if args.topic is not None and not parts:
+            names = sorted({d.tp.topic for d in c.describe_partitions()})
+            raise UsageError(f"--topic: topic {args.topic!r} does not exist; topics: "
+                             f"{', '.join(names) or 'none'}")
+        topic_ids = ({n: t.topic_id for n, t in c.image.topics.items()}
+                     if isinstance(c, EmbeddedCluster) else {})
+    topics: dict[str, list[PartitionDescription]] = {}
+    for d in parts:
+        topics.setdefault(d.tp.topic, []).append(d)
     urp = args.under_replicated_partitions
     if urp:  # like kafka-topics --under-replicated-partitions: partition lines only
         parts = [d for d in parts if len(d.isr) < len(d.replicas)]
@@ -259,11 +263,12 @@ def cmd_describe_topics(args: argparse.Namespace) -> int:
         by_topic: dict[str, list[PartitionDescription]] = {}
         for d in parts:
             by_topic.setdefault(d.tp.topic, []).append(d)
-        for name, t in topics.items():
-            rf = len(t.partitions[0].target) if t.partitions else 0
+        for name, rows in topics.items():
+            rf = len(set(rows[0].replicas) - set(rows[0].removing))
+            topic_id = f"\tTopicId: {topic_ids[name]}" if name in topic_ids else ""
             if not urp:
-                lines.append(f"Topic: {name}\tTopicId: {t.topic_id}\tPartitionCount: "
-                             f"{len(t.partitions)}\tReplicationFactor: {rf}")
+                lines.append(f"Topic: {name}{topic_id}\tPartitionCount: "
+                             f"{len(rows)}\tReplicationFactor: {rf}")
             for d in by_topic.get(name, []):
                 line = (f"\tTopic: {name}\tPartition: {d.tp.partition}\tLeader: "
                         f"{d.leader if d.leader >= 0 else 'none'}\tReplicas: "
@@ -287,7 +292,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         listing = c.list_partition_reassignments()
         brokers = [b.id for b in c.describe_cluster().brokers]
         resources = [("BROKER", str(b)) for b in brokers] + [
-            ("TOPIC", t) for t in sorted(c.image.topics)]
+            ("TOPIC", t) for t in topic_names(c)]
         configs = c.describe_configs(resources)
         sizes = c.replica_log_sizes([(tp, r) for tp, o in listing.items() for r in o.adding])
         full = {d.tp: d.size_bytes for d in c.describe_partitions(partitions=list(listing))}
@@ -333,8 +338,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_describe_cluster(args: argparse.Namespace) -> int:
     with opened(args) as c:
         desc = c.describe_cluster()
-        alive = {b.id: c.alive(b.id) for b in desc.brokers}
-        now = c.now
+        embedded = isinstance(c, EmbeddedCluster)
+        alive = {b.id: c.alive(b.id) if embedded else not b.fenced for b in desc.brokers}
+        now = c.now if embedded else None
     data = {"clusterId": desc.cluster_id, "controllerId": desc.controller_id,
             "timeSeconds": now,
             "brokers": [{"id": b.id, "rack": b.rack, "fenced": b.fenced, "alive": alive[b.id]}
@@ -342,7 +348,7 @@ def cmd_describe_cluster(args: argparse.Namespace) -> int:
 
     def text() -> list[str]:
         lines = [f"Cluster ID: {desc.cluster_id}", f"Controller ID: {desc.controller_id}",
-                 f"Simulated time: {now:.1f} s", "Brokers:"]
+                 *([f"Simulated time: {now:.1f} s"] if now is not None else []), "Brokers:"]
         for b in desc.brokers:
             state = "fenced" if b.fenced else ("down" if not alive[b.id] else "online")
             lines.append(f"  {b.id}\track: {b.rack or '-'}\t{state}")
@@ -355,6 +361,7 @@ def cmd_describe_cluster(args: argparse.Namespace) -> int:
 def cmd_advance(args: argparse.Namespace) -> int:
     if args.seconds < 0:
         raise UsageError("seconds: must not be negative")
+    refuse_real(args, "cluster advance")
     with opened(args) as c:
         c.advance(args.seconds)
         now = c.now
@@ -363,6 +370,7 @@ def cmd_advance(args: argparse.Namespace) -> int:
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
+    refuse_real(args, f"cluster {args.action_name}")
     with opened(args) as c:
         if args.action_name.endswith("controller"):
             try:

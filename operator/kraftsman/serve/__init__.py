@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import contextlib
 import signal
+import ssl
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,8 +33,15 @@ def add_parser(c_sub: Any) -> None:
     p.add_argument("--time-scale", type=float, default=1.0,
                    help="simulated seconds per wall-clock second (default 1.0; 0 freezes)")
     p.add_argument("--auth", type=Path, default=None, metavar="FILE",
-                   help="YAML with SASL/PLAIN users and CLUSTER ACLs; without it the "
-                        "server is open")
+                   help="YAML with SASL users (PLAIN, SCRAM-SHA-256/512) and CLUSTER ACLs; "
+                        "without it the server is open")
+    p.add_argument("--tls-cert", type=Path, default=None, metavar="PEM",
+                   help="serve TLS on every listener with this certificate (chain)")
+    p.add_argument("--tls-key", type=Path, default=None, metavar="PEM",
+                   help="the private key of --tls-cert")
+    p.add_argument("--tls-client-ca", type=Path, default=None, metavar="PEM",
+                   help="require client certificates signed by this CA (mutual TLS); the "
+                        "principal is User:<the certificate's subject DN>")
     p.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES)
     p.add_argument("--max-connections", type=int, default=1000)
     p.set_defaults(handler=cmd_serve)
@@ -46,6 +54,34 @@ def _listen(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def _tls_context(cert: Path | None, key: Path | None,
+                 client_ca: Path | None) -> ssl.SSLContext | None:
+    """The listeners' TLS context, or None for plaintext; each bad file names its flag."""
+    if cert is None and key is None:
+        if client_ca is not None:
+            raise UsageError("--tls-client-ca: needs --tls-cert and --tls-key (a TLS listener)")
+        return None
+    if cert is None or key is None:
+        raise UsageError("--tls-cert and --tls-key: give both (the certificate and its key)")
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    for flag, path in (("--tls-cert", cert), ("--tls-key", key), ("--tls-client-ca", client_ca)):
+        if path is not None and not path.is_file():
+            raise UsageError(f"{flag} {path}: no such file")
+    try:
+        ctx.load_cert_chain(cert, key)
+    except ssl.SSLError as e:
+        raise UsageError(f"--tls-cert/--tls-key: not a matching PEM certificate and "
+                         f"unencrypted key ({e.reason or e})") from None
+    if client_ca is not None:
+        try:
+            ctx.load_verify_locations(cafile=str(client_ca))
+        except ssl.SSLError as e:
+            raise UsageError(f"--tls-client-ca {client_ca}: not a PEM CA bundle "
+                             f"({e.reason or e})") from None
+        ctx.verify_mode = ssl.CERT_REQUIRED
+    return ctx
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     host, port = _listen(args.listen)
     if args.time_scale < 0:
@@ -56,12 +92,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         authorizer = load_auth_file(args.auth) if args.auth else Authorizer.open()
     except AuthFileError as e:
         raise UsageError(str(e)) from None
+    tls = _tls_context(args.tls_cert, args.tls_key, args.tls_client_ca)
     store = LocalStore(args.state_dir)
     name = store.pick_cluster(args.cluster)
     cluster = store.open_cluster(name)
     config = ServeConfig(host=host, port=port, time_scale=args.time_scale,
                          max_request_bytes=args.max_request_bytes,
-                         max_connections=args.max_connections)
+                         max_connections=args.max_connections, ssl_context=tls)
 
     def log(message: str) -> None:
         print(f"kraftsman serve: {message}", file=sys.stderr, flush=True)
@@ -89,7 +126,10 @@ async def _run(cluster: Any, authorizer: Authorizer, config: ServeConfig, name: 
         log("WARNING: no --auth given: the server is OPEN — anyone who can connect may "
             "describe and alter this cluster")
     else:
-        log("SASL/PLAIN required; ACLs from --auth")
+        log(f"SASL ({', '.join(authorizer.mechanisms)}) required; ACLs from --auth")
+    if config.ssl_context is not None:
+        mutual = config.ssl_context.verify_mode == ssl.CERT_REQUIRED
+        log("TLS on every listener" + (", client certificates required" if mutual else ""))
     log(f"serving cluster {name!r} (id {cluster.image.cluster_id}) at time scale "
         f"{config.time_scale}: {describe_listeners(server)}")
     assert server.bootstrap is not None
