@@ -199,9 +199,19 @@ class InvariantChecker:
         if (st.leader_id, st.leader_epoch, st.high_watermark) != (lid, leader.epoch, leader.hw):
             self.fail(f"DescribeQuorum says leader {st.leader_id} epoch {st.leader_epoch} HW "
                       f"{st.high_watermark}; truth {lid}/{leader.epoch}/{leader.hw}")
-        if st.current_voters != leader.voters() or st.target_voters != leader.target_voters():
+        # KIP-853: CurrentVoters are the committed ones; an uncommitted change is pending
+        at = leader.log.config_at(leader.hw - 1) if leader.hw > 0 else None
+        committed = at[1].current_voters if at else leader.bootstrap_voters
+        latest = leader.log.latest_config()
+        if latest is None:
+            pending = None
+        elif latest[0] >= leader.hw:
+            pending = latest[1].target_voters or latest[1].current_voters
+        else:
+            pending = latest[1].target_voters
+        if st.current_voters != committed or st.target_voters != pending:
             self.fail(f"DescribeQuorum voters {st.current_voters}/{st.target_voters} != "
-                      f"{leader.voters()}/{leader.target_voters()}")
+                      f"committed {committed} / pending {pending}")
         leo = leader.log.end_offset
         for r in st.replicas:
             if r.lag != (leo - r.log_end_offset if r.log_end_offset >= 0 else leo):

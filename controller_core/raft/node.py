@@ -232,6 +232,21 @@ class RaftNode:
         latest = self.log.latest_config()
         return latest[1].target_voters if latest else None
 
+    def committed_voters(self) -> tuple[int, ...]:
+        """The voters of the latest configuration below this node's high watermark."""
+        at = self.log.config_at(self.hw - 1) if self.hw > 0 else None
+        return at[1].current_voters if at else self.bootstrap_voters
+
+    def pending_voters(self) -> tuple[int, ...] | None:
+        """Where the voters are going: the target of the latest configuration, or, while that
+        configuration is not committed, its own voters (the change is not done until then)."""
+        latest = self.log.latest_config()
+        if latest is None:
+            return None
+        if latest[0] >= self.hw:
+            return latest[1].target_voters or latest[1].current_voters
+        return latest[1].target_voters
+
     @property
     def is_voter(self) -> bool:
         return self.id in self.voters()
@@ -382,8 +397,10 @@ class RaftNode:
         ls = self._leader
         if ls is None:
             return DescribeQuorumResponse(NOT_LEADER_OR_FOLLOWER, leader_hint, self.qs.epoch)
-        voters = self.voters()
-        target = self.target_voters()
+        # KIP-853: the committed voters, and the pending change apart (an appended but
+        # uncommitted VoterAssignment may still be truncated away)
+        voters = self.committed_voters()
+        target = self.pending_voters()
         leo = self.log.end_offset
         rows: list[ReplicaStatus] = []
         ordered = ([self.id] if self.id in voters else []) + [v for v in voters if v != self.id]
@@ -495,6 +512,10 @@ class RaftNode:
     def _persist(self, qs: QuorumState) -> None:
         if qs.epoch < self.qs.epoch:
             raise AssertionError(f"node {self.id}: epoch would go back {self.qs.epoch}->{qs.epoch}")
+        if (qs.epoch == self.qs.epoch and self.qs.voted_for is not None
+                and qs.voted_for != self.qs.voted_for):
+            raise AssertionError(f"node {self.id}: would change its vote in epoch {qs.epoch} "
+                                 f"from {self.qs.voted_for} to {qs.voted_for}")
         if qs != self.qs:
             self.qs = qs
             self._qs_dirty = True
@@ -536,7 +557,10 @@ class RaftNode:
 
     def _become_unattached(self, epoch: int, now: int, election_delay: int | None = None) -> None:
         self._reset_role_state()
-        self._persist(QuorumState(epoch, None, None))
+        # a vote cast in this epoch stays cast (Kafka's QuorumState never goes back to
+        # Unattached in the same epoch): forgetting it would let us vote twice
+        voted = self.qs.voted_for if epoch == self.qs.epoch else None
+        self._persist(QuorumState(epoch, None, voted))
         self.role = Role.UNATTACHED
         delay = self._random_election_timeout() if election_delay is None else election_delay
         self._election_deadline = now + delay
@@ -659,7 +683,7 @@ class RaftNode:
 
     # ================================================================== timers
     def _on_fetch_timeout(self, now: int) -> None:
-        if self.is_voter and self._may_campaign():
+        if self._may_stand() and self._may_campaign():
             self._become_prospective(now)
         else:
             # an observer (or a voter that knows too few peers) looks for the leader
@@ -668,7 +692,7 @@ class RaftNode:
     def _on_election_timeout(self, now: int) -> None:
         if self.role is Role.RESIGNED:
             self._end_resend_ms = NEVER
-        if self.is_voter and self._may_campaign():
+        if self._may_stand() and self._may_campaign():
             if self.role is Role.CANDIDATE:
                 self._become_candidate(now)  # a real election timed out: next epoch
             else:
@@ -676,6 +700,19 @@ class RaftNode:
         else:
             self._election_deadline = now + self._random_election_timeout()
             self._next_discover_ms = min(self._next_discover_ms, now)
+
+    def _may_stand(self) -> bool:
+        """A voter of its latest configuration may campaign; so may one that the latest
+        configuration removes while that removal is not known to be committed: it may still
+        be needed to commit it (Raft thesis 4.2.2: a leader that removed itself and restarted
+        before the removal reached the others). It counts only the votes of that configuration."""
+        if self.is_voter:
+            return True
+        configs = self.log.configs
+        if not configs or configs[-1][0] < self.hw:
+            return False
+        before = configs[-2][1].current_voters if len(configs) > 1 else self.bootstrap_voters
+        return self.id in before
 
     def _may_campaign(self) -> bool:
         """KIP-595 bootstrap: vote only once connection info of a majority of voters is known."""
@@ -760,8 +797,11 @@ class RaftNode:
         if self.qs.voted_for == r.candidate_id and self.qs.leader_id is None:
             grant = True  # a retransmission of a request we already granted
         elif (self.role in (Role.UNATTACHED, Role.PROSPECTIVE) and self.qs.voted_for is None
-              and self.qs.leader_id is None and self.is_voter
+              and self.qs.leader_id is None
               and self._log_up_to_date(r.last_epoch, r.last_epoch_end_offset)):
+            # our own membership is not consulted (Raft thesis 4.2.3, KIP-853): a new voter
+            # whose log lacks its own addition must still be able to elect; the candidate
+            # counts only the votes of its voters
             grant = True
             self._become_voted(r.candidate_epoch, r.candidate_id, now)
         self._send(src, VoteResponse(NONE, self._leader_hint(), self.qs.epoch, grant,
@@ -851,8 +891,8 @@ class RaftNode:
             self._send(src, EndQuorumEpochResponse(FENCED_LEADER_EPOCH, self._leader_hint(),
                                                    self.qs.epoch))
             return
-        if r.leader_epoch > self.qs.epoch or (
-                self.qs.leader_id == r.leader_id and self.role is Role.FOLLOWER):
+        ours = self.qs.leader_id == r.leader_id and self.role is Role.FOLLOWER
+        if r.leader_epoch > self.qs.epoch or ours:
             # the leader resigned: the first preferred successor campaigns at once, the
             # others wait a little longer each, everyone else a normal election timeout
             if self.id in r.preferred_successors:
@@ -861,8 +901,14 @@ class RaftNode:
                     self.cfg.retry_backoff_ms)
             else:
                 delay = self._random_election_timeout()
-            self._become_unattached(r.leader_epoch, now, election_delay=delay)
-            self._next_discover_ms = now + delay
+            if r.leader_epoch > self.qs.epoch:
+                self._become_unattached(r.leader_epoch, now, election_delay=delay)
+                self._next_discover_ms = now + delay
+            else:
+                # same epoch: the quorum state (our vote in it) stays as it is; only the
+                # election comes sooner (Kafka: FollowerState.overrideFetchTimeout)
+                self._fetch_deadline = now + delay
+                self._last_leader_contact = -NEVER
         self._send(src, EndQuorumEpochResponse(NONE, self._leader_hint(), self.qs.epoch))
 
     def _on_end_response(self, src: int, r: EndQuorumEpochResponse) -> None:
