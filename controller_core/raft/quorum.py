@@ -97,6 +97,8 @@ class SimulatedQuorum:
         self.messages_delivered = 0
         self.events = 0
         self.observers_of_events: list[Callable[[], None]] = []
+        self._holds: list[Callable[[Envelope], bool]] = []
+        self.held: list[Envelope] = []
         for n in [*voters, *observers]:
             self._create(n)
 
@@ -174,6 +176,19 @@ class SimulatedQuorum:
     def heal(self) -> None:
         self.net.heal()
 
+    def hold(self, match: Callable[[Envelope], bool]) -> None:
+        """From now on, set aside every message ``match`` accepts (a network that delays it
+        for as long as the test wants) until :meth:`release`."""
+        self._holds.append(match)
+
+    def release(self) -> int:
+        """Stop holding; the held messages go out now (through the network again)."""
+        held, self.held, self._holds = self.held, [], []
+        for env in held:
+            for t in self.net.delays(env.src, env.dst, env.size_bytes, self.now):
+                self._push(t, env.dst, env)
+        return len(held)
+
     # ================================================================ event loop
     def _push(self, t: float, n: int, env: Envelope | None) -> None:
         self._seq += 1
@@ -211,6 +226,9 @@ class SimulatedQuorum:
         if r.sync:
             st.flush()
         for env in r.messages:
+            if self._holds and any(m(env) for m in self._holds):
+                self.held.append(env)
+                continue
             for t in self.net.delays(env.src, env.dst, env.size_bytes, self.now):
                 self._push(t, env.dst, env)
         if r.committed and r.high_watermark > self.committed_end:
