@@ -32,6 +32,7 @@ from controller_core.raft.node import (
     Ready,
 )
 from controller_core.raft.records import Batch
+from controller_core.raft.state import Role
 from controller_core.raft.storage import DirectoryStorage, MemoryStorage, RaftStorage
 
 CommitCallback = Callable[[list[Batch]], None]
@@ -175,6 +176,21 @@ class SimulatedQuorum:
 
     def heal(self) -> None:
         self.net.heal()
+
+    def expire_timer(self, n: int) -> None:
+        """Fire node ``n``'s election (or fetch) timer now, as if it had drawn a short one."""
+        node = self.node(n)
+        now = self.clocks[n].local(self.now)
+        node._election_deadline = min(node._election_deadline, now)
+        if node.role is Role.FOLLOWER:
+            node._fetch_deadline = min(node._fetch_deadline, now)
+        node.tick(now)
+        self._process(n)
+
+    def resign(self, n: int) -> None:
+        """Graceful shutdown of leader ``n``: it resigns (EndQuorumEpoch to the voters)."""
+        self.node(n).resign(self.clocks[n].local(self.now))
+        self._process(n)
 
     def hold(self, match: Callable[[Envelope], bool]) -> None:
         """From now on, set aside every message ``match`` accepts (a network that delays it

@@ -149,7 +149,7 @@ def test_a_leader_that_removes_itself_and_restarts() -> None:
 def test_liveness_seed_elects_after_healing(seed: int) -> None:
     """Regression set: these chaos seeds ended with every node up and connected and no
     leader ever after (a new voter refusing to vote / a self-removed leader never campaigning)."""
-    report = run_chaos(seed, 10_000)
+    report = run_chaos(seed, 10_000, shapes=False)  # the generator that found them
     assert report.committed > 0
 
 
