@@ -194,6 +194,7 @@ class RaftNode:
         self._end_pending: set[int] = set()
         self._end_resend_ms = NEVER
         self._lost_leader: tuple[int, int] | None = None  # (epoch, leader) we timed out on
+        self._split_seen = False  # candidate: a rival candidate of our epoch asked for votes
         self._recover_role()
 
     # ================================================================== public queries
@@ -549,6 +550,7 @@ class RaftNode:
             self._leader = None
         self._votes_granted = set()
         self._votes_rejected = set()
+        self._split_seen = False
         self._fetch_inflight_since = None
         self._next_fetch_ms = NEVER
         self._fetch_deadline = NEVER
@@ -793,6 +795,15 @@ class RaftNode:
             self._become_unattached(r.candidate_epoch, now)
             if keep != NEVER:
                 self._election_deadline = keep
+        if (self.role is Role.CANDIDATE and r.candidate_epoch == self.qs.epoch
+                and r.candidate_id != self.id and not self._split_seen):
+            # a rival candidate in our epoch: the vote is likely split (both voted for
+            # themselves). Retry after a short jittered backoff, not a whole election timeout
+            # (Kafka backs off like this once a candidacy is lost); only candidates past
+            # pre-vote get here, so a healthy leader is never disturbed
+            self._split_seen = True
+            self._election_deadline = min(self._election_deadline, now + max(
+                self.cfg.election_timeout_ms // 10, self._election_backoff()))
         grant = False
         if self.qs.voted_for == r.candidate_id and self.qs.leader_id is None:
             grant = True  # a retransmission of a request we already granted

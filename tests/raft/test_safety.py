@@ -191,3 +191,22 @@ def test_voter_change_reported_done_then_lost_describe_reports_committed(tmp_pat
     else:
         assert res.error == errors.REQUEST_TIMED_OUT, res
     q.observers_of_events.clear()
+
+
+# ------------------------------------------------------------------ failover
+def test_split_vote_retries_after_a_short_backoff() -> None:
+    """Two followers that lose the leader together both pass pre-vote and split the vote. A
+    candidate asked for a vote by a rival of its own epoch retries after a short jittered
+    backoff instead of a whole election timeout (Kafka's CandidateState backs off with
+    controller.quorum.election.backoff.max.ms once a candidacy is lost); a lone candidate
+    keeps its full timeout."""
+    lone = voter(0)
+    lone._become_candidate(0)
+    assert lone._election_deadline >= lone.cfg.election_timeout_ms
+    n = voter(0)
+    n._become_candidate(0)
+    n.ready()
+    n.step(Envelope(1, 0, VoteRequest(None, 1, 1, 0, 0)), 5)
+    assert not answer(n).vote_granted
+    assert n._election_deadline <= 5 + max(n.cfg.election_timeout_ms // 10,
+                                           2 * n.cfg.retry_backoff_ms)
