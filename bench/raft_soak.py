@@ -13,15 +13,21 @@ shapes fired, and each failure with the command that replays it.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from collections import Counter
-from multiprocessing import Pool
+from multiprocessing import Pool, TimeoutError
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "raft"))
 
 from chaos import run_chaos
+
+
+def _worker_init() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def one(job: tuple[int, int]) -> tuple[int, int, int, dict[str, int], str | None]:
@@ -57,10 +63,17 @@ def main() -> int:
     fired: Counter[str] = Counter()
     failures: list[tuple[int, str]] = []
     t0 = time.monotonic()
-    with Pool(a.procs) as pool:
+    with Pool(a.procs, initializer=_worker_init) as pool:
+        signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop and report
         it = pool.imap_unordered(one, ((s, a.events) for s in seeds), chunksize=1)
         try:
-            for seed, ev, fl, sh, err in it:
+            while done < a.count:
+                if deadline is not None and time.monotonic() > deadline:
+                    break
+                try:
+                    seed, ev, fl, sh, err = it.next(timeout=1.0)
+                except TimeoutError:
+                    continue
                 done += 1
                 events += ev
                 faults += fl
@@ -71,11 +84,9 @@ def main() -> int:
                 if done % 100 == 0:
                     print(f"... {done} seeds, {events} events, {len(failures)} failures, "
                           f"{time.monotonic() - t0:.0f} s", flush=True)
-                if deadline is not None and time.monotonic() > deadline:
-                    pool.terminate()
-                    break
         except KeyboardInterrupt:
-            pool.terminate()
+            print("interrupted: reporting the seeds that finished", flush=True)
+        pool.terminate()
     wall = time.monotonic() - t0
     print(f"seeds run: {done} of {a.count} (from {a.first}), events: {events} "
           f"({a.events} per seed), wall {wall:.0f} s, {a.procs} processes")
