@@ -101,8 +101,14 @@ class _Shapes:
             return True
 
         self._arm(hook)
-        others = [m for m in voters if m != n]
-        sim.expire_timer(rng.choice(others))  # an election now, so that n votes soon
+        # an election now, with rivals: every other voter campaigns at once, so that n votes
+        # soon and rival VoteRequests of the same epoch are on their way to it
+        lid = sim.leader()
+        if lid is not None:
+            sim.resign(lid)
+        for m in voters:
+            if m != n and sim.alive(m):
+                sim.expire_timer(m)
 
     def delay_across_resignation(self) -> None:
         sim, rng = self.sim, self.rng
