@@ -695,10 +695,11 @@ class RaftNode:
         if self.role is Role.RESIGNED:
             self._end_resend_ms = NEVER
         if self._may_stand() and self._may_campaign():
-            if self.role is Role.CANDIDATE:
-                self._become_candidate(now)  # a real election timed out: next epoch
-            else:
-                self._become_prospective(now)
+            # a candidacy that timed out asks again with a pre-vote before it bumps the epoch
+            # (Kafka's pollCandidate: "Election was not granted, transitioning to
+            # prospective"): a hopeless candidate (a stale log) cannot push everyone's epoch
+            # past a leader that the rest of the quorum still follows
+            self._become_prospective(now)
         else:
             self._election_deadline = now + self._random_election_timeout()
             self._next_discover_ms = min(self._next_discover_ms, now)

@@ -210,3 +210,26 @@ def test_split_vote_retries_after_a_short_backoff() -> None:
     assert not answer(n).vote_granted
     assert n._election_deadline <= 5 + max(n.cfg.election_timeout_ms // 10,
                                            2 * n.cfg.retry_backoff_ms)
+
+
+def test_a_candidate_that_times_out_asks_again_with_a_pre_vote() -> None:
+    """Found by the soak (seed 203952 of bench/raft_soak.py, 1000 events): a candidate with
+    a stale log re-ran elections straight at epoch + 1 for ever, moving every observer past the
+    epoch of the leader the rest of the quorum followed, so they never settled. Kafka's
+    KafkaRaftClient.pollCandidate: "Election was not granted, transitioning to prospective"."""
+    n = voter(0)
+    for m in (1, 2):
+        n.brokers.setdefault(m, n.brokers[0])
+    n._become_candidate(0)
+    n.ready()
+    assert n.epoch == 1
+    n.tick(n._election_deadline)
+    r = n.ready()
+    assert n.role_name() == "Prospective" and n.epoch == 1 and r.quorum_state is None
+    assert all(isinstance(m.body, VoteRequest) and m.body.pre_vote for m in r.messages
+               if isinstance(m.body, VoteRequest))
+
+
+def test_soak_seed_203952_settles() -> None:
+    """Regression set: the soak seed above, with the fault shapes."""
+    assert run_chaos(203952, 1000).committed > 0
