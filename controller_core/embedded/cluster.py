@@ -48,6 +48,7 @@ from controller_core.metadata.records import (
 )
 from controller_core.model import NO_LEADER, ElectionType, TopicPartition
 from controller_core.raft.describe import QuorumStatus
+from controller_core.raft.snapshot import RaftSnapshot
 from controller_core.storage.framing import write_atomically
 from controller_core.storage.metadata_log import MetadataLog, Recovered
 
@@ -213,11 +214,21 @@ class EmbeddedCluster:
         write_atomically(self.state_dir / DATAPLANE_FILE, orjson.dumps(doc))
 
     def snapshot(self) -> Path:
+        """Snapshot the committed image: into the local metadata log, and as the KIP-630
+        snapshot of the metadata quorum at the same offset, so that the quorum drops its log
+        below it (the same rows, in the payload format the quorum commits)."""
         self._flush()
-        path = self.log.write_snapshot(self.image.snapshot_rows(), timestamp_ms=self.now_ms())
+        rows = list(self.image.snapshot_rows())
+        path = self.log.write_snapshot(rows, timestamp_ms=self.now_ms())
+        self.quorum.snapshot(self._quorum_end, _payloads(rows))
         self._since_snapshot = 0
         self.checkpoint()
         return path
+
+    def _maybe_snapshot(self) -> None:
+        # after a whole flush, never between its chunks: the image holds all of them then
+        if self._since_snapshot >= self.spec.snapshot_every_records:
+            self.snapshot()
 
     def close(self) -> None:
         self.checkpoint()
@@ -255,7 +266,7 @@ class EmbeddedCluster:
             return
         records, self._pending = self._pending, []
         chunks = [records[i:i + QUORUM_CHUNK] for i in range(0, len(records), QUORUM_CHUNK)]
-        payloads = [orjson.dumps([encode_record(r) for r in chunk]) for chunk in chunks]
+        payloads = _payloads([encode_record(r) for r in records])
         first = (self.quorum.commit(payloads, self.spec.controller_request_timeout_ms)
                  if self.controller_available else None)
         self.now = max(self.now, self.quorum.now_s())
@@ -266,6 +277,7 @@ class EmbeddedCluster:
                                 f"{self.spec.controller_request_timeout_ms} ms; nothing changed")
         for i, payload in enumerate(payloads):
             self._keep(payload, len(chunks[i]), first + i + 1)
+        self._maybe_snapshot()
 
     def _keep(self, payload: bytes, count: int, quorum_end: int) -> None:
         """Append a committed entry to the local metadata log (and snapshot when due)."""
@@ -273,19 +285,37 @@ class EmbeddedCluster:
                                 quorum_end=quorum_end)
         self._quorum_end = quorum_end
         self._since_snapshot += count
-        if self._since_snapshot >= self.spec.snapshot_every_records:
-            self.snapshot()
 
     def _apply_committed(self) -> None:
         """Apply committed entries this process has not applied (after a restart, or a
         commit that arrived after its request had timed out)."""
         if self.quorum.committed_end <= self._quorum_end:
             return
+        snap = self.quorum.latest_snapshot()
+        if (snap is not None and snap.end_offset > self._quorum_end
+                and self.quorum.committed_start() > self._quorum_end):
+            self._load_quorum_snapshot(snap)
         for off, payload in list(self.quorum.committed_from(self._quorum_end)):
             rows = orjson.loads(payload)
             for row in rows:
                 self._apply(decode_record(row))
             self._keep(payload, len(rows), off + 1)
+        self._maybe_snapshot()
+
+    def _load_quorum_snapshot(self, snap: RaftSnapshot) -> None:
+        """The local metadata log is behind the quorum's snapshot (its log below is gone):
+        rebuild the image from the snapshot (KIP-630 handleLoadSnapshot) and keep it as the
+        local snapshot too."""
+        self.image = MetadataImage()
+        self.data.image = self.image
+        self.controller = Controller(self.image, self._emit)
+        for payload in snap.records:
+            self.image.apply_rows(orjson.loads(payload))
+        self.data.invalidate()
+        self._quorum_end = snap.end_offset
+        self.log.quorum_end = snap.end_offset
+        self.log.write_snapshot(self.image.snapshot_rows(), timestamp_ms=self.now_ms())
+        self._since_snapshot = 0
 
     def _roll_back(self) -> None:
         """Forget uncommitted changes: rebuild the image from the committed metadata."""
@@ -600,6 +630,11 @@ class EmbeddedCluster:
             raise KeyError(str(tp))
         return int(self.data.high_watermark(tp, p, self.now))
 
+
+
+def _payloads(rows: list[Any]) -> list[bytes]:
+    """Encoded rows as quorum records: JSON lists of up to QUORUM_CHUNK rows."""
+    return [orjson.dumps(rows[i:i + QUORUM_CHUNK]) for i in range(0, len(rows), QUORUM_CHUNK)]
 
 
 def _rng_json(state: tuple[Any, ...]) -> list[Any]:

@@ -20,6 +20,7 @@ from controller_core.raft.describe import QuorumStatus
 from controller_core.raft.network import NetworkConfig
 from controller_core.raft.node import NotLeaderError
 from controller_core.raft.quorum import SimulatedQuorum
+from controller_core.raft.snapshot import RaftSnapshot
 
 
 class MetadataQuorum:
@@ -85,6 +86,34 @@ class MetadataQuorum:
 
     def committed_from(self, offset: int) -> Iterator[tuple[int, bytes]]:
         return self.q.committed_since(offset)
+
+    def committed_start(self) -> int:
+        """Committed entries below this are only in snapshots (KIP-630)."""
+        return self.q.committed_start()
+
+    # -- snapshots (KIP-630) --------------------------------------------------------------------
+    def snapshot(self, end_offset: int, records: Sequence[bytes]) -> int:
+        """Every node snapshots the state ``records`` at ``end_offset`` and drops its log
+        below, as soon as it has committed that far (followers learn the high watermark a
+        fetch later: give them that long). Returns how many nodes hold the snapshot; a node
+        left below the leader's log start gets the leader's snapshot by FetchSnapshot."""
+        self.q.offer_snapshot(end_offset, records)
+
+        def holders() -> int:
+            return sum(1 for node in self.q.nodes.values()
+                       if node is not None and node.log_start_offset >= end_offset)
+        running = sum(1 for node in self.q.nodes.values() if node is not None)
+        # a follower parked in a long poll hears of the high watermark when the poll ends;
+        # the wait is the controllers' own business: the cluster's clock does not move
+        now_s = self.now_s()
+        self.q.run_until(lambda: holders() == running, 2 * self.q.config.fetch_max_wait_ms)
+        self.rebase(now_s)
+        return holders()
+
+    def latest_snapshot(self) -> RaftSnapshot | None:
+        snaps = [node.snapshot for node in self.q.nodes.values()
+                 if node is not None and node.snapshot is not None]
+        return max(snaps, key=lambda s: s.end_offset, default=None)
 
     # -- admin ----------------------------------------------------------------------------------
     def describe(self) -> QuorumStatus:

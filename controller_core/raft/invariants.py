@@ -10,6 +10,10 @@ also follows the votes: a node never votes twice in an epoch (across restarts to
 leader holds the votes of a majority of *its* voters (a vote from a non-voter never counts),
 and a leader appends a voter change only once an entry of its own epoch is committed
 (Ongaro's fix to single-server changes).
+
+With KIP-630 snapshots a node's log starts at its snapshot: the committed prefix below is
+checked through the snapshot (its end is committed, its id's epoch is the committed entry's,
+its records are the application state there), the log above it entry by entry.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ class _NodeTrack:
     log: RaftLog | None = None
     verified: int = 0
     hw: int = 0
+    snapshot: object = None  # the last snapshot checked
 
 
 @dataclass
@@ -151,6 +156,7 @@ class InvariantChecker:
         tr = self.tracks.setdefault(n, _NodeTrack())
         if tr.log is not node.log:  # a restart: a new incarnation
             tr.log, tr.verified, tr.hw = node.log, 0, 0
+            tr.snapshot = None
         # MonotonicHighWatermark (per incarnation; the global one above)
         if node.hw < tr.hw:
             self.fail(f"node {n}: high watermark went back {tr.hw}->{node.hw}")
@@ -160,6 +166,7 @@ class InvariantChecker:
                       f"{self.committed_end}")
         # ConsistentCommittedData / no committed entry lost on a running node
         log = node.log
+        self._check_snapshot(n, node, tr)
         if log.end_offset < tr.verified:
             self.fail(f"node {n}: truncated committed entries ({tr.verified} -> "
                       f"{log.end_offset})")
@@ -177,6 +184,31 @@ class InvariantChecker:
                                   f"one ({e!r} != {self.ref[off]!r})")
             tr.verified = upto
 
+    def _check_snapshot(self, n: int, node: RaftNode, tr: _NodeTrack) -> None:
+        snap = node.snapshot
+        if snap is None or snap is tr.snapshot:
+            return
+        tr.snapshot = snap
+        end = snap.end_offset
+        if end > self.committed_end:
+            self.fail(f"node {n}: snapshot {snap.id} goes beyond what was ever committed "
+                      f"{self.committed_end}")
+        if self.ref[end - 1][0] != snap.id.epoch:
+            self.fail(f"node {n}: snapshot {snap.id} has epoch {snap.id.epoch}, the committed "
+                      f"entry at {end - 1} epoch {self.ref[end - 1][0]}")
+        state = self.sim.snapshot_state
+        if state is not None and tuple(snap.records) != tuple(state(end)):
+            self.fail(f"node {n}: snapshot {snap.id} does not hold the committed state")
+        if node.log.start_offset != end:
+            self.fail(f"node {n}: log starts at {node.log.start_offset}, snapshot ends at {end}")
+        tr.verified = max(tr.verified, end)
+
+    @staticmethod
+    def _epoch_matches(log: RaftLog, offset: int, want: int) -> bool:
+        """The entry at ``offset - 1`` has epoch ``want`` (below the log start the snapshot
+        holds the committed prefix, which :meth:`_check_snapshot` verified)."""
+        return offset < log.start_offset or log.epoch_at(offset - 1) == want
+
     def _has_prefix(self, n: int, offset: int) -> bool:
         """Node ``n`` durably holds the committed prefix up to ``offset`` (Log Matching: the
         same epoch at ``offset - 1`` means the same prefix)."""
@@ -186,15 +218,19 @@ class InvariantChecker:
         if isinstance(st, MemoryStorage):
             if st.durable_end < offset:
                 return False
-            b = next(b for b in reversed(st.durable) if b.base_offset <= offset - 1)
-            if b.epoch != want:
+            b = next((b for b in reversed(st.durable) if b.base_offset <= offset - 1), None)
+            if b is not None and b.epoch != want:
+                return False
+            snap = st.snapshot
+            if b is None and (snap is None or (offset == snap.end_offset
+                                               and snap.id.epoch != want)):
                 return False
             return node is None or (node.log.end_offset >= offset
-                                    and node.log.epoch_at(offset - 1) == want)
+                                    and self._epoch_matches(node.log, offset, want))
         if node is None:
             return False
         return (node.durable_end >= offset and node.log.end_offset >= offset
-                and node.log.epoch_at(offset - 1) == want)
+                and self._epoch_matches(node.log, offset, want))
 
     def _check_majority(self) -> None:
         """MajorityReachedHighWatermark: the committed end is durable on a majority."""
@@ -210,7 +246,7 @@ class InvariantChecker:
                 candidates.append(at[1].current_voters if at else node.bootstrap_voters)
                 candidates.append(node.voters())
             elif (node is not None and node.is_leader and node.log.end_offset >= c
-                  and node.log.epoch_at(c - 1) == self.ref[c - 1][0]):
+                  and self._epoch_matches(node.log, c, self.ref[c - 1][0])):
                 # a leader counts the configuration it appended at once (even unflushed)
                 candidates.append(node.voters())
         if not candidates:

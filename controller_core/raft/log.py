@@ -3,6 +3,10 @@
 Offsets are record offsets, as in Kafka; a batch covers ``count`` of them. The log keeps
 an epoch index (first offset of every epoch) for the Fetch divergence check and the list of
 configuration records, so that truncating a configuration entry reverts the configuration.
+
+Below ``start_offset`` the log is a KIP-630 snapshot (Kafka's log start offset): its id gives
+the epoch of the record just before the start, its configuration is the first entry of the
+configuration list, so the epoch index and the configuration queries work across it.
 """
 
 from __future__ import annotations
@@ -10,17 +14,25 @@ from __future__ import annotations
 from bisect import bisect_right
 
 from controller_core.raft.records import Batch, VoterAssignment
+from controller_core.raft.snapshot import SnapshotId
 
 
 class RaftLog:
-    def __init__(self, batches: list[Batch] | None = None) -> None:
+    def __init__(self, batches: list[Batch] | None = None, *,
+                 snapshot: tuple[SnapshotId, VoterAssignment | None] | None = None) -> None:
         self._batches: list[Batch] = []
         self._bases: list[int] = []
         self._epochs: list[tuple[int, int]] = []  # (epoch, start offset), epochs increasing
         self._configs: list[tuple[int, VoterAssignment]] = []  # (offset, record)
         self.end_offset = 0
+        self.start_offset = 0
+        self.snapshot_id: SnapshotId | None = None
+        if snapshot is not None:
+            self.reset_to_snapshot(*snapshot)
         for b in batches or []:
-            self.append(b)
+            if b.end_offset <= self.start_offset:
+                continue  # contained in the snapshot
+            self.append(b.slice(self.start_offset, b.end_offset))
 
     # ------------------------------------------------------------------ queries
     @property
@@ -42,6 +54,9 @@ class RaftLog:
         """
         i = bisect_right(self._epochs, epoch, key=lambda e: e[0]) - 1
         if i < 0:
+            if self.snapshot_id is not None:
+                # older than the snapshot: Kafka answers with the snapshot's id
+                return self.snapshot_id.epoch, self.start_offset
             return 0, 0
         found = self._epochs[i][0]
         end = self._epochs[i + 1][1] if i + 1 < len(self._epochs) else self.end_offset
@@ -51,6 +66,11 @@ class RaftLog:
         """Epoch of the record at ``offset`` (0 for offset -1, i.e. before the log)."""
         if offset < 0:
             return 0
+        if offset < self.start_offset:
+            if offset == self.start_offset - 1 and self.snapshot_id is not None:
+                return self.snapshot_id.epoch
+            raise IndexError(f"offset {offset} is below the log start {self.start_offset} "
+                             f"(it is in the snapshot)")
         if offset >= self.end_offset:
             raise IndexError(f"offset {offset} is past the log end {self.end_offset}")
         i = bisect_right(self._epochs, offset, key=lambda e: e[1]) - 1
@@ -63,6 +83,9 @@ class RaftLog:
         """Batches from ``start``; at least one batch if any, then up to ``max_bytes``."""
         if start >= self.end_offset:
             return []
+        if start < self.start_offset:
+            raise IndexError(f"offset {start} is below the log start {self.start_offset} "
+                             f"(it is in the snapshot)")
         i = self.batch_index(start)
         out: list[Batch] = []
         total = 0
@@ -115,7 +138,9 @@ class RaftLog:
         """Remove every record at ``offset`` and beyond."""
         if offset >= self.end_offset:
             return
-        offset = max(offset, 0)
+        if offset < self.start_offset:
+            raise ValueError(f"cannot truncate to {offset}: below the log start "
+                             f"{self.start_offset} (the snapshot is committed)")
         i = self.batch_index(offset)
         keep_partial = None
         if i >= 0 and self._batches[i].base_offset < offset:
@@ -129,5 +154,41 @@ class RaftLog:
         self.end_offset = offset
         while self._epochs and self._epochs[-1][1] >= offset:
             self._epochs.pop()
+        if not self._epochs and self.snapshot_id is not None:
+            self._epochs.append((self.snapshot_id.epoch, self.start_offset))
         while self._configs and self._configs[-1][0] >= offset:
             self._configs.pop()
+
+    # ------------------------------------------------------------------ snapshots
+    def reset_to_snapshot(self, sid: SnapshotId, config: VoterAssignment | None) -> None:
+        """Drop the whole log and start it at the snapshot's end (Kafka's
+        ``truncateFullyAndStartAt``, used when a follower installs a fetched snapshot)."""
+        self._batches, self._bases = [], []
+        self.start_offset = self.end_offset = sid.end_offset
+        self.snapshot_id = sid
+        self._epochs = [(sid.epoch, sid.end_offset)]
+        self._configs = [(sid.end_offset - 1, config)] if config is not None else []
+
+    def compact(self, sid: SnapshotId) -> VoterAssignment | None:
+        """Drop every record below the snapshot ``sid`` (Kafka's ``deleteBeforeSnapshot``);
+        returns the configuration in force at its end, which the snapshot carries."""
+        end = sid.end_offset
+        if not self.start_offset < end <= self.end_offset:
+            raise ValueError(f"snapshot end {end} is not within the log "
+                             f"({self.start_offset}, {self.end_offset}]")
+        if self.epoch_at(end - 1) != sid.epoch:
+            raise ValueError(f"snapshot {sid} does not match the log: offset {end - 1} has "
+                             f"epoch {self.epoch_at(end - 1)}")
+        at = self.config_at(end - 1)
+        config = at[1] if at is not None else None
+        keep = [b if b.base_offset >= end else b.slice(end, b.end_offset)
+                for b in self._batches[max(0, self.batch_index(end)):] if b.end_offset > end]
+        self._batches = keep
+        self._bases = [b.base_offset for b in keep]
+        self._epochs = [(sid.epoch, end)] + [e for e in self._epochs
+                                             if e[1] >= end and e[0] > sid.epoch]
+        self._configs = ([(end - 1, config)] if config is not None else []) + [
+            c for c in self._configs if c[0] >= end]
+        self.start_offset = end
+        self.snapshot_id = sid
+        return config

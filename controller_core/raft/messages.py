@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from controller_core.errors import NONE, ErrorCode
 from controller_core.raft.records import Batch
+from controller_core.raft.snapshot import SnapshotId
 
 NO_LEADER = -1
 
@@ -85,10 +86,34 @@ class FetchResponse:
     diverging_end_offset: int = -1
     fetch_offset: int = -1  # echo of the request
     last_fetched_epoch: int = -1  # echo of the request
+    snapshot_id: SnapshotId | None = None  # KIP-630: fetch this snapshot first (FetchSnapshot)
 
     @property
     def diverging(self) -> bool:
         return self.diverging_epoch >= 0
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotRequest:
+    """KIP-630: ``max_bytes`` of the snapshot ``snapshot_id`` from byte ``position``."""
+
+    cluster_id: str | None
+    replica_id: int
+    current_leader_epoch: int
+    snapshot_id: SnapshotId
+    position: int
+    max_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotResponse:
+    error: ErrorCode
+    leader_id: int
+    leader_epoch: int
+    snapshot_id: SnapshotId | None = None
+    size: int = -1  # of the whole snapshot, in bytes
+    position: int = -1
+    data: bytes = b""  # Kafka's UnalignedRecords: any byte range of the snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,9 +144,9 @@ class DiscoverBrokersResponse:
 
 
 Request = (VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
-           | DiscoverBrokersRequest)
+           | DiscoverBrokersRequest | FetchSnapshotRequest)
 Response = (VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
-            | DiscoverBrokersResponse)
+            | DiscoverBrokersResponse | FetchSnapshotResponse)
 Body = Request | Response
 
 
@@ -135,6 +160,8 @@ class Envelope:
     def size_bytes(self) -> int:
         if isinstance(self.body, FetchResponse):
             return 64 + sum(b.size_bytes for b in self.body.batches)
+        if isinstance(self.body, FetchSnapshotResponse):
+            return 64 + len(self.body.data)
         return 64
 
 

@@ -44,10 +44,19 @@ from controller_core.raft.messages import (
     Envelope,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     VoteRequest,
     VoteResponse,
 )
 from controller_core.raft.records import Batch, LeaderChange, VoterAssignment
+from controller_core.raft.snapshot import (
+    RaftSnapshot,
+    SnapshotDecodeError,
+    SnapshotId,
+    decode_snapshot,
+    encode_snapshot,
+)
 from controller_core.raft.state import QuorumState, Role
 
 NOT_LEADER_OR_FOLLOWER = ErrorCode.of(_kerr.NotLeaderForPartitionError)
@@ -56,6 +65,8 @@ DUPLICATE_VOTER = ErrorCode.of(_kerr.DuplicateVoterError)
 VOTER_NOT_FOUND = ErrorCode.of(_kerr.VoterNotFoundError)
 NOT_ENOUGH_REPLICAS = ErrorCode.of(_kerr.NotEnoughReplicasError)
 FENCED_LEADER_EPOCH = ErrorCode.of(_kerr.FencedLeaderEpochError)
+SNAPSHOT_NOT_FOUND = ErrorCode.of(_kerr.SnapshotNotFoundError)
+POSITION_OUT_OF_RANGE = ErrorCode.of(_kerr.PositionOutOfRangeError)
 
 NEVER = 1 << 62
 
@@ -82,11 +93,17 @@ class Ready:
     messages: tuple[Envelope, ...]  # 5. send
     committed: tuple[Batch, ...]  # 6. apply (the high watermark passed them)
     high_watermark: int
+    snapshot: RaftSnapshot | None = None
+    """1b. (after the quorum state) write this snapshot atomically, then drop the log below its
+    end — all of the log if ``snapshot_reset`` (a snapshot fetched from the leader replaces
+    the local log and state: the application loads it before applying ``committed``)."""
+    snapshot_reset: bool = False
 
     @property
     def empty(self) -> bool:
         return (self.quorum_state is None and self.truncate_to is None and not self.appends
-                and not self.sync and not self.messages and not self.committed)
+                and not self.sync and not self.messages and not self.committed
+                and self.snapshot is None)
 
 
 @dataclass(slots=True)
@@ -114,6 +131,16 @@ class AlterQuorumResult:
 
 
 @dataclass(slots=True)
+class _SnapshotFetch:
+    """A snapshot being fetched from the leader of ``epoch`` (KIP-630 FetchSnapshot)."""
+
+    id: SnapshotId
+    epoch: int
+    leader: int
+    data: bytearray = field(default_factory=bytearray)
+
+
+@dataclass(slots=True)
 class _Parked:
     src: int
     request: FetchRequest
@@ -137,6 +164,8 @@ def majority(n: int) -> int:
 
 
 class RaftNode:
+    _snapshot_out: tuple[RaftSnapshot, bool] | None  # (snapshot, reset) for the next Ready
+
     def __init__(
         self,
         node_id: int,
@@ -151,6 +180,7 @@ class RaftNode:
         bootstrap_servers: Sequence[int] = (),
         host: str = "",
         port: int = 0,
+        snapshot: RaftSnapshot | None = None,
     ) -> None:
         if node_id < 0:
             raise ValueError(f"node_id must be >= 0, got {node_id}")
@@ -162,7 +192,8 @@ class RaftNode:
         self.now = now_ms
         self.bootstrap_voters = tuple(sorted(voters))
         self.bootstrap_servers = tuple(s for s in bootstrap_servers if s != node_id)
-        self.log = RaftLog(list(log))
+        self.log = RaftLog(list(log), snapshot=None if snapshot is None else (
+            snapshot.id, snapshot.config))
         self._configured_cluster_id = cluster_id
         self.qs = quorum_state or QuorumState()
         self.role = Role.UNATTACHED
@@ -195,6 +226,7 @@ class RaftNode:
         self._end_resend_ms = NEVER
         self._lost_leader: tuple[int, int] | None = None  # (epoch, leader) we timed out on
         self._split_seen = False  # candidate: a rival candidate of our epoch asked for votes
+        self._init_snapshots(snapshot)
         self._recover_role()
 
     # ================================================================== public queries
@@ -262,7 +294,7 @@ class RaftNode:
         ls = self._leader
         if ls is not None:
             d = min(ls.flush_at_ms, self._check_quorum_deadline(ls))
-            if len(ls.begin_acked) + 1 < len(self.voters()):
+            if self._begin_targets():
                 d = min(d, ls.begin_resend_ms)
             for p in ls.parked.values():
                 d = min(d, p.expires_ms)
@@ -281,7 +313,8 @@ class RaftNode:
     def has_ready(self) -> bool:
         return (self._qs_dirty or self._truncate_to is not None
                 or self._persisted_end < self.log.end_offset or self._sync_needed
-                or bool(self._out) or self._applied < self.hw)
+                or bool(self._out) or self._applied < self.hw
+                or self._snapshot_out is not None)
 
     def ready(self) -> Ready:
         appends = tuple(self.log.batches_from(self._persisted_end))
@@ -298,7 +331,10 @@ class RaftNode:
             messages=tuple(self._out),
             committed=committed,
             high_watermark=self.hw,
+            snapshot=self._snapshot_out[0] if self._snapshot_out else None,
+            snapshot_reset=self._snapshot_out[1] if self._snapshot_out else False,
         )
+        self._snapshot_out = None
         self._out = []
         self._qs_dirty = False
         self._truncate_to = None
@@ -366,6 +402,10 @@ class RaftNode:
             self._on_discover_request(src, b)
         elif isinstance(b, DiscoverBrokersResponse):
             self._on_discover_response(src, b)
+        elif isinstance(b, FetchSnapshotRequest):
+            self._on_fetch_snapshot_request(src, b)
+        elif isinstance(b, FetchSnapshotResponse):
+            self._on_fetch_snapshot_response(src, b)
         else:  # pragma: no cover - exhaustive over Body
             raise TypeError(f"unknown message {type(b).__name__}")
 
@@ -874,12 +914,23 @@ class RaftNode:
         if self._leader is not None and r.error == NONE and r.leader_epoch == self.qs.epoch:
             self._leader.begin_acked.add(src)
 
+    def _begin_targets(self) -> set[int]:
+        """Voters to (re)send BeginQuorumEpoch to: those that never acknowledged it, and those
+        not fetching any more. A voter that moved to a higher epoch (it campaigned while cut
+        off) answers with that epoch and we step down; with pre-vote it could otherwise never
+        win nor rejoin (Kafka's leader resends BeginQuorumEpoch to voters without a recent
+        fetch; etcd-raft answers a lower-term leader for the same reason)."""
+        ls = self._leader
+        assert ls is not None
+        return {v for v in self.voters()
+                if v != self.id and (v not in ls.begin_acked or not self.is_live(v))}
+
     def _send_begin(self, now: int) -> None:
         ls = self._leader
         assert ls is not None
         req = BeginQuorumEpochRequest(self.cluster_id(), self.id, self.qs.epoch)
         for v in self.voters():
-            if v != self.id and v not in ls.begin_acked:
+            if v in self._begin_targets():
                 self._send(v, req)
         ls.begin_resend_ms = now + max(self.cfg.retry_backoff_ms,
                                        self.cfg.election_timeout_ms // 4)
@@ -963,6 +1014,8 @@ class RaftNode:
         leader = self.qs.leader_id
         if leader is None:
             return
+        if self._continue_snapshot_fetch(leader, now):
+            return
         self._send(leader, FetchRequest(self.cluster_id(), self.id, self.qs.epoch,
                                         self.log.end_offset, self.log.last_epoch,
                                         self.cfg.fetch_max_bytes))
@@ -990,6 +1043,9 @@ class RaftNode:
             return  # stale or duplicated answer to an older fetch
         self._fetch_inflight_since = None
         self._touch_leader(now)
+        if r.snapshot_id is not None:
+            self._start_snapshot_fetch(src, r.snapshot_id, now)
+            return
         if r.diverging:
             _, own_end = self.log.end_offset_for_epoch(r.diverging_epoch)
             cut = min(r.diverging_end_offset, own_end)
@@ -1045,6 +1101,9 @@ class RaftNode:
         now = self.now
         ls.begin_acked.add(src)
         ls.parked.pop(src, None)
+        if self._fetch_needs_snapshot(r):
+            self._reply_snapshot_id(src, r)
+            return
         if r.fetch_offset > 0:
             found, end = self.log.end_offset_for_epoch(r.last_fetched_epoch)
             if found != r.last_fetched_epoch or end < r.fetch_offset:
@@ -1071,6 +1130,9 @@ class RaftNode:
         self._answer_fetch(src, r)
 
     def _answer_fetch(self, src: int, r: FetchRequest) -> None:
+        if self._fetch_needs_snapshot(r):
+            self._reply_snapshot_id(src, r)  # we took a snapshot while it was parked
+            return
         batches = tuple(self.log.read(r.fetch_offset, r.max_bytes))
         self._send(src, FetchResponse(NONE, self.id, self.qs.epoch, self.hw, batches,
                                       fetch_offset=r.fetch_offset,
@@ -1084,6 +1146,193 @@ class RaftNode:
             if not only_expired or self.now >= p.expires_ms:
                 del ls.parked[src]
                 self._answer_fetch(src, p.request)
+
+    # ================================================================== snapshots (KIP-630)
+    def _init_snapshots(self, snapshot: RaftSnapshot | None) -> None:
+        self._snapshot = snapshot
+        self._snapshot_bytes: dict[SnapshotId, bytes] = {}  # encoded, to serve FetchSnapshot
+        self._snapshot_out = None
+        self._snap_fetch: _SnapshotFetch | None = None
+        if snapshot is not None:
+            # a snapshot holds committed state only, and the application has loaded it
+            self.hw = self._applied = snapshot.end_offset
+
+    @property
+    def snapshot(self) -> RaftSnapshot | None:
+        """The latest snapshot (the log starts at its end)."""
+        return self._snapshot
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.start_offset
+
+    def create_snapshot(self, end_offset: int, records: Sequence[bytes]) -> RaftSnapshot:
+        """The application's state at ``end_offset`` (everything below it applied) becomes a
+        snapshot; the log below it is dropped (RaftClient.createSnapshot, then
+        ReplicatedLog.deleteBeforeSnapshot). Only committed state can be snapshotted."""
+        if end_offset > min(self.hw, self._applied):
+            raise ValueError(f"node {self.id}: cannot snapshot at {end_offset}: only offsets up "
+                             f"to the applied high watermark {min(self.hw, self._applied)} are "
+                             f"committed")
+        if end_offset <= self.log.start_offset:
+            raise ValueError(f"node {self.id}: a snapshot at {end_offset} is not newer than the "
+                             f"log start {self.log.start_offset}")
+        sid = SnapshotId(end_offset, self.log.epoch_at(end_offset - 1))
+        config = self.log.compact(sid)
+        snap = RaftSnapshot(sid, config, tuple(records))
+        self._persisted_end = max(self._persisted_end, end_offset)
+        self._keep_snapshot(snap, reset=False)
+        return snap
+
+    def _keep_snapshot(self, snap: RaftSnapshot, *, reset: bool) -> None:
+        self._snapshot = snap
+        # the previous one stays servable for a FetchSnapshot already under way
+        self._snapshot_bytes = {k: v for k, v in self._snapshot_bytes.items()
+                                if k == max(self._snapshot_bytes)}
+        pending_reset = self._snapshot_out is not None and self._snapshot_out[1]
+        self._snapshot_out = (snap, reset or pending_reset)
+
+    def _fetch_needs_snapshot(self, r: FetchRequest) -> bool:
+        """Kafka's ReplicatedLog.validateOffsetAndEpoch (SNAPSHOT) and the empty-log shortcut
+        of KafkaRaftClient.tryCompleteFetchRequest."""
+        sid = self.log.snapshot_id
+        if sid is None:
+            return False
+        start = self.log.start_offset
+        return (r.fetch_offset == 0 or r.fetch_offset < start
+                or (r.fetch_offset == start and r.last_fetched_epoch != sid.epoch)
+                or r.last_fetched_epoch < sid.epoch)
+
+    def _reply_snapshot_id(self, src: int, r: FetchRequest) -> None:
+        ls = self._leader
+        assert ls is not None and self.log.snapshot_id is not None
+        p = ls.progress.setdefault(src, ReplicaProgress())
+        p.last_fetch_ms = self.now  # alive (check quorum), though its log end is unknown
+        self._send(src, FetchResponse(NONE, self.id, self.qs.epoch, self.hw,
+                                      fetch_offset=r.fetch_offset,
+                                      last_fetched_epoch=r.last_fetched_epoch,
+                                      snapshot_id=self.log.snapshot_id))
+
+    def _snapshot_data(self, sid: SnapshotId) -> bytes | None:
+        data = self._snapshot_bytes.get(sid)
+        if data is None and self._snapshot is not None and self._snapshot.id == sid:
+            data = self._snapshot_bytes[sid] = encode_snapshot(self._snapshot)
+        return data
+
+    def _on_fetch_snapshot_request(self, src: int, r: FetchSnapshotRequest) -> None:
+        """Leader: a chunk of a snapshot (KafkaRaftClient.handleFetchSnapshotRequest)."""
+        def error(err: ErrorCode) -> None:
+            self._send(src, FetchSnapshotResponse(err, self._leader_hint(), self.qs.epoch,
+                                                  r.snapshot_id))
+        if not self._cluster_ok(r.cluster_id):
+            error(INCONSISTENT_CLUSTER_ID)
+            return
+        if r.current_leader_epoch < self.qs.epoch:
+            error(FENCED_LEADER_EPOCH)
+            return
+        if r.current_leader_epoch > self.qs.epoch:
+            error(UNKNOWN_LEADER_EPOCH)
+            return
+        ls = self._leader
+        if ls is None:
+            error(NOT_LEADER_OR_FOLLOWER)
+            return
+        ls.begin_acked.add(src)
+        ls.progress.setdefault(src, ReplicaProgress()).last_fetch_ms = self.now
+        data = self._snapshot_data(r.snapshot_id)
+        if data is None:
+            error(SNAPSHOT_NOT_FOUND)
+            return
+        if not 0 <= r.position <= len(data):
+            error(POSITION_OUT_OF_RANGE)
+            return
+        chunk = data[r.position:r.position + max(1, r.max_bytes)]
+        self._send(src, FetchSnapshotResponse(NONE, self.id, self.qs.epoch, r.snapshot_id,
+                                              len(data), r.position, chunk))
+
+    def _start_snapshot_fetch(self, leader: int, sid: SnapshotId, now: int) -> None:
+        sf = self._snap_fetch
+        if sf is None or (sf.id, sf.epoch, sf.leader) != (sid, self.qs.epoch, leader):
+            self._snap_fetch = _SnapshotFetch(sid, self.qs.epoch, leader)
+        self._send_fetch_snapshot(now)
+
+    def _continue_snapshot_fetch(self, leader: int, now: int) -> bool:
+        """A fetch of a snapshot from this leader is under way: ask for its next chunk."""
+        sf = self._snap_fetch
+        if sf is None:
+            return False
+        if (sf.epoch, sf.leader) != (self.qs.epoch, leader):
+            self._snap_fetch = None  # a new leader: start again with a Fetch
+            return False
+        self._send_fetch_snapshot(now)
+        return True
+
+    def _send_fetch_snapshot(self, now: int) -> None:
+        sf = self._snap_fetch
+        assert sf is not None
+        self._send(sf.leader, FetchSnapshotRequest(self.cluster_id(), self.id, self.qs.epoch,
+                                                   sf.id, len(sf.data), self.cfg.fetch_max_bytes))
+        self._fetch_inflight_since = now
+        self._next_fetch_ms = NEVER
+
+    def _on_fetch_snapshot_response(self, src: int, r: FetchSnapshotResponse) -> None:
+        """Follower (KafkaRaftClient.handleFetchSnapshotResponse): append the chunk; once the
+        snapshot is whole, verify and install it and go on fetching from its end."""
+        now = self.now
+        leader = r.leader_id if r.leader_id != NO_LEADER else None
+        if r.leader_epoch > self.qs.epoch:
+            self._observe_epoch(r.leader_epoch, leader, now)
+            return
+        sf = self._snap_fetch
+        if (self.role is not Role.FOLLOWER or src != self.qs.leader_id or sf is None
+                or r.leader_epoch != self.qs.epoch or r.snapshot_id != sf.id):
+            return
+        if r.error != NONE:
+            if leader is not None and leader != src:
+                self._become_follower(r.leader_epoch, leader, now)
+                return
+            # SNAPSHOT_NOT_FOUND / POSITION_OUT_OF_RANGE: the leader has a newer snapshot
+            self._snap_fetch = None
+            self._fetch_inflight_since = None
+            self._next_fetch_ms = now + self.cfg.retry_backoff_ms
+            return
+        if r.position != len(sf.data):
+            return  # a duplicate or a late answer to an earlier chunk
+        self._fetch_inflight_since = None
+        self._touch_leader(now)
+        sf.data += r.data
+        if len(sf.data) < r.size and r.data:
+            self._send_fetch_snapshot(now)
+            return
+        self._snap_fetch = None
+        self._next_fetch_ms = now
+        try:
+            snap = decode_snapshot(bytes(sf.data), f"snapshot {sf.id} from leader {src}")
+        except SnapshotDecodeError:
+            return  # damaged in transit: fetch again, from a Fetch
+        if snap.id != sf.id or len(sf.data) != r.size:
+            return
+        self._install_snapshot(snap)
+
+    def _install_snapshot(self, snap: RaftSnapshot) -> None:
+        end = snap.end_offset
+        if end <= self.log.start_offset:
+            return
+        if end <= self.log.end_offset and self.log.epoch_at(end - 1) == snap.id.epoch:
+            # our log holds the snapshot's last entry: by Log Matching it holds the prefix
+            self.log.compact(snap.id)
+            self._persisted_end = max(self._persisted_end, end)
+            self._keep_snapshot(snap, reset=False)
+        else:
+            # ReplicatedLog.truncateToLatestSnapshot: nothing of our log is committed beyond
+            # what the snapshot holds (our entry at end-1 differs or is missing), so drop it all
+            self.log.reset_to_snapshot(snap.id, snap.config)
+            self._persisted_end = end
+            self._durable_end = end
+            self._truncate_to = None
+            self._keep_snapshot(snap, reset=True)
+        self.hw = max(self.hw, end)
+        self._applied = max(self._applied, end)
 
     # ================================================================== leader internals
     def _leader_append(self, b: Batch) -> None:
@@ -1134,7 +1383,7 @@ class RaftNode:
             if self.log.end_offset > self._durable_end:
                 self._sync_needed = True
         self._wake_parked(only_expired=True)
-        if now >= ls.begin_resend_ms and len(ls.begin_acked) + 1 < len(self.voters()):
+        if now >= ls.begin_resend_ms and self._begin_targets():
             self._send_begin(now)
         if now >= self._check_quorum_deadline(ls):
             # zombie check: without fetches from a majority within the fetch timeout, ask

@@ -36,6 +36,8 @@ from controller_core.raft.state import Role
 from controller_core.raft.storage import DirectoryStorage, MemoryStorage, RaftStorage
 
 CommitCallback = Callable[[list[Batch]], None]
+SnapshotState = Callable[[int], Sequence[bytes]]
+"""The application's state below an offset, as snapshot records (KIP-630)."""
 
 
 @dataclass(slots=True)
@@ -66,6 +68,8 @@ class SimulatedQuorum:
         clock_drift: float = 0.0,
         on_commit: CommitCallback | None = None,
         storage_fsync: bool = True,
+        snapshot_every: int | None = None,
+        snapshot_state: SnapshotState | None = None,
     ) -> None:
         if not voters:
             raise ValueError("voters: give at least one node id for quorum.voters")
@@ -86,6 +90,15 @@ class SimulatedQuorum:
         self.storage_fsync = storage_fsync
         self.clock_drift = clock_drift
         self.on_commit = on_commit
+        if (snapshot_every is None) != (snapshot_state is None):
+            raise ValueError("snapshot_every and snapshot_state go together")
+        if snapshot_every is not None and snapshot_every <= 0:
+            raise ValueError(f"snapshot_every must be > 0, got {snapshot_every}")
+        self.snapshot_every = snapshot_every
+        self.snapshot_state = snapshot_state
+        self.snapshots_taken = 0
+        self.snapshots_installed = 0  # fetched from a leader (FetchSnapshot)
+        self._offered: tuple[int, Sequence[bytes]] | None = None  # see offer_snapshot
         self.now: float = 0.0
         self.nodes: dict[int, RaftNode | None] = {}
         self.storages: dict[int, RaftStorage] = {}
@@ -129,7 +142,8 @@ class SimulatedQuorum:
             n, voters=self.bootstrap_voters, rng=random.Random(self.rng.getrandbits(64)),
             now_ms=self.clocks[n].local(self.now), config=self.config,
             quorum_state=rec.quorum_state, log=rec.batches, cluster_id=self.cluster_id,
-            bootstrap_servers=sorted(self.bootstrap_voters), host=f"node-{n}", port=9093)
+            bootstrap_servers=sorted(self.bootstrap_voters), host=f"node-{n}", port=9093,
+            snapshot=rec.snapshot)
         self.nodes[n] = node
         self._process(n)
 
@@ -229,12 +243,21 @@ class SimulatedQuorum:
         assert node is not None
         while node.has_ready():
             self._carry_out(n, node, node.ready())
+            if self._snapshot_due(node):
+                assert self.snapshot_state is not None
+                node.create_snapshot(node.hw, self.snapshot_state(node.hw))
+                self.snapshots_taken += 1
+            else:
+                self._adopt_offered(node)
         self._schedule_tick(n)
 
     def _carry_out(self, n: int, node: RaftNode, r: Ready) -> None:
         st = self.storages[n]
         if r.quorum_state is not None:
             st.save_quorum_state(r.quorum_state)
+        if r.snapshot is not None:
+            st.save_snapshot(r.snapshot, reset=r.snapshot_reset)
+            self.snapshots_installed += r.snapshot_reset
         if r.truncate_to is not None:
             st.truncate(r.truncate_to)
         if r.appends:
@@ -345,6 +368,49 @@ class SimulatedQuorum:
 
     def high_watermark(self) -> int:
         return self.committed_end
+
+    # ================================================================ snapshots (KIP-630)
+    def _snapshot_due(self, node: RaftNode) -> bool:
+        """Kafka's policy: a node snapshots once enough has committed since its last one."""
+        every = self.snapshot_every
+        return (every is not None and node.hw <= self.committed_end
+                and node.hw - node.log_start_offset >= every)
+
+    def create_snapshot(self, n: int, end_offset: int, records: Sequence[bytes]) -> bool:
+        """Node ``n`` snapshots the application state ``records`` at ``end_offset``; False if
+        it cannot (down, not that far committed, or already past it)."""
+        node = self.nodes.get(n)
+        if node is None or not (node.log_start_offset < end_offset <= node.hw):
+            return False
+        node.create_snapshot(end_offset, records)
+        self.snapshots_taken += 1
+        self._process(n)
+        return True
+
+    def offer_snapshot(self, end_offset: int, records: Sequence[bytes]) -> int:
+        """The application's state at ``end_offset``: every node snapshots it as soon as it
+        has committed that far (at once if it has; returns how many did). The application
+        holds everything below, so the committed entries kept for it are dropped too."""
+        self._offered = (end_offset, records)
+        self.committed = [b for b in self.committed if b.end_offset > end_offset]
+        took = 0
+        for n, node in self.nodes.items():
+            if node is not None and self._adopt_offered(node):
+                took += 1
+                self._process(n)
+        return took
+
+    def _adopt_offered(self, node: RaftNode) -> bool:
+        o = self._offered
+        if o is None or not node.log_start_offset < o[0] <= node.hw:
+            return False
+        node.create_snapshot(o[0], o[1])
+        self.snapshots_taken += 1
+        return True
+
+    def committed_start(self) -> int:
+        """The first offset :meth:`committed_since` can hand out (the rest is in snapshots)."""
+        return self.committed[0].base_offset if self.committed else self.committed_end
 
     def close(self) -> None:
         """Release the nodes' files (the quorum can be opened again from ``data_dir``)."""

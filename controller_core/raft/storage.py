@@ -2,9 +2,10 @@
 
 Two implementations of one small interface:
 
-* :class:`DirectoryStorage` — a directory with ``quorum-state`` (JSON, replaced atomically)
-  and log segments of CRC frames (``controller_core.storage.framing``), one frame per batch.
-  Recovery drops a torn tail and refuses corruption before it.
+* :class:`DirectoryStorage` — a directory with ``quorum-state`` (JSON, replaced atomically),
+  log segments of CRC frames (``controller_core.storage.framing``), one frame per batch, and
+  the latest KIP-630 snapshot (:mod:`controller_core.raft.snapshot`). Recovery drops a torn
+  tail and refuses corruption before it; segments wholly below the snapshot are deleted.
 * :class:`MemoryStorage` — the same contract in memory for fast simulations, with a page
   cache: appended batches are *written* but only *durable* after :meth:`flush`, so a hard
   kill can lose the unflushed tail, exactly like a real machine.
@@ -20,6 +21,12 @@ from typing import Protocol
 import orjson
 
 from controller_core.raft.records import Batch, decode_batch, encode_batch
+from controller_core.raft.snapshot import (
+    RaftSnapshot,
+    delete_snapshots_before,
+    load_latest_snapshot,
+    write_snapshot_file,
+)
 from controller_core.raft.state import QuorumState
 from controller_core.storage.framing import (
     CorruptFileError,
@@ -33,11 +40,33 @@ from controller_core.storage.framing import (
 class Recovered:
     quorum_state: QuorumState
     batches: list[Batch]
+    snapshot: RaftSnapshot | None = None  # the log continues at its end
+
+
+def _after_snapshot(snap: RaftSnapshot | None,
+                    batches: list[Batch]) -> tuple[list[Batch], bool]:
+    """The batches that continue ``snap``, and whether the log is consistent with it. It is
+    not after a crash between writing a snapshot fetched from the leader and dropping the old
+    log (which is then not the committed one: the reset is completed)."""
+    if snap is None:
+        return batches, True
+    end, out = snap.end_offset, []
+    for b in batches:
+        if b.base_offset < end <= b.end_offset and b.epoch != snap.id.epoch:
+            return [], False  # the entry at end-1 is not the snapshot's
+        if b.end_offset > end:
+            out.append(b.slice(end, b.end_offset))
+    if out and (out[0].base_offset != end or out[0].epoch < snap.id.epoch):
+        return [], False
+    if not out and batches and batches[-1].end_offset != end:
+        return [], False  # the log ends before the snapshot: it cannot continue it
+    return out, True
 
 
 class RaftStorage(Protocol):
     def load(self) -> Recovered: ...
     def save_quorum_state(self, qs: QuorumState) -> None: ...
+    def save_snapshot(self, snap: RaftSnapshot, *, reset: bool) -> None: ...
     def truncate(self, offset: int) -> None: ...
     def append(self, batches: tuple[Batch, ...] | list[Batch]) -> None: ...
     def flush(self) -> None: ...
@@ -57,9 +86,22 @@ class MemoryStorage:
     durable_state: QuorumState = field(default_factory=QuorumState)
     durable: list[Batch] = field(default_factory=list)
     unflushed: list[Batch] = field(default_factory=list)
+    snapshot: RaftSnapshot | None = None
 
     def load(self) -> Recovered:
-        return Recovered(self.durable_state, list(self.durable))
+        return Recovered(self.durable_state,
+                         _after_snapshot(self.snapshot, list(self.durable))[0], self.snapshot)
+
+    def save_snapshot(self, snap: RaftSnapshot, *, reset: bool) -> None:
+        """Atomic like a rename; then the log below it goes (all of it on ``reset``)."""
+        self.snapshot = snap
+        if reset:
+            self.durable, self.unflushed = [], []
+            return
+        end = snap.end_offset
+        self.durable = [b.slice(end, b.end_offset) for b in self.durable if b.end_offset > end]
+        self.unflushed = [b.slice(end, b.end_offset) for b in self.unflushed
+                          if b.end_offset > end]
 
     def save_quorum_state(self, qs: QuorumState) -> None:
         self.durable_state = qs  # an atomic rename: durable at once
@@ -86,7 +128,9 @@ class MemoryStorage:
 
     @property
     def durable_end(self) -> int:
-        return self.durable[-1].end_offset if self.durable else 0
+        if self.durable:
+            return self.durable[-1].end_offset
+        return self.snapshot.end_offset if self.snapshot is not None else 0
 
 
 SEGMENT_BYTES = 64 * 1024 * 1024
@@ -106,6 +150,7 @@ class DirectoryStorage:
         self._index: list[tuple[int, int, Path, int]] = []
         self._batches_cache: list[Batch] = []
         self._writer: FrameWriter | None = None
+        self._roll = False  # start a new segment with the next append (after a snapshot)
 
     def _segment_path(self, base_offset: int) -> Path:
         return self.dir / f"{base_offset:020d}.log"
@@ -141,7 +186,37 @@ class DirectoryStorage:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
-        return Recovered(qs, list(batches))
+        snap = load_latest_snapshot(self.dir)
+        tail, consistent = _after_snapshot(snap, batches)
+        if not consistent:
+            self._drop_segments(None)
+        return Recovered(qs, tail, snap)
+
+    def save_snapshot(self, snap: RaftSnapshot, *, reset: bool) -> None:
+        """Write the snapshot (atomically, durably), then delete older snapshots and the
+        segments wholly below it — every segment on ``reset`` (KafkaMetadataLog's
+        deleteBeforeSnapshot and truncateFullyAndStartAt). A crash in between leaves a
+        snapshot and stale segments, which :meth:`load` sorts out."""
+        write_snapshot_file(self.dir, snap, fsync=self._fsync)
+        delete_snapshots_before(self.dir, snap.id)
+        self._drop_segments(None if reset else snap.end_offset)
+
+    def _drop_segments(self, below: int | None) -> None:
+        """Delete the segments whose batches all end at or before ``below`` (all: None)."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        self._roll = True
+        seg_end: dict[Path, int] = {}
+        for _, end, seg, _ in self._index:
+            seg_end[seg] = max(seg_end.get(seg, 0), end)
+        gone = {seg for seg in self._segments()
+                if below is None or seg_end.get(seg, below + 1) <= below}
+        for seg in gone:
+            seg.unlink()
+        keep = [i for i, e in enumerate(self._index) if e[2] not in gone]
+        self._index = [self._index[i] for i in keep]
+        self._batches_cache = [self._batches_cache[i] for i in keep]
 
     def save_quorum_state(self, qs: QuorumState) -> None:
         write_atomically(self._state_path, orjson.dumps(qs.to_json()))
@@ -155,6 +230,9 @@ class DirectoryStorage:
         path = segs[-1] if segs and self._writer is None else self._segment_path(base_offset)
         if segs and self._writer is None and path.stat().st_size >= self._segment_bytes:
             path = self._segment_path(base_offset)
+        if self._roll:
+            path = self._segment_path(base_offset)
+            self._roll = False
         self._writer = FrameWriter(path, fsync=self._fsync)
         return self._writer
 

@@ -51,7 +51,11 @@ class ReadResult:
 
 def read_frames(path: Path) -> ReadResult:
     """Read every whole frame; report a torn tail; raise on corruption before the tail."""
-    data = path.read_bytes()
+    return parse_frames(path.read_bytes(), path)
+
+
+def parse_frames(data: bytes, path: Path) -> ReadResult:
+    """:func:`read_frames` of bytes in memory (``path`` names them in errors)."""
     frames: list[tuple[int, bytes]] = []
     pos = 0
     end = len(data)

@@ -81,8 +81,10 @@ class MetadataLog:
         expected = snapshot_offset
         torn = 0
         for i, (_base, path) in enumerate(segments):
-            result = read_frames(path)
             last_segment = i == len(segments) - 1
+            if not last_segment and segments[i + 1][0] <= snapshot_offset:
+                continue  # wholly contained in the snapshot: not read at all
+            result = read_frames(path)
             if result.torn_bytes:
                 if not last_segment:
                     raise CorruptFileError(path, result.valid_length,

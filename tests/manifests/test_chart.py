@@ -143,3 +143,45 @@ def test_values_schema_rejects_bad_values(chart: helm.Chart, values: dict[str, A
     with pytest.raises(helm.HelmValuesError, match=where):
         chart.validate_schema(values)
     chart.validate_schema({})
+
+
+RWX = {"type": "persistentVolumeClaim", "persistentVolumeClaim": {"accessModes": ["ReadWriteMany"]}}
+
+
+@pytest.mark.parametrize(("values", "where"), [
+    ({"replicaCount": 2}, "/state/type"),  # per-pod emptyDir: replicas would not share state
+    ({"replicaCount": 2, "state": {"type": "persistentVolumeClaim"}},
+     "/state/persistentVolumeClaim/accessModes"),  # ReadWriteOnce: one pod mounts it
+    ({"replicaCount": 2, "state": RWX, "peering": {"enabled": False}}, "/peering/enabled"),
+    ({"replicaCount": 2, "state": RWX, "extraArgs": ["--priority=5"]}, "/extraArgs/0"),
+    ({"resources": {"requests": {"cpu": "100m", "memory": "lots"},
+                    "limits": {"cpu": "1", "memory": "1Gi"}}}, "/resources/requests/memory"),
+    ({"state": {"type": "emptyDir", "emptyDir": {"sizeLimit": "big"}}},
+     "/state/emptyDir/sizeLimit"),
+    ({"extraArgs": ["--tick=0"]}, "/extraArgs/0"),
+    ({"extraArgs": ["--time-scale=-2"]}, "/extraArgs/0"),
+    ({"extraArgs": ["--tick", "0"]}, "/extraArgs/0"),  # only --tick=SECONDS is checkable
+    ({"extraArgs": ["--standalone"]}, "/extraArgs/0"),  # peering.enabled says it
+    ({"extraArgs": ["--log-level=debug", "--peering=other"]}, "/extraArgs/0"),
+    ({"extraArgs": ["--namespace=apps"]}, "/extraArgs/0"),  # the chart sets --all-namespaces
+], ids=["replicas-emptydir", "replicas-rwo", "replicas-no-peering", "replicas-priority",
+        "memory-lots", "sizelimit-big", "tick-0", "time-scale-negative", "tick-split",
+        "standalone-with-peering", "peering-arg", "namespace-arg"])
+def test_values_that_cannot_work_are_refused(chart: helm.Chart, values: dict[str, Any],
+                                             where: str) -> None:
+    with pytest.raises(helm.HelmValuesError) as refused:
+        render(chart, values)
+    assert f"at '{where}'" in str(refused.value)
+
+
+@pytest.mark.parametrize("values", [
+    {"replicaCount": 2, "state": RWX},
+    {"replicaCount": 3, "state": {**RWX, "persistentVolumeClaim": {
+        "existingClaim": "shared", "accessModes": ["ReadWriteMany"]}}},
+    {"extraArgs": ["--tick=0.5", "--time-scale=2", "--priority=5", "--peering-lifetime=30"]},
+    {"resources": {"requests": {"cpu": 0.5, "memory": "512Mi"},
+                   "limits": {"cpu": "2", "memory": "1.5Gi"}}},
+], ids=["two-replicas-rwx", "existing-rwx-claim", "tuning-args", "numeric-quantities"])
+def test_values_that_work_render(chart: helm.Chart, values: dict[str, Any]) -> None:
+    (dep,) = [d for d in render(chart, values) if d["kind"] == "Deployment"]
+    assert dep["spec"]["replicas"] == values.get("replicaCount", 1)

@@ -11,6 +11,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from deployed import OperatorProcess, PodTemplate, apply, from_chart, write_kubeconfig
 from harness import Api, Emulator, OperatorThread, declare
 
 # tests/operator is a rootdir of its own (no __init__.py, `from harness import ...`); the
@@ -53,3 +54,37 @@ async def start_operator(kmock: Any, tmp_path: Path
 @pytest.fixture
 def kmock_options() -> dict[str, Any]:
     return {"cls": Emulator}
+
+
+@pytest.fixture
+def kubeconfig(kmock: Any, tmp_path: Path) -> Path:
+    """A kubeconfig file whose current context is the emulator (over HTTP)."""
+    return write_kubeconfig(tmp_path / "kubeconfig", str(kmock.url))
+
+
+@pytest.fixture
+async def deployed(kmock: Any, tmp_path: Path, kubeconfig: Path
+                   ) -> AsyncIterator[Callable[..., Any]]:
+    """``await deployed(pod=None, env=None, login=True, state_dir=None)`` starts one replica
+    of the operator as its Deployment runs it (see deployed.py; default: the chart with
+    default values) and waits for its liveness endpoint; ``login=False`` gives it no
+    kubeconfig, ``state_dir`` a volume shared with other replicas. Every replica is stopped
+    (SIGTERM, then kill -9) at teardown."""
+    declare(kmock)
+    running: list[OperatorProcess] = []
+
+    async def start(pod: PodTemplate | None = None, env: dict[str, str] | None = None,
+                    login: bool = True, state_dir: Path | None = None) -> OperatorProcess:
+        pod = pod or from_chart()
+        await apply(str(kmock.url), pod.objects)
+        proc = OperatorProcess(pod, workdir=tmp_path / f"pod-{len(running)}",
+                               pod_name=f"kraftsman-5d8f7c-{len(running)}x{id(pod) % 997}",
+                               kubeconfig=kubeconfig if login else None, env=env,
+                               state_dir=state_dir)
+        running.append(proc.start())
+        await proc.wait_healthy()
+        return proc
+
+    yield start
+    for proc in running:
+        await proc.stop()

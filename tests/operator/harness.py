@@ -22,6 +22,8 @@ import aiohttp
 import aiohttp.web
 import kmock
 import kopf
+import orjson
+from kmock._internal import dicts as kmock_dicts
 
 from controller_core.backends import RetryPolicy
 from kraftsman.handlers import Runtime, build_registry
@@ -208,12 +210,35 @@ class OperatorThread:
             raise self.error
 
 
+# A real API server's size limits (defaults of kube-apiserver and etcd).
+MAX_REQUEST_BODY = 3 * 1024 * 1024  # apiserver's MaxRequestBodyBytes: 413 before decoding
+MAX_OBJECT = 1536 * 1024  # etcd's --max-request-bytes (1.5 MiB): "request is too large", 413
+MAX_ANNOTATIONS = 256 * 1024  # apimachinery's TotalAnnotationSizeLimitB: 422 Invalid
+
+
+def status_error(code: int, reason: str, message: str, **details: Any) -> aiohttp.web.Response:
+    return aiohttp.web.json_response({
+        "apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
+        "code": code, "reason": reason, "message": message, "details": details}, status=code)
+
+
+def annotations_size(obj: Any) -> int:
+    """Counted as apimachinery's ValidateAnnotationsSize does: len(key) + len(value)."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    annotations = (meta or {}).get("annotations") or {}
+    return sum(len(k) + len(v or "") for k, v in annotations.items())
+
+
 class Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
-    """kmock's emulator plus three things the API server does that kopf relies on:
+    """kmock's emulator plus what the API server does that kopf relies on:
     `metadata.generateName` (kopf posts Events that way), a new `resourceVersion` on every
-    write (kopf matches watch events to its own patches by it), and `metadata.generation`
-    bumped on spec changes. (kopf's resourceVersion *test* in JSON patches is dropped: see
-    below.)"""
+    write (kopf matches watch events to its own patches by it), `metadata.generation`
+    bumped on spec changes, and the API server's size limits (a request body over 3 MiB or an
+    object over etcd's 1.5 MiB: 413 RequestEntityTooLarge; annotations over 256 KiB in total:
+    422 Invalid), so a resource that a real cluster would refuse fails here too. (kopf's
+    resourceVersion *test* in JSON patches is dropped: see below.)"""
+
+    enforce_limits = True
 
     _versions = itertools.count(2)
     _generated = itertools.count(1)
@@ -266,7 +291,41 @@ class Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
             data[:] = [op for op in data if not (
                 op.get("op") == "test" and op.get("path") == "/metadata/resourceVersion")]
             data.append({"op": "replace", "path": "/metadata/resourceVersion", "value": rv})
+        if self.enforce_limits:
+            refused = self._refuse_oversize(request)
+            if refused is not None:
+                return refused
         return await super()._handle(request)
+
+    async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> Any:
+        # aiohttp refuses bodies over 1 MiB by itself (a plain-text 413); let the API server's
+        # own limits below decide instead.
+        raw_request._client_max_size = 64 * 1024 * 1024
+        return await super().__call__(raw_request)
+
+    def _refuse_oversize(self, request: Any) -> aiohttp.web.Response | None:
+        action = str(getattr(request, "action", "")).lower()
+        if "create" not in action and "update" not in action:
+            return None
+        body = getattr(request, "body", b"") or b""
+        if len(body) > MAX_REQUEST_BODY:
+            return status_error(413, "RequestEntityTooLarge",
+                                f"Request entity too large: limit is {MAX_REQUEST_BODY}")
+        after = request.data
+        if "update" in action:
+            after = kmock_dicts.patch_dict(self._current(request), after)
+        if annotations_size(after) > MAX_ANNOTATIONS:
+            kind = (after.get("kind") or "object") if isinstance(after, dict) else "object"
+            name = ((after.get("metadata") or {}).get("name") or request.name
+                    if isinstance(after, dict) else request.name)
+            return status_error(
+                422, "Invalid", f'{kind} "{name}" is invalid: metadata.annotations: Too long: '
+                f"must have at most {MAX_ANNOTATIONS} bytes", name=name, kind=kind,
+                causes=[{"reason": "FieldValueTooLong", "field": "metadata.annotations",
+                         "message": f"Too long: must have at most {MAX_ANNOTATIONS} bytes"}])
+        if len(orjson.dumps(after)) > MAX_OBJECT:
+            return status_error(413, "RequestEntityTooLarge", "etcdserver: request is too large")
+        return None
 
     def _current(self, request: Any) -> dict[str, Any]:
         for (resource, ns, name), obj in self.objects.items():

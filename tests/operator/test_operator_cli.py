@@ -62,3 +62,19 @@ def test_operation_state_round_trips_and_survives_a_new_runtime(tmp_path: Path) 
 def test_spec_digest_ignores_key_order() -> None:
     assert spec_digest({"a": 1, "b": [1, 2]}) == spec_digest({"b": [1, 2], "a": 1})
     assert spec_digest({"a": 1}) != spec_digest({"a": 2})
+
+
+def test_short_peering_lifetime_is_a_usage_error(tmp_path: Path) -> None:
+    args = parse("--state-dir", str(tmp_path), "--peering-lifetime", "5")
+    with pytest.raises(UsageError, match=r"--peering-lifetime 5: must be at least 15"):
+        args.handler(args)
+
+
+def test_default_priority_prefers_the_older_replica_and_never_ties() -> None:
+    from kraftsman.handlers.runtime import default_priority
+
+    started = 1_795_000_000.0
+    older = [default_priority(started) for _ in range(50)]
+    newer = [default_priority(started + 0.001) for _ in range(50)]
+    assert min(older) > max(newer) > 0  # one millisecond later always stands by
+    assert max(older) < 2**53  # exact in JSON (the peering object's status)

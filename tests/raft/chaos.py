@@ -10,6 +10,7 @@ voter change, its messages to the nodes that change concerns held back.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import random
 from collections import Counter
 from collections.abc import Callable
@@ -35,6 +36,8 @@ class ChaosReport:
     elections: int
     voter_changes: int
     fired: dict[str, int] = field(default_factory=dict)  # shape -> times it struck
+    snapshots: int = 0  # KIP-630 snapshots taken, and fetched from a leader
+    snapshot_installs: int = 0
 
 
 class _Shapes:
@@ -171,11 +174,25 @@ class _Shapes:
         self._arm(hook)
 
 
-def run_chaos(seed: int, events: int = 3000, *, shapes: bool = True) -> ChaosReport:
+def state_digest(sim: SimulatedQuorum, end: int) -> tuple[bytes]:
+    """A stand-in application state for KIP-630 snapshots: a digest of the committed records
+    below ``end`` (so a snapshot holding anything else is caught)."""
+    h = hashlib.sha256()
+    for off, rec in sim.committed_since(0):
+        if off >= end:
+            break
+        h.update(b"%d:%d:" % (off, len(rec)) + rec)
+    return (h.digest(),)
+
+
+def run_chaos(seed: int, events: int = 3000, *, shapes: bool = True,
+              snapshot_every: int | None = None) -> ChaosReport:
     """Drive one seeded scenario; raises InvariantViolation naming the seed on a violation.
 
     ``shapes=False`` is the generator as it was before the fault shapes (the liveness
-    regression seeds replay exactly what failed then)."""
+    regression seeds replay exactly what failed then). With ``snapshot_every`` every node
+    snapshots (KIP-630) once that many offsets committed since its last snapshot, so lagging
+    and restarted nodes catch up by FetchSnapshot."""
     rng = random.Random(seed)
     n_voters = rng.choice([3, 3, 5])
     voters = list(range(n_voters))
@@ -189,7 +206,10 @@ def run_chaos(seed: int, events: int = 3000, *, shapes: bool = True) -> ChaosRep
     )
     cfg = RaftConfig(leader_flush_delay_ms=rng.choice([0, 0, 5, 20]))
     sim = SimulatedQuorum(voters, observers, seed=seed, config=cfg, network=net,
-                          clock_drift=rng.choice([0.0, 0.01, 0.05]))
+                          clock_drift=rng.choice([0.0, 0.01, 0.05]),
+                          snapshot_every=snapshot_every,
+                          snapshot_state=None if snapshot_every is None else (
+                              lambda end: state_digest(sim, end)))
     chk = InvariantChecker(sim)
     faults = 0
     changes = 0
@@ -289,4 +309,5 @@ def run_chaos(seed: int, events: int = 3000, *, shapes: bool = True) -> ChaosRep
     chk.check()
     chk.check_quiescent()
     return ChaosReport(seed, events, faults, sim.committed_end, len(chk.leaders), changes,
-                       dict(shaper.fired) if shaper is not None else {})
+                       dict(shaper.fired) if shaper is not None else {},
+                       sim.snapshots_taken, sim.snapshots_installed)

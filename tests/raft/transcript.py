@@ -47,7 +47,8 @@ def fmt_body(env: Envelope) -> str:
                 continue
             v = v.name
         elif f.name in ("cluster_id", "max_bytes", "host", "port", "brokers", "pre_vote") or (
-                f.name in ("diverging_epoch", "diverging_end_offset") and v < 0):
+                f.name in ("diverging_epoch", "diverging_end_offset") and v < 0) or (
+                f.name == "snapshot_id" and v is None):
             continue
         parts.append(f"{f.name}={v}")
     name = type(b).__name__

@@ -5,10 +5,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from kraftsman.cli_errors import UsageError
+
+# Kept here rather than imported: this module is imported by every CLI command, kopf is not.
+PEERING_LIFETIME = 20
+MIN_PEERING_LIFETIME = 15  # kopf renews 5-10 s before expiry: leave it a margin
 
 
 def register(subparsers: Any) -> None:
@@ -27,7 +33,15 @@ def register(subparsers: Any) -> None:
     peer.add_argument("--peering", metavar="NAME", default=None,
                       help="ClusterKopfPeering name: replicas never act on one resource at once")
     peer.add_argument("--standalone", action="store_true", help="no peering")
-    run.add_argument("--priority", type=int, default=0, help="peering priority")
+    run.add_argument("--priority", type=int, default=None,
+                     help="peering priority: the highest live one acts, the others stand by "
+                          "(default: derived from the start time, so the oldest replica acts "
+                          "and no two replicas tie)")
+    run.add_argument("--peering-lifetime", type=int, default=PEERING_LIFETIME,
+                     metavar="SECONDS",
+                     help="a replica that stopped renewing its peering record for this long "
+                          f"is presumed dead and a standby takes over (default "
+                          f"{PEERING_LIFETIME}, at least {MIN_PEERING_LIFETIME})")
     run.add_argument("--liveness", metavar="URL", default=None,
                      help="kopf health endpoint, e.g. http://0.0.0.0:8080/healthz")
     run.add_argument("--tick", type=float, default=1.0,
@@ -35,32 +49,59 @@ def register(subparsers: Any) -> None:
     run.add_argument("--time-scale", type=float, default=1.0,
                      help="simulated seconds of embedded clusters per wall second (default 1)")
     run.add_argument("--log-level", choices=["debug", "info", "warning"], default="info")
+    run.add_argument("--kubeconfig", metavar="FILE", default=None,
+                     help="log in with this kubeconfig (default: $KUBECONFIG, else the pod's "
+                          "service account, else ~/.kube/config)")
+    run.add_argument("--service-account-dir", type=Path, default=None,
+                     help="where the pod's service account token and ca.crt are mounted "
+                          "(default /var/run/secrets/kubernetes.io/serviceaccount)")
     run.set_defaults(handler=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     import kopf
 
-    from kraftsman.handlers import Runtime, build_registry
+    from kraftsman.handlers import Runtime, build_registry, configure
+    from kraftsman.handlers.login import SERVICE_ACCOUNT_DIR, NoCredentials, choose
+    from kraftsman.handlers.runtime import default_priority
 
     if args.tick <= 0:
         raise UsageError(f"--tick {args.tick}: must be > 0 (seconds between passes)")
     if args.time_scale <= 0:
         raise UsageError(f"--time-scale {args.time_scale}: must be > 0")
+    if args.peering_lifetime < MIN_PEERING_LIFETIME:
+        raise UsageError(f"--peering-lifetime {args.peering_lifetime}: must be at least "
+                         f"{MIN_PEERING_LIFETIME} seconds (kopf renews the record 5-10 s "
+                         "before it expires)")
     try:
         args.state_dir.mkdir(parents=True, exist_ok=True)
-        probe = args.state_dir / ".writable"
-        probe.write_bytes(b"")
-        probe.unlink()
+        # A probe file of this process only: replicas may share the volume (RWX claim).
+        with tempfile.NamedTemporaryFile(dir=args.state_dir, prefix=".writable-"):
+            pass
     except OSError as e:
         raise UsageError(f"--state-dir {args.state_dir}: not writable ({e.strerror}); mount a "
                          "volume there or pass another directory") from None
-    logging.basicConfig(level=getattr(logging, args.log_level.upper()),
-                        format="%(asctime)s %(name)s [%(levelname)s] %(message)s")
+    try:
+        login = choose(args.kubeconfig, os.environ,
+                       args.service_account_dir or SERVICE_ACCOUNT_DIR)
+    except NoCredentials as e:
+        raise UsageError(str(e)) from None
+    # kopf's own formatter: each message about a resource is prefixed with [namespace/name].
+    kopf.configure(debug=args.log_level == "debug", quiet=args.log_level == "warning",
+                   log_format=kopf.LogFormat.FULL, log_prefix=True)
     rt = Runtime(args.state_dir, tick_seconds=args.tick, time_scale=args.time_scale)
     registry = build_registry(rt)
+    login.register(registry)
+    # Settings before kopf starts: the first peering keepalive already uses the lifetime.
+    settings = kopf.OperatorSettings()
+    configure(settings, rt)
+    settings.peering.lifetime = args.peering_lifetime
+    priority = args.priority if args.priority is not None else default_priority()
+    if args.peering is not None:
+        logging.getLogger("kraftsman").info("peering %r with priority %d", args.peering,
+                                            priority)
     asyncio.run(kopf.operator(
-        registry=registry, clusterwide=not args.namespace, namespaces=args.namespace,
-        standalone=args.standalone or args.peering is None, peering_name=args.peering,
-        priority=args.priority, liveness_endpoint=args.liveness))
+        registry=registry, settings=settings, clusterwide=not args.namespace,
+        namespaces=args.namespace, standalone=args.standalone or args.peering is None,
+        peering_name=args.peering, priority=priority, liveness_endpoint=args.liveness))
     return 0

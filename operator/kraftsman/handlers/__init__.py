@@ -13,6 +13,7 @@ import kopf
 
 from kraftsman.handlers import cluster, election, quorum, reassignment
 from kraftsman.handlers.common import FINALIZER
+from kraftsman.handlers.diffbase import DigestDiffBaseStorage
 from kraftsman.handlers.runtime import Runtime
 from kraftsman.resources import GROUP
 
@@ -24,8 +25,8 @@ def configure(settings: kopf.OperatorSettings, rt: Runtime) -> None:
     the status a user reads; errors back off instead of crash-looping."""
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=GROUP, key="last-handled-configuration")
+    # A digest, not a copy of the spec: see diffbase.py (API server size limits).
+    settings.persistence.diffbase_storage = DigestDiffBaseStorage(prefix=GROUP)
     settings.posting.level = 20  # INFO: milestones become Events
     settings.queueing.error_delays = [1, 2, 5, 10, 30, 60]  # API errors back off
     settings.watching.server_timeout = 300

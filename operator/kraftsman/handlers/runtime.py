@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
+import secrets
 import shutil
 import threading
 import time
@@ -85,6 +86,19 @@ class Backoff:
     def succeeded(self, key: str) -> None:
         self.failures.pop(key, None)
         self.not_before.pop(key, None)
+
+
+# kopf peering: the live replica with the highest priority acts, the others pause; replicas
+# with the same priority all pause ("Pausing all operators, including self"). Every replica of
+# a Deployment has the same args, so the default priority comes from the start time: the
+# oldest replica acts, a replacement pod stands by instead of preempting the one that took
+# over, and a random tiebreak keeps two replicas started in the same millisecond apart.
+_PRIORITY_EPOCH_MS = 4_102_444_800_000  # 2100-01-01: priorities stay positive (and < 2**53)
+
+
+def default_priority(now: float | None = None) -> int:
+    started_ms = int((time.time() if now is None else now) * 1000)
+    return (_PRIORITY_EPOCH_MS - started_ms) * 1000 + secrets.randbelow(1000)
 
 
 def spec_digest(doc: Any) -> str:

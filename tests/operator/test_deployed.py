@@ -1,0 +1,114 @@
+"""The operator as its Deployment starts it: a subprocess with the chart's or the manifest's
+command and args, logging in through a kubeconfig that points at the emulator (deployed.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from deployed import TWO_REPLICAS, from_chart, from_manifests
+from harness import Api, cond_is
+from test_operator_kmock import CLUSTER, MOVES, REF
+
+
+async def test_chart_default_pod_reconciles_a_cluster_and_an_election(api: Api,
+                                                                      deployed: Any) -> None:
+    op = await deployed(from_chart())
+    assert "--peering=kraftsman" in op.argv and op.argv[1:3] == ["operator", "run"]
+    await api.create("KafkaCluster", "demo", CLUSTER)
+    await api.wait("KafkaCluster", "demo", cond_is("Ready", "True"))
+    await api.create("LeaderElection", "pref", {**REF, "topics": ["orders"], "runId": "1"})
+    obj = await api.wait("LeaderElection", "pref", cond_is("Succeeded", "True"))
+    assert obj["status"]["counts"]["total"] == 6
+    assert op.alive()
+
+
+async def test_manifest_pod_reconciles_a_cluster(api: Api, deployed: Any) -> None:
+    op = await deployed(from_manifests())
+    await api.create("KafkaCluster", "demo", CLUSTER)
+    await api.wait("KafkaCluster", "demo", cond_is("Ready", "True"))
+    assert op.alive()
+
+
+async def peers_announced(api: Api, count: int, timeout: float = 30) -> dict[str, Any]:
+    """The replicas in the chart's ClusterKopfPeering, as kopf records them."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        async with api.session.get(
+                f"{api.base}/apis/kopf.dev/v1/clusterkopfpeerings/kraftsman") as r:
+            peers = dict((await r.json()).get("status") or {})
+        if len(peers) >= count or asyncio.get_running_loop().time() > deadline:
+            return peers
+        await asyncio.sleep(0.1)
+
+
+async def test_two_replicas_one_acts_the_other_stands_by_and_takes_over(
+        api: Api, deployed: Any, tmp_path: Path) -> None:
+    """replicaCount: 2 as the chart renders it: both replicas run the same args; one acts,
+    the other stands by (never "Pausing all operators, including self"); kill -9 of the
+    active one hands over to the standby."""
+    pod = from_chart(TWO_REPLICAS)
+    assert pod.replicas == 2 and not any(a.startswith("--priority") for a in pod.args)
+    volume = tmp_path / "rwx-claim"  # the ReadWriteMany claim both pods mount
+    # The Deployment starts both pods at once, on one volume.
+    first, second = await asyncio.gather(deployed(pod, state_dir=volume),
+                                         deployed(pod, state_dir=volume))
+    peers = await peers_announced(api, 2)
+    assert set(peers) == {first.pod_name, second.pod_name}  # POD_ID, kopf's identity
+    active, standby = sorted((first, second), key=lambda op: -peers[op.pod_name]["priority"])
+    assert peers[active.pod_name]["priority"] > peers[standby.pod_name]["priority"]
+    await api.create("KafkaCluster", "demo", CLUSTER)
+    await api.wait("KafkaCluster", "demo", cond_is("Ready", "True"))
+    await api.create("LeaderElection", "before", {**REF, "topics": ["orders"], "runId": "1"})
+    await api.wait("LeaderElection", "before", cond_is("Succeeded", "True"))
+    for op in (active, standby):
+        assert "Pausing all operators" not in op.log()
+        assert "Possibly conflicting operators" not in op.log()
+    assert "Pausing operations" not in active.log()
+    assert "Resuming operations" not in standby.log()  # a standby starts paused
+    assert "[default/demo]" in active.log() and "[default/demo]" not in standby.log()
+    assert "[default/before]" not in standby.log()
+
+    active.kill()
+    await api.create("LeaderElection", "after", {**REF, "topics": ["orders"], "runId": "1"})
+    obj = await api.wait("LeaderElection", "after", cond_is("Succeeded", "True"), timeout=60)
+    assert obj["status"]["counts"]["total"] == 6
+    assert "Resuming operations after the pause" in standby.log()
+    assert "[default/after]" in standby.log()
+
+
+async def test_reassignment_completes_through_the_deployed_operator(api: Api,
+                                                                    deployed: Any) -> None:
+    await deployed(from_chart())
+    await api.create("KafkaCluster", "demo", CLUSTER)
+    await api.wait("KafkaCluster", "demo", cond_is("Ready", "True"))
+    await api.create("PartitionReassignment", "move", {
+        **REF, "partitions": MOVES, "maxConcurrentMoves": 2, "electPreferredLeaders": True,
+        "throttleBytesPerSecond": 50_000_000})
+    done = await api.wait("PartitionReassignment", "move", cond_is("Succeeded", "True"),
+                          timeout=90)
+    st = done["status"]
+    assert (st["phase"], st["done"], st["counts"]["total"]) == ("Completed", 6, 6)
+    reasons = [e["reason"] for e in await api.events("move")]
+    assert reasons.count("Started") == 1 and reasons.count("Completed") == 1
+    annotations = done["metadata"].get("annotations", {})
+    assert "kraftsman.io/last-handled-digest" in annotations  # kopf's diff base: a digest
+    assert not any("last-handled-configuration" in k for k in annotations)
+    assert sum(len(k) + len(v) for k, v in annotations.items()) < 1024
+
+
+async def test_quorum_voter_change_through_the_deployed_operator(api: Api,
+                                                                 deployed: Any) -> None:
+    await deployed(from_chart())
+    await api.create("KafkaCluster", "demo", CLUSTER)
+    await api.wait("KafkaCluster", "demo", cond_is("Ready", "True"))
+    await api.create("KafkaQuorum", "q", {**REF, "voters": [0, 1, 2]})
+    obj = await api.wait("KafkaQuorum", "q", cond_is("Ready", "True", "QuorumReady"))
+    assert obj["status"]["currentVoters"] == [0, 1, 2]
+    await api.set_spec("KafkaQuorum", "q", {"voters": [0, 1, 3]})
+    obj = await api.wait("KafkaQuorum", "q", lambda o: cond_is("Ready", "True")(o) and
+                         o["status"]["observedGeneration"] == 2, timeout=60)
+    assert obj["status"]["currentVoters"] == [0, 1, 3]
+    reasons = [e["reason"] for e in await api.events("q")]
+    assert "VoterAdded" in reasons and "VoterRemoved" in reasons
