@@ -20,6 +20,7 @@ UNKNOWN_TOPIC = "unknown topic"
 UNKNOWN_PARTITION = "unknown partition"
 UNKNOWN_BROKER = "unknown broker"
 NOT_HOSTED = "broker does not host this partition"
+OFFLINE = "offline: the broker is fenced"  # not in sync, whatever its log end says
 
 
 def behind(messages: int) -> str:

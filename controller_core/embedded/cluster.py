@@ -10,7 +10,10 @@ never sleep.
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import random
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,7 @@ from controller_core import errors
 from controller_core.admin import (
     IN_SYNC,
     NOT_HOSTED,
+    OFFLINE,
     UNKNOWN_BROKER,
     UNKNOWN_PARTITION,
     UNKNOWN_TOPIC,
@@ -48,6 +52,7 @@ from controller_core.metadata.records import (
 )
 from controller_core.model import NO_LEADER, ElectionType, TopicPartition
 from controller_core.raft.describe import QuorumStatus
+from controller_core.raft.describe import ReplicaStatus as QuorumReplica
 from controller_core.raft.snapshot import RaftSnapshot
 from controller_core.storage.framing import write_atomically
 from controller_core.storage.metadata_log import MetadataLog, Recovered
@@ -59,7 +64,6 @@ MIN_STEP = 0.05  # s: the finest step, so a burst of catch-ups costs a bounded n
 STEPS_PER_ADVANCE = 100  # ... and at most about this many steps per advance() call
 QUORUM_CHUNK = 20_000  # metadata records per quorum entry
 QUORUM_POLL = 0.1  # s between looks at a quorum that has no leader
-_ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 DATAPLANE_FILE = "dataplane.json"
 
 
@@ -85,6 +89,9 @@ class EmbeddedCluster:
         self.quorum: MetadataQuorum  # set by open()
         self._quorum_end = 0  # quorum offset up to which committed entries are applied
         self.down_controllers: set[int] = set()  # killed quorum nodes stay down across restarts
+        self.read_only = False
+        self._last_quorum: QuorumStatus | None = None  # as the last command left it
+        self._quorum_recorded = False
 
     # -- lifecycle ------------------------------------------------------------------------------
     @classmethod
@@ -101,11 +108,25 @@ class EmbeddedCluster:
         cluster.checkpoint()
         return cluster
 
+    @classmethod
+    def open_read_only(cls, state_dir: Path, spec: EmbeddedClusterSpec) -> EmbeddedCluster:
+        """The cluster as the last command left it, for views: the image and the data plane
+        are recovered, the controllers are not started — no election, no epoch bump, no
+        write. The quorum is described as it was at the last checkpoint; entries it committed
+        that the local log lacks (a crash between the two) show after the next full open."""
+        cluster = cls(spec, state_dir, fsync=False)
+        cluster.read_only = True
+        cluster._recover()
+        if not cluster._quorum_recorded:  # a state dir from before read-only views: upgrade it
+            cluster.log.close()
+            return cls.open(state_dir, spec)
+        cluster._reconcile_data_plane()
+        return cluster
+
     def _start_quorum(self) -> None:
         """Boot the controller quorum from its directory and apply what it committed that the
         local metadata log does not hold yet (a crash between commit and local append)."""
-        cluster_id = self.image.cluster_id or "".join(
-            self.rng.choice(_ID_CHARS) for _ in range(22))
+        cluster_id = self.image.cluster_id or new_cluster_id()
         self._cluster_id = cluster_id
         self.quorum = MetadataQuorum(
             self.state_dir / "quorum", self.spec.voters, cluster_id=cluster_id,
@@ -145,6 +166,8 @@ class EmbeddedCluster:
             self.now = float(doc["now"]) if current else max(self.now, float(doc["now"]))
             self.rng.setstate(_rng_state(doc["rng"]))
             self.down_controllers = set(doc.get("down_controllers", []))
+            self._last_quorum = _quorum_of_json(doc.get("quorum"))
+            self._quorum_recorded = "quorum" in doc
 
     def _reconcile_data_plane(self) -> None:
         """Bring a data-plane checkpoint older than the metadata log in line with it: replicas
@@ -208,9 +231,14 @@ class EmbeddedCluster:
     def checkpoint(self) -> None:
         """Persist the data plane and the clock (the metadata log is always durable)."""
         self._flush()
+        try:
+            self._last_quorum = self.quorum.describe()
+        except KafkaApiError:
+            self._last_quorum = None  # no leader: read-only views say so
         doc = {"now": self.now, "offset": self.log.next_offset, "data": self.data.to_json(),
                "rng": _rng_json(self.rng.getstate()),
-               "down_controllers": sorted(self.down_controllers)}
+               "down_controllers": sorted(self.down_controllers),
+               "quorum": _quorum_json(self._last_quorum)}
         write_atomically(self.state_dir / DATAPLANE_FILE, orjson.dumps(doc))
 
     def snapshot(self) -> Path:
@@ -231,6 +259,9 @@ class EmbeddedCluster:
             self.snapshot()
 
     def close(self) -> None:
+        if self.read_only:
+            self.log.close()
+            return
         self.checkpoint()
         self.log.close()
         self.quorum.close()
@@ -264,6 +295,8 @@ class EmbeddedCluster:
         time, the speculative state is rolled back to what is committed."""
         if not self._pending:
             return
+        if self.read_only:
+            raise RuntimeError("a cluster opened read-only cannot change")
         records, self._pending = self._pending, []
         chunks = [records[i:i + QUORUM_CHUNK] for i in range(0, len(records), QUORUM_CHUNK)]
         payloads = _payloads([encode_record(r) for r in records])
@@ -330,10 +363,22 @@ class EmbeddedCluster:
         self.data.invalidate()
 
     def controller_reachable(self) -> bool:
-        return self.controller_available and self.quorum.leader() is not None
+        return self.controller_available and self._leader() is not None
+
+    def _leader(self) -> int | None:
+        if self.read_only:
+            return self._last_quorum.leader_id if self._last_quorum is not None else None
+        return self.quorum.leader()
 
     def _require_controller(self) -> None:
         """Like an admin client, wait (in simulated time) for a controller to answer."""
+        if self.read_only:
+            if self._last_quorum is None:
+                raise KafkaApiError(errors.NOT_CONTROLLER,
+                                    "no controller is active: the metadata quorum had no leader "
+                                    "when the cluster was last changed (a majority of "
+                                    "controllers may be down)")
+            return
         if not self.controller_available:
             raise KafkaApiError(errors.REQUEST_TIMED_OUT,
                                 "the controller did not answer within the request timeout")
@@ -359,6 +404,8 @@ class EmbeddedCluster:
         firing, a metadata change) every rate is constant, so one step covers the whole
         stretch. A catch-up is noticed at most max(MIN_STEP, seconds/STEPS_PER_ADVANCE) late.
         """
+        if self.read_only:
+            raise RuntimeError("a cluster opened read-only does not run")
         end = self.now + seconds
         floor = max(MIN_STEP, seconds / STEPS_PER_ADVANCE)
         while self.now < end - 1e-9:
@@ -455,7 +502,7 @@ class EmbeddedCluster:
     # -- admin operations (the ClusterAdmin port) -------------------------------------------
     def describe_cluster(self) -> ClusterDescription:
         self._require_controller()
-        leader = self.quorum.leader()
+        leader = self._leader()
         return ClusterDescription(
             self.image.cluster_id, leader if leader is not None else -1,
             tuple(BrokerDescription(b.id, b.rack, b.fenced)
@@ -526,8 +573,12 @@ class EmbeddedCluster:
             else:
                 leo = self.data.replica_leo(tp, p, broker, self.now) or 0.0
                 lag = max(0, int(self.data.leader_leo(tp, self.now)) - int(leo))
+                # A fenced (dead) broker's replica is never "in sync", even with nothing new
+                # to fetch (no producer): the controller took it out of the ISR (KIP-179).
+                word = (OFFLINE if self.image.brokers[broker].fenced
+                        else IN_SYNC if lag == 0 else behind(lag))
                 out.append(ReplicaStatus(
-                    tp, broker, IN_SYNC if lag == 0 else behind(lag), lag,
+                    tp, broker, word, lag,
                     lag * topic.message_bytes, int(leo * topic.message_bytes), now_ms))
         return out
 
@@ -568,6 +619,9 @@ class EmbeddedCluster:
     # -- the metadata quorum (KIP-595 DescribeQuorum / AlterQuorum, KIP-853) -----------------
     def describe_quorum(self) -> QuorumStatus:
         self._require_controller()
+        if self.read_only:
+            assert self._last_quorum is not None
+            return self._last_quorum
         return self.quorum.describe()
 
     def quorum_node_ids(self) -> set[int]:
@@ -635,6 +689,26 @@ class EmbeddedCluster:
 def _payloads(rows: list[Any]) -> list[bytes]:
     """Encoded rows as quorum records: JSON lists of up to QUORUM_CHUNK rows."""
     return [orjson.dumps(rows[i:i + QUORUM_CHUNK]) for i in range(0, len(rows), QUORUM_CHUNK)]
+
+
+def new_cluster_id() -> str:
+    """A fresh id in Kafka's form (``kafka-storage random-uuid``: a UUID in URL-safe base64,
+    22 characters), so two clusters never share one."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _quorum_json(q: QuorumStatus | None) -> dict[str, Any] | None:
+    return None if q is None else dataclasses.asdict(q)
+
+
+def _quorum_of_json(doc: dict[str, Any] | None) -> QuorumStatus | None:
+    if not doc:
+        return None
+    target = doc["target_voters"]
+    return QuorumStatus(**{
+        **doc, "current_voters": tuple(doc["current_voters"]),
+        "target_voters": None if target is None else tuple(target),
+        "replicas": tuple(QuorumReplica(**r) for r in doc["replicas"])})
 
 
 def _rng_json(state: tuple[Any, ...]) -> list[Any]:

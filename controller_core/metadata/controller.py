@@ -34,7 +34,11 @@ Emit = Callable[[Record], None]
 THROTTLE_RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 THROTTLE_REPLICA_KEYS = (
     "leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
-ALTERABLE_CONFIGS = {"BROKER": set(THROTTLE_RATE_KEYS), "TOPIC": set(THROTTLE_REPLICA_KEYS)}
+# What kraftsman placed on a broker (orchestration/throttles.py): kept in the cluster, so an
+# executor that lost its local state still removes exactly its own throttles.
+THROTTLE_MARKER_KEY = "kraftsman.throttle"
+ALTERABLE_CONFIGS = {"BROKER": {*THROTTLE_RATE_KEYS, THROTTLE_MARKER_KEY},
+                     "TOPIC": set(THROTTLE_REPLICA_KEYS)}
 
 
 class Controller:
@@ -172,29 +176,34 @@ class Controller:
     def elect_leaders(self, election_type: ElectionType,
                       partitions: Iterable[TopicPartition] | None
                       ) -> tuple[dict[TopicPartition, ApiResult], list[TopicPartition]]:
-        """Returns the per-partition results and the partitions an election was attempted for."""
+        """Returns the per-partition results and the partitions an election was attempted for.
+
+        With no partition set, ELECTION_NOT_NEEDED results are not returned (Kafka's answer to
+        an ElectLeaders request without partitions)."""
         live = self.image.live_brokers()
         preferred = election_type is ElectionType.PREFERRED
         elect = pc.elect_preferred if preferred else pc.elect_unclean
         results: dict[TopicPartition, ApiResult] = {}
         if partitions is None:
-            # Every partition: the common no-op answers skip the per-partition call, which is
-            # what keeps an election over a million partitions within seconds.
+            # Every partition. As ReplicationControlManager.electLeaders, partitions that
+            # already have the desired leader (ELECTION_NOT_NEEDED) are left out of the answer;
+            # skipping them without a per-partition call keeps a million partitions fast.
+            attempted: list[TopicPartition] = []
             for name, topic in self.image.topics.items():
                 for i, reg in enumerate(topic.partitions):
                     tp = TopicPartition(name, i)
+                    attempted.append(tp)
                     if preferred and reg.leader == reg.preferred:
-                        results[tp] = pc.ALREADY_PREFERRED
-                    elif not preferred and reg.leader != NO_LEADER:
-                        results[tp] = pc.ALREADY_LED
+                        continue
+                    if not preferred and reg.leader != NO_LEADER:
+                        continue
+                    outcome = elect(tp, reg, live)
+                    if isinstance(outcome, ApiResult):
+                        results[tp] = outcome
                     else:
-                        outcome = elect(tp, reg, live)
-                        if isinstance(outcome, ApiResult):
-                            results[tp] = outcome
-                        else:
-                            self._change(outcome)
-                            results[tp] = OK
-            return results, list(results)
+                        self._change(outcome)
+                        results[tp] = OK
+            return results, attempted
         targets = list(dict.fromkeys(partitions))  # a duplicate is not an error
         for tp in targets:
             p = self.image.partition(tp)
@@ -249,7 +258,7 @@ class Controller:
                 if not value.isdigit():
                     return ApiResult(errors.INVALID_CONFIG,
                                      f"{key}={value!r}: must be a whole number of bytes/second")
-            elif parse_throttled_replicas(value) is None:
+            elif key in THROTTLE_REPLICA_KEYS and parse_throttled_replicas(value) is None:
                 return ApiResult(errors.INVALID_CONFIG,
                                  f"{key}={value!r}: expected '*' or 'partition:broker,...'")
         return None

@@ -87,43 +87,52 @@ def _record(tp: TopicPartition, p: PartitionRegistration, *, replicas: tuple[int
 # -- reassignment (KIP-455) -------------------------------------------------------------------
 def start_reassignment(tp: TopicPartition, p: PartitionRegistration, target: Sequence[int],
                        live: Set[int]) -> PartitionChangeRecord | ApiResult | None:
-    """Begin moving ``p`` to ``target``; a partition already moving is first rolled back.
+    """Begin moving ``p`` to ``target``, or re-target a partition already moving.
 
-    R becomes TR followed by the original replicas not in TR, AR = TR - R, RR = R - TR.
-    Returns ``None`` when the partition already sits exactly on the target.
+    R becomes TR followed by the original replicas not in TR, AR = TR - R, RR = R - TR, where
+    R is the replica set before any move. As in KRaft (``ReplicationControlManager``
+    keeps the partition's ISR and leader as the builder's starting point), every ISR member
+    the new replica set keeps stays in sync — a caught-up replica of an earlier target that
+    the new target keeps does not have to copy again — and the leader stays where it is when
+    it is kept. Returns ``None`` when nothing would change (an identical resubmit).
     """
     base = p.original
-    base_isr = tuple(r for r in p.isr if r in set(base))
     target = tuple(target)
     target_set = set(target)
     base_set = set(base)
     adding = tuple(r for r in target if r not in base_set)
     removing = tuple(r for r in base if r not in target_set)
-    if not base_isr:
-        # Only replicas this move is adding are in sync (one led, then failed): rolling them
-        # back would empty the ISR and throw away the only committed copy (KAFKA-14808).
+    replicas = target + removing
+    kept = set(replicas)
+    isr = tuple(r for r in p.isr if r in kept)
+    if not isr:
+        # Every in-sync replica would be dropped (say the adding replicas of the current move
+        # took over and the originals died): that throws away the only committed copy.
         return ApiResult(
             errors.ELIGIBLE_LEADERS_NOT_AVAILABLE,
-            f"{tp}: the only in-sync replicas {list(p.isr)} are being added by the current "
-            f"move and none of the original replicas {list(base)} is in sync; bring one of "
-            "them back so the move can finish, or elect a leader first")
+            f"{tp}: the new target {list(target)} drops every in-sync replica {list(p.isr)}; "
+            "keep one of them in the target, or bring another replica back in sync first")
     leader = p.leader
-    if leader not in base_set or leader not in base_isr or leader not in live:
-        # The leader is an adding replica of the move being replaced (KAFKA-14808), or gone:
-        # lead from an original in-sync replica, or refuse rather than strand the partition.
-        leader = _eligible_leader(base, base_isr, live)
+    if leader not in isr or leader not in live:
+        leader = _eligible_leader(replicas, isr, live)
         if leader == NO_LEADER and p.leader != NO_LEADER:
+            # KAFKA-14808: never drop a leader that nothing eligible can replace.
             return ApiResult(
                 errors.ELIGIBLE_LEADERS_NOT_AVAILABLE,
-                f"{tp}: leader {p.leader} would be dropped and none of the original replicas "
-                f"{list(base)} is alive and in sync; wait for one to catch up")
+                f"{tp}: leader {p.leader} would be dropped and none of the replicas it keeps "
+                f"{[r for r in isr if r != p.leader]} is alive and in sync; keep the leader in "
+                "the target or wait for another replica to catch up")
     if not adding and not removing:
         if target == p.replicas and not p.is_reassigning:
             return None
-        return _record(tp, p, replicas=target, isr=base_isr, leader=leader, adding=(),
+        # A reorder, or a return to the original replicas: the replicas being added are
+        # dropped, so the epoch bumps to fence them.
+        return _record(tp, p, replicas=target, isr=isr, leader=leader, adding=(),
                        removing=(), bump_leader_epoch=p.is_reassigning)
-    replicas = target + removing
-    return _record(tp, p, replicas=replicas, isr=base_isr, leader=leader, adding=adding,
+    if _record(tp, p, replicas=replicas, isr=isr, leader=leader, adding=adding,
+               removing=removing, bump_leader_epoch=False) is None:
+        return None  # the same target again: nothing to do, no epoch bump
+    return _record(tp, p, replicas=replicas, isr=isr, leader=leader, adding=adding,
                    removing=removing, bump_leader_epoch=True)
 
 
@@ -151,11 +160,19 @@ def cancel_reassignment(tp: TopicPartition, p: PartitionRegistration,
 
 def maybe_complete_reassignment(tp: TopicPartition, p: PartitionRegistration,
                                 live: Set[int]) -> PartitionChangeRecord | None:
-    """Once every adding replica is in sync: R = TR, ISR = ISR ∩ TR, AR = RR = [] at once."""
-    if not p.is_reassigning or not set(p.adding) <= set(p.isr):
+    """Once every target replica is in the ISR: R = TR, ISR = ISR - RR, AR = RR = [] at once.
+
+    As KRaft's ``PartitionReassignmentReplicas.maybeCompleteReassignment``
+    (``newTargetIsr.containsAll(newTargetReplicas)``): "the adding replicas caught up" is not
+    enough — a target replica that fell out of the ISR (its broker died) holds the move, so
+    in-sync replicas being removed are not dropped while the target is under-replicated.
+    """
+    if not p.is_reassigning:
         return None
     target = p.target
     isr = tuple(r for r in p.isr if r in set(target))
+    if not isr or not set(target) <= set(isr):
+        return None
     leader = p.leader
     if leader not in isr or leader not in live:
         leader = _eligible_leader(target, isr, live)

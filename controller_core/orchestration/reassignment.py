@@ -1,8 +1,10 @@
 """The reassignment executor: runs a plan in batches under limits, throttled, cancellable.
 
 Level-based: the truth is the cluster. The executor keeps only a small state the caller
-persists (:class:`ExecutorState` — phase, failures, the throttles it placed, rate samples);
-which partitions are done, moving or pending is re-derived from the cluster when it resumes.
+persists (:class:`ExecutorState` — phase, failures, rate samples); which partitions are done,
+moving or pending is re-derived from the cluster when it resumes, and so are the throttles it
+placed (marked in the cluster, :mod:`controller_core.orchestration.throttles`): a run resumed
+with its state lost still removes exactly those.
 Each :meth:`ReassignmentExecutor.step` is one reconcile pass: notice finished moves, start new
 ones within ``max_concurrent_moves`` (and the per-broker limit), keep throttles on exactly
 the moving replicas, and at the end elect preferred leaders and remove every throttle it
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -22,15 +24,10 @@ from pydantic import BaseModel, Field
 from controller_core import errors
 from controller_core.admin import ClusterAdmin, PartitionDescription
 from controller_core.errors import ErrorCode
-from controller_core.metadata.controller import (
-    THROTTLE_RATE_KEYS,
-    format_throttled_replicas,
-    parse_throttled_replicas,
-)
 from controller_core.model import ElectionType, TopicPartition
+from controller_core.orchestration import throttles
+from controller_core.orchestration.estimate import MoveCost, estimate_seconds, move_cost
 
-LEADER_REPLICAS, FOLLOWER_REPLICAS = (
-    "leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 MAX_RECORDED_FAILURES = 1000
 RATE_SAMPLES = 30
 MAX_DETAILS = 100  # per-partition lines in a progress report: failures first
@@ -97,11 +94,6 @@ class ExecutorState(BaseModel):
     message: str = ""
     failed: dict[str, str] = Field(default_factory=dict)  # "topic-partition" -> why
     failed_count: int = 0
-    # broker id -> {config key: the value before we set it (None: there was none)}
-    placed_rates: dict[str, dict[str, str | None]] = Field(default_factory=dict)
-    placed_rate_value: str | None = None  # the rate we wrote, to recognise it later
-    # topic -> {config key: the "partition:broker" entries we added}
-    placed_replicas: dict[str, dict[str, list[str]]] = Field(default_factory=dict)
     bytes_total: int = 0
     bytes_done: int = 0  # bytes of the moves this run finished
     samples: list[tuple[int, int]] = Field(default_factory=list)  # (ms, bytes moved)
@@ -150,14 +142,13 @@ class DryRunReport:
     partitions_unchanged: int
     leader_moves: int
     bytes_to_move: int
-    estimated_seconds: float | None  # at the throttle; None when unthrottled
+    estimated_seconds: float | None  # under the limits; None when nothing bounds the rate
     per_broker_in_bytes: dict[int, int] = field(default_factory=dict)
 
 
 def _plan_problems(admin: ClusterAdmin, plan: ReassignmentPlan,
                    current: Mapping[TopicPartition, PartitionDescription]) -> list[PlanProblem]:
     brokers = {b.id for b in admin.describe_cluster().brokers}
-    in_flight = admin.list_partition_reassignments(list(plan.moves))
     problems: list[PlanProblem] = []
     for tp, target in plan.moves.items():
         if tp not in current:
@@ -167,13 +158,20 @@ def _plan_problems(admin: ClusterAdmin, plan: ReassignmentPlan,
         bad = _target_problem(tp, target, brokers)
         if bad is not None:
             problems.append(bad)
-            continue
-        ongoing = in_flight.get(tp)
-        if ongoing is not None and ongoing.target != target and not plan.additional:
+    if not plan.additional:
+        # As ReassignPartitionsCommand: no new plan while any reassignment is in progress,
+        # unless it is additional. Moves already heading to this plan's targets are this
+        # plan's own (a run resumed after its state was lost), not another's.
+        others = sorted(tp for tp, o in admin.list_partition_reassignments().items()
+                        if plan.moves.get(tp) != o.target)
+        if others:
+            shown = ", ".join(str(tp) for tp in others[:5])
+            more = f" and {len(others) - 5} more" if len(others) > 5 else ""
             problems.append(PlanProblem(
-                tp, errors.REASSIGNMENT_IN_PROGRESS,
-                f"{tp} is already being reassigned to {list(ongoing.target)}; wait for it, "
-                "cancel it, or mark this plan additional to re-target it"))
+                others[0], errors.REASSIGNMENT_IN_PROGRESS,
+                f"cannot start: {len(others)} partition reassignment(s) already in progress "
+                f"({shown}{more}); wait for them, cancel them, or mark this plan additional "
+                "to move on top of them"))
     return problems
 
 
@@ -210,18 +208,23 @@ def validate_plan(admin: ClusterAdmin, plan: ReassignmentPlan) -> list[PlanProbl
     return _plan_problems(admin, plan, _describe(admin, plan.moves))
 
 
-def dry_run(admin: ClusterAdmin, plan: ReassignmentPlan) -> DryRunReport:
-    """What the plan would do — replica and leader movements, bytes, time — moving nothing."""
+def dry_run(admin: ClusterAdmin, plan: ReassignmentPlan, *,
+            bandwidth: Callable[[int], float] | None = None,
+            poll_seconds: float = 0.0) -> DryRunReport:
+    """What the plan would do — replica and leader movements, bytes, time — moving nothing.
+    The time comes from :func:`.estimate.estimate_seconds` under the plan's limits."""
     current = _describe(admin, plan.moves)
     problems = _plan_problems(admin, plan, current)
     bad = {p.tp for p in problems}
     adds = removes = moving = unchanged = leader_moves = total = 0
     per_broker: dict[int, int] = {}
+    costs: list[MoveCost] = []
     for tp, target in plan.moves.items():
         d = current.get(tp)
         if d is None or tp in bad:
             continue
         original = _original(d)
+        costs.append(move_cost(d.leader, original, target, d.size_bytes or 0, tuple(tp)))
         added = [r for r in target if r not in original]
         removed = [r for r in original if r not in target]
         if not added and not removed and tuple(target) == original:
@@ -236,8 +239,12 @@ def dry_run(admin: ClusterAdmin, plan: ReassignmentPlan) -> DryRunReport:
             per_broker[r] = per_broker.get(r, 0) + size
         if d.leader not in target or (plan.elect_preferred_leaders and d.leader != target[0]):
             leader_moves += 1
-    throttle = plan.limits.throttle_bytes_per_second
-    estimate = max((b / throttle for b in per_broker.values()), default=0.0) if throttle else None
+    limits = plan.limits
+    estimate = estimate_seconds(
+        costs, throttle=limits.throttle_bytes_per_second,
+        max_concurrent_moves=limits.max_concurrent_moves,
+        max_concurrent_moves_per_broker=limits.max_concurrent_moves_per_broker,
+        bandwidth=bandwidth, poll_seconds=poll_seconds)
     return DryRunReport(tuple(problems), adds, removes, moving, unchanged, leader_moves, total,
                         estimate, per_broker)
 
@@ -254,10 +261,11 @@ class ReassignmentExecutor:
         self.done: set[TopicPartition] = set()
         self.failed: set[TopicPartition] = set()
         self.cancelled: set[TopicPartition] = set()
+        self.retarget: list[TopicPartition] = []  # in flight elsewhere, to re-target at once
         self.original: dict[TopicPartition, tuple[int, ...]] = {}  # replicas before the move
         self.move_bytes: dict[TopicPartition, int] = {}  # bytes the move copies
         self._loaded = False
-        self._last_want: dict[str, dict[str, set[str]]] | None = None
+        self._synced: tuple[frozenset[TopicPartition], int | None] | None = None
         self._adding_cache: dict[TopicPartition, tuple[int, ...]] = {}
 
     # -- starting and resuming ------------------------------------------------------------------
@@ -274,7 +282,6 @@ class ReassignmentExecutor:
         self.state.started_ms = self.admin.now_ms()
         self._classify(current)
         self.state.bytes_total = sum(self.move_bytes.values())
-        self._place_rates()
         return []
 
     def _load(self) -> None:
@@ -283,7 +290,7 @@ class ReassignmentExecutor:
 
     def _classify(self, current: Mapping[TopicPartition, PartitionDescription]) -> None:
         """Derive done / moving / pending from the cluster (on start and on resume)."""
-        self.moving, self.done = {}, set()
+        self.moving, self.done, self.retarget = {}, set(), []
         self._adding_cache.clear()
         pending: list[TopicPartition] = []
         self.failed = {tp for tp in self.plan.moves if str(tp) in self.state.failed}
@@ -299,6 +306,11 @@ class ReassignmentExecutor:
             if d.adding or d.removing:
                 if _target_of(d) == target:
                     self.moving[tp] = target
+                    continue
+                if self.plan.additional:
+                    # In flight towards another target (a changed spec, an earlier run): it
+                    # is re-targeted at the next pass, without waiting for a free slot.
+                    self.retarget.append(tp)
                     continue
             elif d.replicas == target:
                 self.done.add(tp)
@@ -324,16 +336,13 @@ class ReassignmentExecutor:
         self.state.paused = paused
 
     def set_limits(self, limits: Limits) -> None:
-        """New throttle and concurrency limits take effect at once."""
-        old = self.limits
+        """New throttle and concurrency limits take effect at once. (A run resumed with new
+        limits in its plan needs no call: each pass compares the rates in force with them.)"""
         self.limits = limits
-        if self.state.phase.terminal:
+        if self.state.phase.terminal or self.state.phase is Phase.PENDING:
             return
-        if limits.throttle_bytes_per_second != old.throttle_bytes_per_second:
-            if limits.throttle_bytes_per_second is None:
-                self._remove_rates()
-            else:
-                self._place_rates(update=True)
+        self._load()
+        self._sync_throttles()
 
     # -- the reconcile pass -----------------------------------------------------------------------
     def step(self) -> Progress:
@@ -342,6 +351,7 @@ class ReassignmentExecutor:
         self._load()
         sizes = self._replica_sizes()
         self._notice_finished(self._maybe_finished(sizes))
+        self._retarget_in_flight()
         if self.state.cancel_requested:
             self._cancel_in_flight()
         elif self.state.paused:
@@ -349,7 +359,7 @@ class ReassignmentExecutor:
         else:
             self.state.phase = Phase.RUNNING
             self._start_moves()
-        self._sync_replica_throttles()
+        self._sync_throttles()
         if not self.moving and (not self.pending or self.state.cancel_requested):
             self._finish()
         return self.progress(sample=True, sizes=sizes)
@@ -444,6 +454,8 @@ class ReassignmentExecutor:
                                f"{list(ongoing.target)}; not fought over")
                 continue
             changes[tp] = self.plan.moves[tp]
+        # Throttle before moving: not a byte is copied at full speed.
+        self._sync_throttles(also=changes)
         results = self.admin.alter_partition_reassignments(changes)
         for tp, result in results.items():
             if not result.ok:
@@ -451,6 +463,24 @@ class ReassignmentExecutor:
                 continue
             self.moving[tp] = self.plan.moves[tp]
         # A move that needs no copying (only a reorder or a shrink) completes at once.
+        self._notice_finished(among=[tp for tp in changes if not self._adding(tp)])
+
+    def _retarget_in_flight(self) -> None:
+        """Moves already in flight that this plan sends elsewhere change target now: they
+        hold no new slot (KIP-455: a new target replaces the current one)."""
+        if not self.retarget:
+            return
+        changes: dict[TopicPartition, Sequence[int] | None] = {
+            tp: self.plan.moves[tp] for tp in self.retarget}
+        self.retarget = []
+        if not self.state.cancel_requested:
+            self._sync_throttles(also=changes)
+        results = self.admin.alter_partition_reassignments(changes)
+        for tp, result in results.items():
+            if result.ok:
+                self.moving[tp] = self.plan.moves[tp]
+            else:
+                self._fail(tp, result.message or result.error.name)
         self._notice_finished(among=[tp for tp in changes if not self._adding(tp)])
 
     def _touched(self, tp: TopicPartition) -> set[int]:
@@ -509,9 +539,9 @@ class ReassignmentExecutor:
         self.cleanup()
 
     def cleanup(self) -> None:
-        """Remove every throttle this executor placed — and only those."""
-        self._remove_replica_throttles()
-        self._remove_rates()
+        """Remove every throttle this executor placed — and only those — unless another
+        movement still needs it (then whoever moves last removes it)."""
+        self._sync_throttles(final=True)
         if self.state.finished_ms is None and self.state.phase.terminal:
             self.state.finished_ms = self.admin.now_ms()
 
@@ -522,108 +552,22 @@ class ReassignmentExecutor:
             self.state.failed[str(tp)] = message
 
     # -- throttles --------------------------------------------------------------------------------
-    def _brokers_in_plan(self) -> set[int]:
-        brokers: set[int] = set()
-        for tp, target in self.plan.moves.items():
-            if tp not in self.done:
-                brokers.update(target)
-        current = _describe(self.admin, [tp for tp in self.plan.moves if tp not in self.done])
-        for d in current.values():
-            brokers.update(d.replicas)
-        return brokers
-
-    def _place_rates(self, *, update: bool = False) -> None:
-        rate = self.limits.throttle_bytes_per_second
-        if rate is None:
+    def _sync_throttles(self, *, also: Iterable[TopicPartition] = (), final: bool = False) -> None:
+        """Throttles on exactly the moves in flight (and ``also``, about to start), at the
+        current limit; a pass that changes neither does not ask the cluster."""
+        moving = frozenset(()) if final else frozenset((*self.moving, *also))
+        rate = None if final else self.limits.throttle_bytes_per_second
+        key = (moving, rate)
+        if key == self._synced and not final:
             return
-        brokers = [str(b) for b in sorted(self._brokers_in_plan())] if not update else sorted(
-            set(self.state.placed_rates) | {str(b) for b in self._brokers_in_plan()})
-        resources = [("BROKER", b) for b in brokers]
-        existing = self.admin.describe_configs(resources)
-        changes: dict[tuple[str, str], dict[str, str | None]] = {}
-        for res in resources:
-            placed = self.state.placed_rates.setdefault(res[1], {})
-            for key in THROTTLE_RATE_KEYS:
-                if key not in placed:
-                    placed[key] = existing.get(res, {}).get(key)
-            changes[res] = {key: str(rate) for key in THROTTLE_RATE_KEYS}
-        self._alter(changes)
-        self.state.placed_rate_value = str(rate)
-
-    def _remove_rates(self) -> None:
-        if not self.state.placed_rates:
-            return
-        resources = [("BROKER", b) for b in self.state.placed_rates]
-        existing = self.admin.describe_configs(resources)
-        changes: dict[tuple[str, str], dict[str, str | None]] = {}
-        ours = self.state.placed_rate_value
-        for res in resources:
-            for key, previous in self.state.placed_rates[res[1]].items():
-                now = existing.get(res, {}).get(key)
-                if now is None or now == ours or previous == now:
-                    changes.setdefault(res, {})[key] = previous
-                # else someone changed it after us: theirs now, left alone
-        self._alter(changes)
-        self.state.placed_rates = {}
-        self.state.placed_rate_value = None
-
-    def _sync_replica_throttles(self) -> None:
-        """Throttle exactly the replicas of moves in flight: existing ones as leaders,
-        adding ones as followers (what kafka-reassign-partitions does). Entries someone else
-        had already listed stay theirs: we record, and later remove, only those we added."""
-        want: dict[str, dict[str, set[str]]] = {}
-        if self.limits.throttle_bytes_per_second is not None:
-            for tp in self.moving:
-                topic = want.setdefault(
-                    tp.topic, {LEADER_REPLICAS: set(), FOLLOWER_REPLICAS: set()})
-                for r in self._adding(tp):
-                    topic[FOLLOWER_REPLICAS].add(f"{tp.partition}:{r}")
-                for r in self.original.get(tp, ()):
-                    topic[LEADER_REPLICAS].add(f"{tp.partition}:{r}")
-        if want == self._last_want and self._last_want is not None:
-            return
-        have = {t: {k: set(v) for k, v in keys.items()}
-                for t, keys in self.state.placed_replicas.items()}
-        topics = sorted(set(want) | set(have))
-        existing = self.admin.describe_configs([("TOPIC", t) for t in topics]) if topics else {}
-        changes: dict[tuple[str, str], dict[str, str | None]] = {}
-        placed: dict[str, dict[str, list[str]]] = {}
-        for t in topics:
-            for key in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
-                ours_before = have.get(t, {}).get(key, set())
-                desired = want.get(t, {}).get(key, set())
-                current = parse_throttled_replicas(existing.get(("TOPIC", t), {}).get(key, ""))
-                if not isinstance(current, set):
-                    continue  # "*" or junk written by someone else: not ours to edit
-                others = {f"{p}:{b}" for p, b in current} - ours_before
-                ours_now = desired - others
-                if ours_now:
-                    placed.setdefault(t, {})[key] = sorted(ours_now)
-                merged = others | ours_now
-                if merged != {f"{p}:{b}" for p, b in current}:
-                    value = format_throttled_replicas(
-                        (int(e.split(":")[0]), int(e.split(":")[1])) for e in merged)
-                    changes.setdefault(("TOPIC", t), {})[key] = value or None
-        self._alter(changes)
-        self.state.placed_replicas = placed
-        self._last_want = want
-
-    def _remove_replica_throttles(self) -> None:
-        saved_moving = self.moving
-        self.moving = {}
-        try:
-            self._sync_replica_throttles()
-        finally:
-            self.moving = saved_moving
-
-    def _alter(self, changes: Mapping[tuple[str, str], Mapping[str, str | None]]) -> None:
-        if not changes:
-            return
-        results = self.admin.incremental_alter_configs(changes)
-        bad = [f"{r[0].lower()} {r[1]}: {res.message or res.error.name}"
-               for r, res in results.items() if not res.ok]
-        if bad:
-            self.state.message = "could not set throttles: " + "; ".join(bad[:5])
+        moves = {tp: throttles.Move(self.original.get(tp, ()), self._adding(tp))
+                 for tp in moving}
+        problems = throttles.sync(self.admin, moves, rate, scope=set(self.plan.moves))
+        if problems:
+            self.state.message = "could not set throttles: " + "; ".join(problems[:5])
+            self._synced = None  # try again next pass
+        else:
+            self._synced = key
 
     # -- reporting --------------------------------------------------------------------------------
     def progress(self, *, sample: bool = False,

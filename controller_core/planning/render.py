@@ -87,6 +87,7 @@ class RenderedResource:
     text: str
     moves: tuple[PartitionMove, ...]
     elect_preferred_leaders: bool
+    max_concurrent_moves: int = 10  # the resource's spec.maxConcurrentMoves
 
 
 K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
@@ -157,7 +158,8 @@ def render(moves: Sequence[PartitionMove], opts: RenderOptions) -> list[Rendered
         if len(text.encode()) > opts.max_bytes:
             raise ValueError(f"internal: resource {name} renders to {len(text.encode())} bytes, "
                              f"over the {opts.max_bytes}-byte limit")
-        out.append(RenderedResource(i, name, f"{i:03d}-{name}.yaml", text, tuple(part), elect))
+        out.append(RenderedResource(i, name, f"{i:03d}-{name}.yaml", text, tuple(part), elect,
+                                    opts.max_concurrent_moves))
     return out
 
 

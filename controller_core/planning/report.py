@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from controller_core.orchestration import estimate
 from controller_core.planning.objective import DISK, LEADERS, METRICS, NET_IN, NET_OUT, REPLICAS
 from controller_core.planning.render import RenderedResource
 from controller_core.planning.result import PlanResult
@@ -32,18 +33,15 @@ def lower_bound_bytes(result: PlanResult) -> float:
 
 
 def estimate_seconds(resources: Sequence[RenderedResource], throttle: int | None) -> float | None:
-    """Resources run one after another; within one, brokers copy in parallel, each capped by
-    the throttle — so a resource takes its busiest receiving broker's bytes / throttle."""
+    """Resources run one after another; each as the executor runs it, in batches of
+    maxConcurrentMoves under the throttle (the estimator the dry run uses)."""
     if not throttle:
         return None
-    total = 0.0
-    for r in resources:
-        inbound: dict[int, int] = {}
-        for m in r.moves:
-            for b in m.added:
-                inbound[b] = inbound.get(b, 0) + m.size_bytes
-        total += max(inbound.values(), default=0) / throttle
-    return total
+    return sum(estimate.estimate_seconds(
+        [estimate.move_cost(m.leader_before, m.before, m.after, m.size_bytes,
+                            (m.topic, m.partition)) for m in r.moves],
+        throttle=throttle, max_concurrent_moves=r.max_concurrent_moves) or 0.0
+        for r in resources)
 
 
 def summary(result: PlanResult, resources: Sequence[RenderedResource],

@@ -51,7 +51,7 @@ _SOURCE_TOPIC, _SOURCE_BROKER, _SOURCE_DEFAULT_BROKER, _SOURCE_DEFAULT = 1, 2, 3
 # Kafka's defaults for the configs the embedded cluster lets you change.
 _DEFAULTS = {**dict.fromkeys(THROTTLE_RATE_KEYS, str(2**63 - 1)),
              **dict.fromkeys(THROTTLE_REPLICA_KEYS, "")}
-_TYPE_LONG, _TYPE_LIST = 5, 7
+_TYPE_STRING, _TYPE_LONG, _TYPE_LIST = 2, 5, 7
 _RESOURCE_TYPES = {2: "TOPIC", 4: "BROKER"}
 _ZERO_UUID = uuid.UUID(int=0)
 
@@ -448,13 +448,16 @@ class Handlers:
                 for key in sorted(set(ALTERABLE_CONFIGS[rtype]) | set(dynamic)):
                     if keys is not None and key not in keys:
                         continue
+                    if key not in _DEFAULTS and key not in dynamic:
+                        continue  # a config with no default (kraftsman's throttle marker)
                     value = dynamic.get(key)
                     configs.append(cls.DescribeConfigsResult.DescribeConfigsResourceResult(
                         name=key, value=value if value is not None else _DEFAULTS[key],
                         read_only=False,
                         config_source=source if value is not None else _SOURCE_DEFAULT,
                         is_default=value is None, is_sensitive=False, synonyms=[],
-                        config_type=_TYPE_LIST if key in THROTTLE_REPLICA_KEYS else _TYPE_LONG,
+                        config_type=_TYPE_LIST if key in THROTTLE_REPLICA_KEYS else
+                        _TYPE_LONG if key in THROTTLE_RATE_KEYS else _TYPE_STRING,
                         documentation=None))
             results.append(cls.DescribeConfigsResult(
                 error_code=problem.error.code if problem else 0,

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 
-from kraftsman.cli_errors import UsageError
+from controller_core.errors import KafkaApiError
+from kraftsman.cli_errors import UsageError, missing_extra
+from kraftsman.local_store import StateLock
 
 # Each module in kraftsman.commands registers its own subcommands.
 COMMAND_MODULES = [
@@ -18,13 +22,6 @@ COMMAND_MODULES = [
     "kraftsman.commands.operator",
     "kraftsman.commands.plan",
 ]
-
-
-# Modules of the optional extras (pyproject.toml), and the extra that brings each.
-OPTIONAL_MODULES = {
-    "kopf": "operator", "kubernetes": "operator",
-    "pyspark": "plan", "pandas": "plan", "pyarrow": "plan", "matplotlib": "plan", "numpy": "plan",
-}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,23 +36,44 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _state_lock(args: argparse.Namespace) -> contextlib.AbstractContextManager[object]:
+    """One command at a time on a state directory (the operator's own directory aside)."""
+    state_dir = getattr(args, "state_dir", None)
+    if state_dir is None or args.command == "operator":
+        return contextlib.nullcontext()
+    words = [args.command] + [w for w in (getattr(args, "action", None),
+                                          getattr(args, "what", None)) if isinstance(w, str)]
+    lock = StateLock(state_dir, "kraftsman " + " ".join(words),
+                     create=bool(getattr(args, "creates_state", False)))
+    args.state_lock = lock
+    return lock
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
-        return handler(args)
+        with _state_lock(args):
+            return handler(args)
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, as the Kafka tools and coreutils do.
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 141
+    except KafkaApiError as e:
+        print(f"error: {e.error.name}: {e.message}", file=sys.stderr)
+        return 1
     except UsageError as e:
         for problem in e.problems:
             print(f"error: {problem}", file=sys.stderr)
         return e.exit_code
     except ModuleNotFoundError as e:
-        top = (e.name or "").split(".")[0]
-        extra = OPTIONAL_MODULES.get(top)
-        if extra is None:
+        message = missing_extra(args.command, e.name or "")
+        if message is None:
             raise
-        print(f"error: `kraftsman {args.command}` needs {top}, which comes with the "
-              f"'{extra}' extra: pip install 'kraftsman[{extra}]'", file=sys.stderr)
+        print(f"error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted; state on disk is consistent — run the command again to go on",

@@ -8,7 +8,7 @@ from typing import TextIO
 from controller_core import errors
 from controller_core.model import ElectionType
 from controller_core.orchestration.election import ElectionReport
-from controller_core.orchestration.reassignment import DryRunReport, Progress
+from controller_core.orchestration.reassignment import DryRunReport, Limits, Progress
 from controller_core.units import format_bytes
 from controller_core.units import format_duration as format_seconds
 
@@ -26,22 +26,23 @@ def progress_line(key: str, p: Progress, now: float) -> str:
             f"ETA {format_seconds(p.eta_seconds)}  t={format_seconds(now)}")
 
 
-def _tps(items: list[str]) -> str:
-    more = len(items) - LIST_LIMIT
-    return ", ".join(items[:LIST_LIMIT]) + (f" and {more} more" if more > 0 else "")
+def cap_list(items: list[str], limit: int = LIST_LIMIT) -> str:
+    """At most ``limit`` items, then "and N more" — the same cap in every view."""
+    more = len(items) - limit
+    return ", ".join(items[:limit]) + (f" and {more} more" if more > 0 else "")
 
 
 def format_election(report: ElectionReport, kind: ElectionType) -> list[str]:
     """Lines in the words of kafka-leader-election."""
     lines = []
-    elected = sorted(str(tp) for tp, r in report.results.items() if r.ok)
-    not_needed = sorted(str(tp) for tp, r in report.results.items()
-                        if r.error == errors.ELECTION_NOT_NEEDED)
+    elected = [str(tp) for tp in sorted(tp for tp, r in report.results.items() if r.ok)]
+    not_needed = [str(tp) for tp in sorted(tp for tp, r in report.results.items()
+                                           if r.error == errors.ELECTION_NOT_NEEDED)]
     if elected:
         lines.append(f"Successfully completed leader election ({kind.value}) for partitions "
-                     f"{_tps(elected)}")
+                     f"{cap_list(elected)}")
     if not_needed:
-        lines.append(f"Valid replica already elected for partitions {_tps(not_needed)}")
+        lines.append(f"Valid replica already elected for partitions {cap_list(not_needed)}")
     failures = report.failures()
     for topic in report.unknown_topics:
         lines.append(f"Error completing leader election ({kind.value}) for topic {topic}: "
@@ -52,10 +53,10 @@ def format_election(report: ElectionReport, kind: ElectionType) -> list[str]:
             lines.append(f"  {tp}: {r.error.name}: {r.message}")
         if len(failures) > LIST_LIMIT:
             lines.append(f"  ... and {len(failures) - LIST_LIMIT} more")
-    if not lines:
+    if not lines and not report.attempted_all:
         lines.append("No partitions to elect leaders for.")
-    if report.attempted_all:
-        lines.append(f"Election attempted for all {len(report.results)} partitions of the cluster.")
+    # Over every partition, those needing no election are not in the answer: a balanced
+    # cluster prints nothing, as kafka-leader-election --all-topic-partitions does.
     return lines
 
 
@@ -96,19 +97,29 @@ class ProgressView:
             self.line(f"{key} {verb[p.phase.value]}: {p.done} moved, {p.cancelled} rolled back "
                       f"or not started, {p.failed} failed; "
                       f"{format_bytes(p.bytes_moved)} copied")
+        elif p.phase.value == "Paused" and not p.moving:
+            self.line(f"{key} paused, {p.pending} pending ({p.done} done); set spec.paused: "
+                      "false and run `kraftsman apply` again to go on")
         else:
             self.line(f"{key} is {p.phase.value.lower()} — {p.moving} moving, {p.pending} "
                       "pending; run `kraftsman apply` again to go on")
         if p.message:
             self.line(f"  {p.message}")
-        for d in p.details:
-            if d.state == "failed":
-                self.line(f"  failed {d.tp}: {d.message}")
+        failed = [d for d in p.details if d.state == "failed"]
+        for d in failed[:LIST_LIMIT]:
+            self.line(f"  failed {d.tp}: {d.message}")
+        if p.failed > LIST_LIMIT:
+            self.line(f"  ... and {p.failed - LIST_LIMIT} more")
 
-    def dry_run(self, key: str, r: DryRunReport) -> None:
+    def dry_run(self, key: str, r: DryRunReport, limits: Limits) -> None:
+        throttle = (f"{format_bytes(limits.throttle_bytes_per_second)}/s"
+                    if limits.throttle_bytes_per_second else "unthrottled")
+        per_broker = (f", {limits.max_concurrent_moves_per_broker} per broker"
+                      if limits.max_concurrent_moves_per_broker else "")
         est = (format_seconds(r.estimated_seconds) if r.estimated_seconds is not None
-               else "unthrottled: bounded by broker bandwidth")
+               else "not estimated")
         self.line(f"{key} (dry run): {r.partitions_moving} partitions would move "
                   f"({r.partitions_unchanged} already in place): {r.replica_moves} replicas "
                   f"added, {r.replicas_removed} removed, {r.leader_moves} leader moves, "
-                  f"{format_bytes(r.bytes_to_move)} to copy, estimated {est} at the throttle")
+                  f"{format_bytes(r.bytes_to_move)} to copy, estimated {est} "
+                  f"({throttle}, {limits.max_concurrent_moves} moves at once{per_broker})")

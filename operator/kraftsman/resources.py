@@ -7,10 +7,13 @@ kafka-leader-election), so a user's plan files carry over.
 
 from __future__ import annotations
 
+import difflib
+import types
+import typing
 from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from controller_core.config import TOPIC_NAME_PATTERN, BrokerId, CamelModel, EmbeddedClusterSpec
 from kraftsman.cli_errors import UsageError
@@ -162,18 +165,69 @@ class Resource(CamelModel):
     namespace: str = "default"
     generation: int = 1
     spec: Any
+    source: str = Field(default="input", exclude=True)  # the file it came from
 
     @property
     def key(self) -> str:
         return f"{self.kind}/{self.name}"
 
+    @property
+    def where(self) -> str:
+        """How a problem names it: the file, then kind/name."""
+        return f"{self.source}: {self.key}"
 
-def format_validation_error(where: str, err: ValidationError) -> list[str]:
+
+TOP_LEVEL = ("apiVersion", "kind", "metadata", "spec", "status")
+
+
+def _fields_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
+    """The field names (as written in YAML) of the model found at ``loc`` under ``model``."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return []
+        field = next((f for n, f in current.model_fields.items()
+                      if part in (n, f.alias)), None)
+        if field is None:
+            return []
+        current = _model_in(field.annotation)
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return [f.alias or n for n, f in current.model_fields.items()]
+    return []
+
+
+def _model_in(annotation: Any) -> Any:
+    """The pydantic model inside Optional[...] / list[...] / Annotated[...], if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    origin = typing.get_origin(annotation)
+    if origin is None and not isinstance(annotation, types.UnionType):
+        return None
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def format_validation_error(where: str, err: ValidationError,
+                            model: type[BaseModel] | None = None) -> list[str]:
     problems = []
     for e in err.errors():
         loc = "spec" + "".join(
             f"[{p}]" if isinstance(p, int) else f".{p}" for p in e["loc"]) if e["loc"] else "spec"
         msg = str(e["msg"]).removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden" and e["loc"]:
+            known = _fields_at(model, tuple(e["loc"][:-1])) if model is not None else []
+            msg = (f"unknown field{did_you_mean(str(e['loc'][-1]), known)}"
+                   + (f" (fields here: {', '.join(known)})" if known else ""))
         problems.append(f"{where}: {loc}: {msg}")
     return problems
 
@@ -194,6 +248,9 @@ def parse_resource(doc: Any, *, source: str = "input") -> Resource:
         problems.append(f"{where}: unknown kind {kind!r}; expected one of {', '.join(KINDS)}")
     if not isinstance(name, str) or not name:
         problems.append(f"{where}: metadata.name is required")
+    for key in doc:
+        if key not in TOP_LEVEL:
+            problems.append(f"{where}: {key}: unknown field{did_you_mean(str(key), TOP_LEVEL)}")
     if problems:
         raise UsageError(problems)
     assert isinstance(kind, str) and isinstance(name, str)
@@ -203,10 +260,11 @@ def parse_resource(doc: Any, *, source: str = "input") -> Resource:
     try:
         spec = KINDS[kind].model_validate(spec_doc)
     except ValidationError as e:
-        raise UsageError(format_validation_error(where, e)) from None
+        raise UsageError(format_validation_error(where, e, KINDS[kind])) from None
     namespace = meta.get("namespace") or "default"
     generation = int(meta.get("generation") or 1)
-    return Resource(kind=kind, name=name, namespace=namespace, generation=generation, spec=spec)
+    return Resource(kind=kind, name=name, namespace=namespace, generation=generation, spec=spec,
+                    source=source)
 
 
 def parse_resources(docs: Iterable[Any], *, source: str = "input") -> list[Resource]:

@@ -113,7 +113,7 @@ def test_dry_run_moves_nothing(capsys: pytest.CaptureFixture[str], tmp_path: Pat
                        write(tmp_path, "m.yaml", dry), "--state-dir", str(state))
     assert code == 0
     assert "(dry run): 2 partitions would move" in out and "40.0 MB to copy" in out
-    assert "estimated 0:40 at the throttle" in out
+    assert "estimated 0:40 (1.0 MB/s, 2 moves at once)" in out
     code, out, _ = run(capsys, "reassignments", "list", "--state-dir", str(state))
     assert "No partition reassignments found." in out
 
@@ -194,6 +194,8 @@ def test_elect_cancel_and_fault_injection(capsys: pytest.CaptureFixture[str], tm
     code, out, _ = run(capsys, "elect", "--all-topic-partitions", *s)
     assert code == 0
     assert "Successfully completed leader election (PREFERRED) for partitions orders-0" in out
+    # balanced now: like kafka-leader-election --all-topic-partitions, nothing is printed
+    assert run(capsys, "elect", "--all-topic-partitions", *s)[:2] == (0, "")
     code, out, _ = run(capsys, "elect", "--topic", "ghost", "-o", "json", *s)
     assert code == 1 and json.loads(out)["unknownTopics"] == ["ghost"]
     code, out, _ = run(capsys, "reassignments", "cancel", *s)
@@ -230,7 +232,13 @@ def test_quorum_describe_alter_and_kafkaquorum(capsys: pytest.CaptureFixture[str
     c3 = CLUSTER.replace("brokers: [", "controllers: [0, 1, 2]\n    brokers: [")
     assert run(capsys, "apply", "-f", write(tmp_path, "c.yaml", c3), *s)[0] == 0
     code, out, _ = run(capsys, "quorum", "describe", *s)
-    assert code == 0 and "CurrentVoters:         [0, 1, 2]" in out and "LeaderEpoch:" in out
+    assert code == 0 and "LeaderEpoch:" in out
+    rows = dict(line.split(":", 1) for line in out.splitlines())
+    assert [k for k in rows] == ["ClusterId", "LeaderId", "LeaderEpoch", "HighWatermark",
+                                 "MaxFollowerLag", "MaxFollowerLagTimeMs", "CurrentVoters",
+                                 "CurrentObservers"]  # as MetadataQuorumCommand prints them
+    assert rows["CurrentVoters"].strip() == "[0,1,2]" and rows["CurrentObservers"].strip() == "[]"
+    assert "None" not in out
     code, out, _ = run(capsys, "quorum", "describe", "--replication", *s)
     assert out.splitlines()[0].split() == ["ReplicaId", "LogEndOffset", "Lag", "LagTimeMs",
                                            "Status", "IsReassignTarget"]
@@ -240,7 +248,7 @@ def test_quorum_describe_alter_and_kafkaquorum(capsys: pytest.CaptureFixture[str
     summary = json.loads(out)[0]
     assert summary["phase"] == "Ready" and summary["currentVoters"] == [0, 1, 3]
     code, out, _ = run(capsys, "quorum", "alter", "--voters", "0,1,2", *s)
-    assert code == 0 and "removing voter 3" in out and "CurrentVoters:         [0, 1, 2]" in out
+    assert code == 0 and "removing voter 3" in out and "CurrentVoters:          [0,1,2]" in out
     code, _, err = run(capsys, "quorum", "alter", "--voters", "0,1,9", *s)
     assert code == 2 and "unknown node id(s) [9]" in err
     code, _, err = run(capsys, "quorum", "alter", "--voters", "zero", *s)

@@ -36,6 +36,7 @@ from controller_core import errors
 from controller_core.admin import (
     IN_SYNC,
     NOT_HOSTED,
+    OFFLINE,
     UNKNOWN_BROKER,
     UNKNOWN_PARTITION,
     UNKNOWN_TOPIC,
@@ -62,7 +63,7 @@ from .strategies import (
 PROFILE = settings.get_profile(core_profile())
 PURE = settings(PROFILE, max_examples=PROFILE.max_examples * 2)
 BEHIND = re.compile(r"^behind: [1-9]\d* messages$")
-STATIC_WORDS = {IN_SYNC, NOT_HOSTED, UNKNOWN_BROKER, UNKNOWN_PARTITION, UNKNOWN_TOPIC}
+STATIC_WORDS = {IN_SYNC, NOT_HOSTED, OFFLINE, UNKNOWN_BROKER, UNKNOWN_PARTITION, UNKNOWN_TOPIC}
 
 
 # -- shared checks -------------------------------------------------------------------------------
@@ -112,14 +113,17 @@ def _eligible(order: Sequence[int], isr: Sequence[int], live: Set[int]) -> list[
     return [r for r in order if r in isr and r in live]
 
 
-def start_refused(p: PartitionRegistration, live: Set[int]) -> bool:
-    """The oracle of KAFKA-14808 for a (re-)start: refuse when rolling the current move back
-    leaves no original replica in sync, or drops the leader with none to take over."""
-    base_isr = [r for r in p.isr if r in p.original]
-    if not base_isr:
+def start_refused(p: PartitionRegistration, target: Sequence[int], live: Set[int]) -> bool:
+    """The oracle of KAFKA-14808 for a (re-)start, as ReplicationControlManager keeps the ISR
+    across a re-target: refuse when the new replica set keeps no in-sync replica, or drops
+    the leader with none to take over."""
+    kept = set(target) | set(p.original)
+    isr = [r for r in p.isr if r in kept]
+    if not isr:
         return True
-    keeps_leader = p.leader in p.original and p.leader in base_isr and p.leader in live
-    return p.leader != NO_LEADER and not keeps_leader and not _eligible(p.original, base_isr, live)
+    keeps_leader = p.leader in isr and p.leader in live
+    return p.leader != NO_LEADER and not keeps_leader and not _eligible(
+        [*target, *p.original], isr, live)
 
 
 @PURE
@@ -129,17 +133,23 @@ def test_start_reassignment_shapes_the_move(case: PartitionCase, data: st.DataOb
     target = data.draw(replica_lists(case.brokers), label="target")
     out = pc.start_reassignment(TP, p, target, live)
     if out is None:
-        assert not p.is_reassigning and p.replicas == target
+        if p.is_reassigning:  # an identical resubmit: the move already heads there
+            assert p.target == tuple(target) and not start_refused(p, target, live)
+        else:
+            assert p.replicas == tuple(target)
         return
     if isinstance(out, ApiResult):
         assert out.error == errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
-        assert start_refused(p, live), out.message
+        assert start_refused(p, target, live), out.message
         return
-    assert not start_refused(p, live), f"accepted, though it drops every in-sync leader: {out}"
+    assert not start_refused(p, target, live), f"accepted, though it drops the leader: {out}"
     after = _apply(p, out)
     assert after.leader == NO_LEADER or after.leader in live, "a move must not elect a dead leader"
     if after.leader != NO_LEADER:
-        assert after.leader in p.original, "the leader stays on a replica holding the data"
+        assert after.leader in p.isr, "the leader stays on a replica that was in sync"
+    assert set(after.isr) == set(p.isr) & set(after.replicas), "kept replicas keep the ISR"
+    if p.leader in after.isr and p.leader in live:
+        assert after.leader == p.leader, "a kept, live, in-sync leader keeps leading"
     if after.is_reassigning:
         check_move(TP, after, target, set(p.original))
         assert after.leader_epoch > p.leader_epoch, "starting a move bumps the leader epoch"
@@ -186,9 +196,11 @@ def test_start_then_catch_up_completes_on_the_target(case: PartitionCase,
     done = pc.maybe_complete_reassignment(TP, reg, live)
     if done is not None:
         reg = _apply(reg, done)
-    for r in reg.adding:
+    # PartitionReassignmentReplicas.maybeCompleteReassignment: every target replica must be
+    # in the ISR, the kept originals that had fallen out as well as the adding ones.
+    for r in [r for r in reg.target if r not in reg.isr] if reg.is_reassigning else []:
         assert pc.maybe_complete_reassignment(TP, reg, live) is None, \
-            "completed before every adding replica joined the ISR"
+            "completed before every target replica joined the ISR"
         grown = pc.expand_isr(TP, reg, r, live)
         assert grown is not None
         reg = _apply(reg, grown)
@@ -199,8 +211,8 @@ def test_start_then_catch_up_completes_on_the_target(case: PartitionCase,
             assert reg.leader_epoch > before.leader_epoch, "completion bumps the leader epoch"
             break
     if reg.is_reassigning:
-        # Only a move with nothing to add may wait: no live in-sync target replica to lead.
-        assert not reg.adding and not _eligible(target, reg.isr, live), reg
+        # Only a move whose target is all in sync may wait: no live target replica to lead.
+        assert set(target) <= set(reg.isr) and not _eligible(target, reg.isr, live), reg
         return
     assert reg.replicas == target, "after completion R is the target, in the target's order"
     assert set(reg.isr) <= set(target)
@@ -209,26 +221,37 @@ def test_start_then_catch_up_completes_on_the_target(case: PartitionCase,
 
 @PURE
 @given(case=partition_cases(moving=True), data=st.data())
-def test_retarget_is_cancel_then_start(case: PartitionCase, data: st.DataObject) -> None:
-    """KIP-455 step 4: a new target for a moving partition = roll back, then start anew."""
+def test_retarget_keeps_what_the_new_target_keeps(case: PartitionCase,
+                                                  data: st.DataObject) -> None:
+    """KIP-455 step 4, as ReplicationControlManager does it: a new target replaces the current
+    one — R, AR and RR are those of the original replicas moving to it — while the ISR members
+    and the leader that the new replica set keeps stay (a caught-up replica does not copy
+    again, the leader does not move); the same target again changes nothing."""
     p, live = case.reg, case.live
-    target = data.draw(replica_lists(case.brokers), label="target")
-    direct = pc.start_reassignment(TP, p, target, live)
     if not p.is_reassigning:
         return
-    cancelled = pc.cancel_reassignment(TP, p, live)
-    if isinstance(cancelled, ApiResult):
-        if p.leader != NO_LEADER:
-            assert isinstance(direct, ApiResult), "re-target accepted where cancel refused"
+    target = tuple(data.draw(replica_lists(case.brokers), label="target"))
+    direct = pc.start_reassignment(TP, p, target, live)
+    if direct is None:
+        assert p.target == target, "only an identical resubmit may change nothing"
         return
-    assert isinstance(direct, PartitionChangeRecord), direct
-    via = _apply(p, cancelled)
-    again = pc.start_reassignment(TP, via, target, live)
-    if isinstance(again, PartitionChangeRecord):
-        via = _apply(via, again)
+    if isinstance(direct, ApiResult):
+        assert start_refused(p, target, live), direct.message
+        return
     after = _apply(p, direct)
-    assert (after.replicas, after.adding, after.removing, after.isr, after.leader) == \
-        (via.replicas, via.adding, via.removing, via.isr, via.leader)
+    original = p.original
+    adding = tuple(r for r in target if r not in original)
+    removing = tuple(r for r in original if r not in target)
+    if adding or removing:
+        assert (after.replicas, after.adding, after.removing) == (target + removing, adding,
+                                                                 removing)
+    else:
+        assert after.replicas == target and not after.is_reassigning
+    assert after.isr == tuple(r for r in p.isr if r in after.replicas)
+    if p.leader in after.isr and p.leader in live:
+        assert after.leader == p.leader
+    assert after.leader_epoch > p.leader_epoch, "replacing a move fences its dropped replicas"
+    assert pc.start_reassignment(TP, after, target, live) is None or not after.is_reassigning
 
 
 @PURE
@@ -453,7 +476,7 @@ class ClusterMachine(RuleBasedStateMachine):
         if (not target or len(set(target)) != len(target) or min(target) < 0
                 or not set(target) <= set(self.c.image.brokers)):
             return {errors.INVALID_REPLICA_ASSIGNMENT}
-        if start_refused(p, live):
+        if start_refused(p, target, live):
             return {errors.ELIGIBLE_LEADERS_NOT_AVAILABLE}
         return {errors.NONE}
 
@@ -470,6 +493,9 @@ class ClusterMachine(RuleBasedStateMachine):
         original = self.moves[tp].original if tp in self.moves else frozenset(old.replicas)
         if old.is_reassigning:
             assert set(old.original) == original
+            if old.target == tuple(target):
+                assert p == old, "an identical resubmit changes nothing (not even the epoch)"
+                return
         if p.is_reassigning:
             check_move(tp, p, target, original)
             assert p.leader_epoch > old.leader_epoch, "starting a move bumps the leader epoch"
@@ -506,11 +532,21 @@ class ClusterMachine(RuleBasedStateMachine):
         live = self.unfenced()
         before = {tp: self.c.image.partition(tp) for tp in wanted}
         outcome = self.c.elect_leaders(election, tps)
-        assert set(outcome.results) == set(wanted)
         if tps is None:
             assert set(outcome.attempted) == set(wanted), "no set: say what was attempted"
-        for tp, result in outcome.results.items():
+            assert set(outcome.results) <= set(wanted)
+        else:
+            assert set(outcome.results) == set(wanted)
+        for tp in wanted:
             old = before[tp]
+            if tp not in outcome.results:
+                # ReplicationControlManager.electLeaders: with no set, partitions that need
+                # no election are left out of the answer — and only those.
+                assert tps is None and old is not None and (
+                    old.leader == old.preferred if election is ElectionType.PREFERRED
+                    else old.leader != NO_LEADER), f"{tp} missing from the answer"
+                continue
+            result = outcome.results[tp]
             if old is None:
                 assert result.error == errors.UNKNOWN_TOPIC_OR_PARTITION
                 continue
@@ -660,6 +696,8 @@ class ClusterMachine(RuleBasedStateMachine):
             assert first.status == UNKNOWN_BROKER
         elif broker not in p.replicas:
             assert first.status == NOT_HOSTED
+        elif self.c.image.brokers[broker].fenced:
+            assert first.status == OFFLINE, first.status  # never "in sync" (KIP-179)
         else:
             assert first.status == IN_SYNC or BEHIND.match(first.status), first.status
 
@@ -692,9 +730,11 @@ class ClusterMachine(RuleBasedStateMachine):
                 reassigning.add(tp)
                 assert move is not None, f"{tp} is moving but nobody moved it: {p}"
                 check_move(tp, p, move.target, move.original)
-                if set(p.adding) <= set(p.isr):
+                # PartitionReassignmentReplicas.maybeCompleteReassignment: complete once every
+                # target replica (not only the adding ones) is in the ISR.
+                if set(p.target) <= set(p.isr):
                     assert not _eligible(move.target, p.isr, live), \
-                        f"{tp}: every adding replica is in sync but the move did not complete: {p}"
+                        f"{tp}: every target replica is in sync but the move did not complete: {p}"
             elif move is not None:
                 assert p.replicas == move.target, \
                     f"{tp}: completed on {p.replicas}, target {move.target}"
@@ -714,7 +754,9 @@ class ClusterMachine(RuleBasedStateMachine):
             (tp, r) for tp in sorted(reassigning) for r in self.reg(tp).replicas]
         for s in statuses:
             assert s.status in STATIC_WORDS or BEHIND.match(s.status), s.status
-            assert (s.status == IN_SYNC) == (s.lag_messages == 0), s
+            fenced = img.brokers[s.broker].fenced
+            assert (s.status == OFFLINE) == fenced, s
+            assert (s.status == IN_SYNC) == (s.lag_messages == 0 and not fenced), s
         described = {d.tp: d for d in c.describe_partitions()}
         assert set(described) == {tp for tp, _ in img.iter_partitions()}
         for tp, d in described.items():

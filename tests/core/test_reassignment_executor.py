@@ -101,6 +101,7 @@ def test_throttles_placed_by_others_are_left_alone(tmp_path: Path) -> None:
                                  ("TOPIC", "orders"): {LEADER: "5:1"}})
     ex = ReassignmentExecutor(c, spread_plan(c, Limits(5_000_000, 6)))
     ex.start()
+    ex.step()  # the moves start, throttled
     assert c.describe_configs([("BROKER", "0")])[("BROKER", "0")][RATE_KEYS[0]] == "5000000"
     drive(c, ex)
     assert throttles(c) == {("BROKER", "0"): {RATE_KEYS[0]: "777"},

@@ -149,3 +149,30 @@ def test_leftover_temporary_snapshot_is_ignored(tmp_path: Path) -> None:
     (tmp_path / "metadata" / "snapshot-00000000000000000099.snap.tmp").write_bytes(b"junk")
     assert image_state(EmbeddedCluster.open(tmp_path, spec(), fsync=False)) == before
     assert not list((tmp_path / "metadata").glob("*.tmp"))
+
+
+def test_a_snapshot_cut_short_is_refused(tmp_path: Path) -> None:
+    """A snapshot is renamed into place only once whole: a torn one is damage, not a tail."""
+    c = cluster(tmp_path)
+    snap = c.snapshot()
+    c.close()
+    snap.write_bytes(snap.read_bytes()[:-5])
+    with pytest.raises(CorruptFileError) as e:
+        EmbeddedCluster.open(tmp_path, spec(), fsync=False)
+    assert "incomplete" in str(e.value)
+
+
+def test_pruning_keeps_two_snapshots_and_the_segments_after_the_older(tmp_path: Path) -> None:
+    log = MetadataLog(tmp_path)
+    log.recover()
+    for i in range(4):
+        log.append([ClusterRecord(f"c{i}")], epoch=0, timestamp_ms=i)
+        log.write_snapshot([["C", f"c{i}"]], timestamp_ms=i)
+    log.append([ClusterRecord("tail")], epoch=0, timestamp_ms=9)
+    log.close()
+    snaps = sorted(p.name for p in tmp_path.glob("snapshot-*.snap"))
+    assert snaps == [f"snapshot-{3:020d}.snap", f"snapshot-{4:020d}.snap"]
+    segments = sorted(int(p.name[4:24]) for p in tmp_path.glob("log-*.log"))
+    assert segments and min(segments) >= 2, segments  # nothing wholly before offset 3 is kept
+    rec = MetadataLog(tmp_path).recover()
+    assert rec.snapshot_offset == 4 and [r for _, r in rec.batches] == [[["C", "tail"]]]

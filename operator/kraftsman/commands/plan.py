@@ -17,7 +17,7 @@ from controller_core.planning.pipeline import OutputError, PlanRequest
 from controller_core.planning.snapshot import SnapshotError
 from controller_core.units import format_bytes as fmt_bytes
 from controller_core.units import format_duration as fmt_seconds
-from kraftsman.cli_errors import UsageError
+from kraftsman.cli_errors import UsageError, require_extra
 from kraftsman.local_store import DEFAULT_STATE_DIR, LocalStore
 
 
@@ -86,6 +86,7 @@ def _spark_conf(items: list[str]) -> dict[str, str]:
 
 
 def run_plan(args: argparse.Namespace) -> int:
+    require_extra("plan", "plan")
     from controller_core.planning import pipeline
     from controller_core.planning.spark_job import JavaMissingError
 
@@ -121,13 +122,14 @@ def run_plan(args: argparse.Namespace) -> int:
 
 
 def run_snapshot(args: argparse.Namespace) -> int:
+    require_extra("snapshot", "plan")
     from controller_core.planning.export import snapshot_from_admin
     from controller_core.planning.snapshot import write_snapshot
 
     store = LocalStore(args.state_dir)
     name = store.pick_cluster(args.cluster)
     spec = store.saved_cluster_spec(name)
-    cluster = store.open_cluster(name)
+    cluster = store.open_cluster(name, read_only=True)  # a snapshot changes nothing
     try:
         disk = {b.id: b.disk_bytes for b in spec.brokers if b.disk_bytes} if spec else {}
         net = {b.id: float(b.replication_bytes_per_second or spec.replication_bytes_per_second)

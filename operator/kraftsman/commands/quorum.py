@@ -13,7 +13,7 @@ from controller_core.orchestration.voters import (
     WalkProgress,
     voter_set_problems,
 )
-from controller_core.raft.describe import QuorumStatus, format_replication, format_status
+from controller_core.raft.describe import QuorumStatus, format_replication
 from kraftsman.cli_errors import UsageError
 from kraftsman.commands.views import _common, emit, opened
 
@@ -28,7 +28,7 @@ def register(sub: Any) -> None:
     _common(p)
     p.add_argument("--replication", action="store_true",
                    help="per-replica figures (like --describe --replication)")
-    p.set_defaults(handler=cmd_describe)
+    p.set_defaults(handler=cmd_describe, read_only=True)
     p = q_sub.add_parser("alter", help="walk the voters to a new set, one voter at a time")
     _common(p)
     p.add_argument("--voters", required=True, help="comma-separated node ids, e.g. 0,3,4")
@@ -36,12 +36,32 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_alter)
 
 
-def status_json(q: QuorumStatus) -> dict[str, Any]:
+def observers(q: QuorumStatus) -> list[int]:
+    return sorted(r.replica_id for r in q.replicas if r.status == "Observer")
+
+
+def format_status(q: QuorumStatus, cluster_id: str) -> list[str]:
+    """``kafka-metadata-quorum --describe --status`` (MetadataQuorumCommand): ClusterId first,
+    CurrentObservers after the voters; TargetVoters only while a voter change is pending."""
+    def ids(xs: Any) -> str:
+        return "[" + ",".join(map(str, xs)) + "]"
+
+    rows = [("ClusterId", cluster_id), ("LeaderId", q.leader_id),
+            ("LeaderEpoch", q.leader_epoch), ("HighWatermark", q.high_watermark),
+            ("MaxFollowerLag", q.max_follower_lag),
+            ("MaxFollowerLagTimeMs", q.max_follower_lag_time_ms),
+            ("CurrentVoters", ids(q.current_voters)), ("CurrentObservers", ids(observers(q)))]
+    if q.target_voters is not None:
+        rows.append(("TargetVoters", ids(q.target_voters)))
+    return [f"{k + ':':<24}{v}" for k, v in rows]
+
+
+def status_json(q: QuorumStatus, cluster_id: str) -> dict[str, Any]:
     return {
-        "leaderId": q.leader_id, "leaderEpoch": q.leader_epoch,
+        "clusterId": cluster_id, "leaderId": q.leader_id, "leaderEpoch": q.leader_epoch,
         "highWatermark": q.high_watermark, "maxFollowerLag": q.max_follower_lag,
         "maxFollowerLagTimeMs": q.max_follower_lag_time_ms,
-        "currentVoters": list(q.current_voters),
+        "currentVoters": list(q.current_voters), "currentObservers": observers(q),
         "targetVoters": None if q.target_voters is None else list(q.target_voters),
         "replicas": [{"replicaId": r.replica_id, "logEndOffset": r.log_end_offset,
                       "lag": r.lag, "lagTimeMs": r.lag_time_ms, "status": r.status,
@@ -52,16 +72,16 @@ def status_json(q: QuorumStatus) -> dict[str, Any]:
 def cmd_describe(args: argparse.Namespace) -> int:
     with opened(args) as c:
         q = _describe(c)
-    emit(args, status_json(q), lambda: (format_replication(q) if args.replication
-                                        else format_status(q)).rstrip("\n").splitlines())
+        cluster_id = c.image.cluster_id
+    emit(args, status_json(q, cluster_id),
+         lambda: (format_replication(q).rstrip("\n").splitlines() if args.replication
+                  else format_status(q, cluster_id)))
     return 0
 
 
 def _describe(c: EmbeddedCluster) -> QuorumStatus:
-    try:
-        return c.describe_quorum()
-    except KafkaApiError as e:
-        raise UsageError(f"the metadata quorum cannot answer: {e}") from None
+    """A Kafka error (no leader) propagates: the CLI prints it as one line and exits 1."""
+    return c.describe_quorum()
 
 
 def parse_voters(text: str) -> list[int]:
@@ -104,6 +124,7 @@ def cmd_alter(args: argparse.Namespace) -> int:
     with opened(args) as c:
         p = walk(c, voters, wait=not args.no_wait, on_step=show)
         q = _describe(c)
-    data = {"phase": p.phase.value, **status_json(q)}
-    emit(args, data, lambda: format_status(q).rstrip("\n").splitlines())
+        cluster_id = c.image.cluster_id
+    data = {"phase": p.phase.value, **status_json(q, cluster_id)}
+    emit(args, data, lambda: format_status(q, cluster_id))
     return 0 if p.phase is not WalkPhase.FAILED else 1

@@ -15,13 +15,17 @@ from typing import Any
 
 import orjson
 
+from controller_core.admin import PartitionDescription
 from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.errors import ApiResult
+from controller_core.metadata.controller import THROTTLE_RATE_KEYS, THROTTLE_REPLICA_KEYS
 from controller_core.model import ElectionType, TopicPartition
+from controller_core.orchestration import throttles
 from controller_core.orchestration.election import run_election
+from controller_core.units import format_bytes
 from kraftsman.cli_errors import UsageError
 from kraftsman.local_store import DEFAULT_STATE_DIR, LocalStore
-from kraftsman.progress_view import format_election
+from kraftsman.progress_view import LIST_LIMIT, cap_list, format_election
 from kraftsman.serve import add_parser as add_serve_parser
 
 
@@ -36,15 +40,22 @@ def register(sub: Any) -> None:
     re_sub = re.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = re_sub.add_parser("list", help="partitions being reassigned (like --list)")
     _common(p)
-    p.set_defaults(handler=cmd_list)
+    p.set_defaults(handler=cmd_list, read_only=True)
     p = re_sub.add_parser("status", help="KIP-179 lag of every moving replica")
     _common(p)
-    p.set_defaults(handler=cmd_status)
+    p.set_defaults(handler=cmd_status, read_only=True)
     p = re_sub.add_parser("cancel", help="roll back reassignments in flight (like --cancel)")
     _common(p)
-    p.add_argument("--partition", action="append", default=None, metavar="TOPIC:PARTITION",
+    p.add_argument("--partition", action="append", default=None, metavar="TOPIC-PARTITION",
                    help="cancel only these (repeatable); default: everything in flight")
+    p.add_argument("--preserve-throttles", action="store_true",
+                   help="keep the replication throttles kraftsman placed (like "
+                        "kafka-reassign-partitions --cancel --preserve-throttles)")
     p.set_defaults(handler=cmd_cancel)
+    p = re_sub.add_parser("verify", help="what is still moving and the throttles in force "
+                                         "(like --verify)")
+    _common(p)
+    p.set_defaults(handler=cmd_verify, read_only=True)
 
     p = sub.add_parser("elect", help="preferred or unclean leader election")
     _common(p)
@@ -61,10 +72,12 @@ def register(sub: Any) -> None:
     p = d_sub.add_parser("topics", help="partitions with leader, replicas, ISR (like kafka-topics)")
     _common(p)
     p.add_argument("--topic", default=None)
-    p.set_defaults(handler=cmd_describe_topics)
+    p.add_argument("--under-replicated-partitions", action="store_true",
+                   help="only partitions whose ISR is smaller than their replica set")
+    p.set_defaults(handler=cmd_describe_topics, read_only=True)
     p = d_sub.add_parser("cluster", help="cluster id, brokers and racks")
     _common(p)
-    p.set_defaults(handler=cmd_describe_cluster)
+    p.set_defaults(handler=cmd_describe_cluster, read_only=True)
 
     c = sub.add_parser("cluster", help="drive, fault-inject or serve the local embedded cluster")
     c_sub = c.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -89,7 +102,8 @@ def register(sub: Any) -> None:
 @contextmanager
 def opened(args: argparse.Namespace) -> Iterator[EmbeddedCluster]:
     store = LocalStore(args.state_dir)
-    cluster = store.open_cluster(store.pick_cluster(args.cluster))
+    cluster = store.open_cluster(store.pick_cluster(args.cluster),
+                                 read_only=getattr(args, "read_only", False))
     try:
         yield cluster
     finally:
@@ -146,19 +160,43 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parse_tp(text: str) -> TopicPartition:
-    topic, sep, part = text.rpartition(":")
-    if not sep or not topic or not part.isdigit():
-        raise UsageError(f"--partition {text!r}: expected TOPIC:PARTITION, e.g. orders:0")
-    return TopicPartition(topic, int(part))
+def parse_tp(text: str, option: str = "--partition") -> TopicPartition:
+    """``orders:0`` or ``orders-0`` (the form every list prints)."""
+    for sep in (":", "-"):
+        topic, found, part = text.rpartition(sep)
+        if found and topic and part.isdigit():
+            return TopicPartition(topic, int(part))
+    raise UsageError(f"{option} {text!r}: expected TOPIC-PARTITION or TOPIC:PARTITION, "
+                     "e.g. orders-0")
+
+
+def _restart_notes(args: argparse.Namespace, cancelled: set[TopicPartition]) -> list[str]:
+    """A resource that was running these moves restarts them on its next `apply`: say so."""
+    store = LocalStore(args.state_dir)
+    notes = []
+    for name in store.names("PartitionReassignment"):
+        doc = store.load("PartitionReassignment", name) or {}
+        phase = (doc.get("executor") or {}).get("phase")
+        if phase in (None, "Completed", "Cancelled", "Failed"):
+            continue
+        mine = {TopicPartition(m["topic"], m["partition"])
+                for m in (doc.get("spec") or {}).get("partitions", [])} & cancelled
+        if mine:
+            notes.append(f"Note: PartitionReassignment/{name} still lists {len(mine)} of these; "
+                         "a later `kraftsman apply` of it restarts them (set spec.cancel: true "
+                         "to stop it for good)")
+    return notes
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    tps = [_parse_tp(t) for t in args.partition] if args.partition else None
+    tps = [parse_tp(t) for t in args.partition] if args.partition else None
     with opened(args) as c:
         targets = tps if tps is not None else list(c.list_partition_reassignments())
         results = c.alter_partition_reassignments(dict.fromkeys(targets))
-    ok = sorted(str(tp) for tp, r in results.items() if r.ok)
+        if not args.preserve_throttles:
+            # what no movement needs any more goes, as --cancel does
+            throttles.sync(c, {}, None)
+    ok = [str(tp) for tp in sorted(tp for tp, r in results.items() if r.ok)]
     bad = sorted(((tp, r) for tp, r in results.items() if not r.ok), key=lambda x: x[0])
     data = {str(tp): _result(r) for tp, r in results.items()}
 
@@ -167,10 +205,13 @@ def cmd_cancel(args: argparse.Namespace) -> int:
             return ["No partition reassignments found."]
         lines = []
         if ok:
-            lines.append(f"Successfully cancelled partition reassignments for: {', '.join(ok)}")
-        for tp, r in bad:
+            lines.append(f"Successfully cancelled partition reassignments for: {cap_list(ok)}")
+        for tp, r in bad[:LIST_LIMIT]:
             lines.append(f"Error cancelling partition reassignment for {tp}: "
                          f"{r.error.name}: {r.message}")
+        if len(bad) > LIST_LIMIT:
+            lines.append(f"  ... and {len(bad) - LIST_LIMIT} more")
+        lines.extend(_restart_notes(args, {tp for tp, r in results.items() if r.ok}))
         return lines
 
     emit(args, data, text)
@@ -201,9 +242,13 @@ def cmd_describe_topics(args: argparse.Namespace) -> int:
         if args.topic is not None and args.topic not in c.image.topics:
             raise UsageError(f"--topic: topic {args.topic!r} does not exist; topics: "
                              f"{', '.join(sorted(c.image.topics)) or 'none'}")
-        parts = c.describe_partitions(topics=[args.topic] if args.topic else None)
-        topics = {name: t for name, t in c.image.topics.items()
+        parts = sorted(c.describe_partitions(topics=[args.topic] if args.topic else None),
+                       key=lambda d: d.tp)  # by topic name, then partition number
+        topics = {name: t for name, t in sorted(c.image.topics.items())
                   if args.topic is None or name == args.topic}
+    urp = args.under_replicated_partitions
+    if urp:  # like kafka-topics --under-replicated-partitions: partition lines only
+        parts = [d for d in parts if len(d.isr) < len(d.replicas)]
     data = [{"topic": d.tp.topic, "partition": d.tp.partition, "leader": d.leader,
              "leaderEpoch": d.leader_epoch, "replicas": list(d.replicas), "isr": list(d.isr),
              "addingReplicas": list(d.adding), "removingReplicas": list(d.removing),
@@ -211,13 +256,15 @@ def cmd_describe_topics(args: argparse.Namespace) -> int:
 
     def text() -> list[str]:
         lines = []
+        by_topic: dict[str, list[PartitionDescription]] = {}
+        for d in parts:
+            by_topic.setdefault(d.tp.topic, []).append(d)
         for name, t in topics.items():
             rf = len(t.partitions[0].target) if t.partitions else 0
-            lines.append(f"Topic: {name}\tTopicId: {t.topic_id}\tPartitionCount: "
-                         f"{len(t.partitions)}\tReplicationFactor: {rf}")
-            for d in parts:
-                if d.tp.topic != name:
-                    continue
+            if not urp:
+                lines.append(f"Topic: {name}\tTopicId: {t.topic_id}\tPartitionCount: "
+                             f"{len(t.partitions)}\tReplicationFactor: {rf}")
+            for d in by_topic.get(name, []):
                 line = (f"\tTopic: {name}\tPartition: {d.tp.partition}\tLeader: "
                         f"{d.leader if d.leader >= 0 else 'none'}\tReplicas: "
                         f"{','.join(map(str, d.replicas))}\tIsr: {','.join(map(str, d.isr))}")
@@ -227,6 +274,56 @@ def cmd_describe_topics(args: argparse.Namespace) -> int:
                 if d.offline:
                     line += f"\tOffline: {','.join(map(str, d.offline))}"
                 lines.append(line)
+        return lines
+
+    emit(args, data, text)
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """What `kafka-reassign-partitions --verify` answers without a plan file: which
+    partitions are still moving, and which replication throttles are in force where."""
+    with opened(args) as c:
+        listing = c.list_partition_reassignments()
+        brokers = [b.id for b in c.describe_cluster().brokers]
+        resources = [("BROKER", str(b)) for b in brokers] + [
+            ("TOPIC", t) for t in sorted(c.image.topics)]
+        configs = c.describe_configs(resources)
+        sizes = c.replica_log_sizes([(tp, r) for tp, o in listing.items() for r in o.adding])
+        full = {d.tp: d.size_bytes for d in c.describe_partitions(partitions=list(listing))}
+    rates = {int(name): {k: v for k, v in cfg.items() if k in THROTTLE_RATE_KEYS}
+             for (kind, name), cfg in configs.items() if kind == "BROKER"}
+    rates = {b: v for b, v in rates.items() if v}
+    replicas = {name: {k: v for k, v in cfg.items() if k in THROTTLE_REPLICA_KEYS and v}
+                for (kind, name), cfg in configs.items() if kind == "TOPIC"}
+    replicas = {t: v for t, v in replicas.items() if v}
+    moving = [{"topic": tp.topic, "partition": tp.partition, "target": list(o.target),
+               "adding": {str(r): {"bytes": sizes.get((tp, r), 0), "of": full.get(tp) or 0}
+                          for r in o.adding}} for tp, o in listing.items()]
+    data = {"moving": moving, "brokerThrottles": {str(b): v for b, v in rates.items()},
+            "topicThrottles": replicas}
+
+    def text() -> list[str]:
+        lines = ["Status of partition reassignment:"]
+        if not listing:
+            lines.append("No partition reassignments in progress.")
+        for m in moving[:LIST_LIMIT]:
+            copies = ", ".join(f"{r} has {format_bytes(v['bytes'])} of {format_bytes(v['of'])}"
+                               for r, v in m["adding"].items())
+            lines.append(f"Reassignment of partition {m['topic']}-{m['partition']} is still in "
+                         f"progress (to {','.join(map(str, m['target']))}: {copies or 'copied'})")
+        if len(moving) > LIST_LIMIT:
+            lines.append(f"  ... and {len(moving) - LIST_LIMIT} more")
+        lines.append("Throttles in force:" if rates or replicas else "No throttles in force.")
+        for b, v in rates.items():
+            lines.append(f"  broker {b}: " + ", ".join(
+                f"{k} {format_bytes(int(float(x)))}/s" for k, x in sorted(v.items())))
+        for t, v in replicas.items():
+            lines.append(f"  topic {t}: " + "; ".join(
+                f"{k}={cap_list(x.split(','), 5)}" for k, x in sorted(v.items())))
+        if not listing and (rates or replicas):
+            lines.append("Nothing is moving but throttles remain: they slow normal replication. "
+                         "Remove them with a cancel of the resource that placed them, or by hand.")
         return lines
 
     emit(args, data, text)

@@ -19,7 +19,7 @@ from controller_core.wire.auth import AuthFileError, Authorizer, load_auth_file
 from controller_core.wire.frames import DEFAULT_MAX_REQUEST_BYTES
 from controller_core.wire.server import ClusterServer, ServeConfig, describe_listeners
 from kraftsman.cli_errors import UsageError
-from kraftsman.local_store import DEFAULT_STATE_DIR, LocalStore
+from kraftsman.local_store import DEFAULT_STATE_DIR, LocalStore, StateLock
 
 
 def add_parser(c_sub: Any) -> None:
@@ -67,13 +67,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"kraftsman serve: {message}", file=sys.stderr, flush=True)
 
     try:
-        return asyncio.run(_run(cluster, authorizer, config, name, log))
+        return asyncio.run(_run(cluster, authorizer, config, name, log,
+                                getattr(args, "state_lock", None)))
     finally:
         cluster.close()
 
 
 async def _run(cluster: Any, authorizer: Authorizer, config: ServeConfig, name: str,
-               log: Any) -> int:
+               log: Any, lock: StateLock | None = None) -> int:
     server = ClusterServer(cluster, authorizer, config, log=log)
     try:
         await server.start()
@@ -92,6 +93,8 @@ async def _run(cluster: Any, authorizer: Authorizer, config: ServeConfig, name: 
     log(f"serving cluster {name!r} (id {cluster.image.cluster_id}) at time scale "
         f"{config.time_scale}: {describe_listeners(server)}")
     assert server.bootstrap is not None
+    if lock is not None:  # other commands on this state dir are refused, pointed here
+        lock.announce(listen=f"{server.bootstrap.host}:{server.bootstrap.port}")
     print(f"listening on {server.bootstrap.host}:{server.bootstrap.port}", flush=True)
     await stop.wait()
     log("shutting down: checkpointing the cluster")

@@ -1,0 +1,130 @@
+"""How long a reassignment takes under its limits — one estimator for the dry run and the plan.
+
+A small event simulation of what the executor does (:mod:`.reassignment`): moves start
+smallest first, at most ``max_concurrent_moves`` at once and at most
+``max_concurrent_moves_per_broker`` touching one broker; a started move copies its partition
+to each adding replica, and each copy runs at the least of the receiving broker's
+``follower.replication.throttled.rate``, the leader's ``leader.replication.throttled.rate``
+(each shared by the throttled copies through that broker) and, when known, the receiving
+broker's bandwidth (shared by all its copies) — the rule of the embedded data plane. A slot
+freed mid-step is filled at the executor's next pass (``poll_seconds``). Dividing bytes by
+the throttle instead, as before, ignored the batches: a dry run said 2:43 for a run of 4:53.
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+SCAN_FACTOR = 20  # the executor looks this many candidates per free slot past blocked ones
+
+
+@dataclass(frozen=True, slots=True)
+class MoveCost:
+    """One partition move as the estimator sees it."""
+
+    bytes_per_replica: int  # what each adding replica copies (the partition's size)
+    leader: int  # the broker the copies fetch from
+    adding: tuple[int, ...]  # brokers receiving a replica
+    touched: frozenset[int]  # brokers the per-broker limit counts (receiving or giving up)
+    order: tuple[object, ...] = ()  # tie-break among equal sizes (the executor's: the tp)
+
+
+def move_cost(leader: int, original: Sequence[int], target: Sequence[int], size: int,
+              order: tuple[object, ...] = ()) -> MoveCost:
+    adding = tuple(r for r in target if r not in original)
+    return MoveCost(size, leader, adding, frozenset(set(target) ^ set(original)), order)
+
+
+def estimate_seconds(moves: Sequence[MoveCost], *, throttle: float | None,
+                     max_concurrent_moves: int, max_concurrent_moves_per_broker: int | None = None,
+                     bandwidth: Callable[[int], float] | None = None,
+                     poll_seconds: float = 0.0) -> float | None:
+    """Seconds until the last move finishes; None when nothing bounds the rate."""
+    if throttle is None and bandwidth is None:
+        return None
+    pending = deque(sorted(moves, key=lambda m: (m.bytes_per_replica * len(m.adding), m.order)))
+    per_broker = max_concurrent_moves_per_broker
+    load: dict[int, int] = {}
+    # flows: [remaining bytes, receiving broker, leader, move index]; moves: copies left
+    flows: list[list[float]] = []
+    left: dict[int, int] = {}
+    touched_of: dict[int, frozenset[int]] = {}
+    next_id = 0
+    now = 0.0
+
+    def start() -> None:
+        nonlocal next_id
+        slots = max_concurrent_moves - len(left)
+        skipped: list[MoveCost] = []
+        scan = max(100, SCAN_FACTOR * max(slots, 0))
+        while pending and slots > 0 and len(skipped) < scan:
+            m = pending.popleft()
+            if per_broker is not None and any(load.get(b, 0) >= per_broker for b in m.touched):
+                skipped.append(m)
+                continue
+            slots -= 1
+            if not m.adding or m.bytes_per_replica <= 0:
+                continue  # a reorder or a shrink completes at once
+            for b in m.touched:
+                load[b] = load.get(b, 0) + 1
+            left[next_id] = len(m.adding)
+            touched_of[next_id] = m.touched
+            flows.extend([float(m.bytes_per_replica), float(r), float(m.leader), float(next_id)]
+                         for r in m.adding)
+            next_id += 1
+        pending.extendleft(reversed(skipped))
+
+    start()
+    start_at: float | None = None  # the executor's next pass, when a slot has freed
+    while flows or pending:
+        if not flows and start_at is None:
+            return math.inf  # nothing can start: cannot happen with limits >= 1
+        rates = _rates(flows, throttle, bandwidth)
+        dt = min((f[0] / r for f, r in zip(flows, rates, strict=True)), default=math.inf)
+        if start_at is not None:
+            dt = min(dt, max(0.0, start_at - now))
+        if math.isinf(dt):
+            return math.inf
+        now += dt
+        keep: list[list[float]] = []
+        for f, r in zip(flows, rates, strict=True):
+            f[0] -= r * dt
+            if f[0] > 1e-6 * max(1.0, r):
+                keep.append(f)
+                continue
+            mid = int(f[3])
+            left[mid] -= 1
+            if left[mid] == 0:
+                del left[mid]
+                for b in touched_of.pop(mid):
+                    load[b] -= 1
+                if pending and start_at is None:
+                    start_at = math.ceil(now / poll_seconds - 1e-9) * poll_seconds \
+                        if poll_seconds > 0 else now
+        flows[:] = keep
+        if start_at is not None and now >= start_at - 1e-9:
+            start_at = None
+            start()
+    return now
+
+
+def _rates(flows: list[list[float]], throttle: float | None,
+           bandwidth: Callable[[int], float] | None) -> list[float]:
+    into: dict[float, int] = {}
+    out_of: dict[float, int] = {}
+    for f in flows:
+        into[f[1]] = into.get(f[1], 0) + 1
+        out_of[f[2]] = out_of.get(f[2], 0) + 1
+    rates = []
+    for f in flows:
+        rate = math.inf
+        if throttle is not None:
+            rate = min(throttle / into[f[1]], throttle / out_of[f[2]])
+        if bandwidth is not None:
+            rate = min(rate, bandwidth(int(f[1])) / into[f[1]])
+        rates.append(rate)
+    return rates

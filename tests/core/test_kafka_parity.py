@@ -1,0 +1,124 @@
+"""Issue 11's scenarios where kraftsman differed from Apache Kafka's controller: each test is
+named after its scenario and follows the Kafka class its docstring cites."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from controller_core import admin as words
+from controller_core import errors
+from controller_core.errors import ApiResult
+from controller_core.metadata import partition_change as pc
+from controller_core.metadata.records import PartitionChangeRecord
+from controller_core.model import ElectionType, PartitionRegistration, TopicPartition
+from tests.helpers import cluster, run_until, tp
+
+TP = TopicPartition("orders", 0)
+T0 = tp("orders", 0)  # replicas [0, 1, 2], 10 MB, brokers fetch at 1 MB/s
+
+
+def _after(p: PartitionRegistration, c: PartitionChangeRecord | ApiResult | None
+           ) -> PartitionRegistration:
+    assert isinstance(c, PartitionChangeRecord), c
+    return pc.after(p, c)
+
+
+def test_target_replica_dies_while_the_adding_one_catches_up_the_move_waits(
+        tmp_path: Path) -> None:
+    """Row 1. R[0,1,2] -> TR[0,1,3]; broker 1 dies; 3 catches up. Kafka's
+    PartitionReassignmentReplicas.maybeCompleteReassignment completes only when
+    ``newTargetIsr.containsAll(newTargetReplicas)``: the move waits with R=[0,1,3,2] and the
+    in-sync 2 kept, instead of finishing on an under-replicated [0,1,3] without 2."""
+    c = cluster(tmp_path)
+    c.fail_broker(1)
+    assert c.alter_partition_reassignments({T0: [0, 1, 3]})[T0].ok
+    c.advance(30)  # 1 is fenced, 3 has copied the 10 MB
+    p = c.image.partition(T0)
+    assert p is not None
+    assert p.replicas == (0, 1, 3, 2) and set(p.isr) == {0, 2, 3}
+    assert p.adding == (3,) and p.removing == (2,)
+    assert T0 in c.list_partition_reassignments()
+    c.restore_broker(1)  # the target replica comes back and catches up: now it completes
+    run_until(c, lambda: T0 not in c.list_partition_reassignments())
+    p = c.image.partition(T0)
+    assert p is not None and p.replicas == (0, 1, 3) and set(p.isr) == {0, 1, 3}
+
+
+def test_adding_leader_only_in_sync_with_originals_dead_retarget_keeping_it_is_accepted() -> None:
+    """Row 2. The adding replica 4 leads and is the only in-sync replica; the originals are
+    dead. ReplicationControlManager.changePartitionReassignment starts from the partition's
+    ISR and leader, so a re-target that keeps 4 goes through (it is not stuck for good);
+    only a target that drops the adding leader with nothing to replace it is refused
+    (KAFKA-14808)."""
+    p = PartitionRegistration((4, 5, 6, 1, 2, 3), (4,), 4, 7, 9, (4, 5, 6), (1, 2, 3))
+    live = frozenset({4, 5, 7})
+    kept = _after(p, pc.start_reassignment(TP, p, [4, 5, 7], live))
+    assert (kept.leader, kept.isr) == (4, (4,))
+    assert (kept.replicas, kept.adding, kept.removing) == ((4, 5, 7, 1, 2, 3), (4, 5, 7),
+                                                           (1, 2, 3))
+    dropped = pc.start_reassignment(TP, p, [5, 7, 1], live)
+    assert isinstance(dropped, ApiResult)
+    assert dropped.error == errors.ELIGIBLE_LEADERS_NOT_AVAILABLE and "4" in dropped.message
+    # and the accepted move finishes once its target is in sync
+    for r in (5, 7):
+        kept = _after(kept, pc.expand_isr(TP, kept, r, live))
+    done = _after(kept, pc.maybe_complete_reassignment(TP, kept, live))
+    assert (done.replicas, done.leader, done.adding, done.removing) == ((4, 5, 7), 4, (), ())
+
+
+def test_retarget_of_a_moving_partition_keeps_caught_up_replicas_and_the_leader() -> None:
+    """Row 3. [1,2,3] -> [4,5,3] with 4 caught up and leading, then re-targeted to [4,6,3].
+    As ReplicationControlManager/PartitionChangeBuilder (targetIsr and the leader start from
+    the partition's), 4 stays in the ISR and keeps leading; the dropped 5 is fenced by an
+    epoch bump; the same target again changes nothing, not even the epoch."""
+    p = PartitionRegistration((4, 5, 3, 1, 2), (1, 2, 3, 4), 4, 5, 8, (4, 5), (1, 2))
+    live = frozenset(range(10))
+    out = pc.start_reassignment(TP, p, [4, 6, 3], live)
+    q = _after(p, out)
+    assert q.isr == (1, 2, 3, 4) and q.leader == 4
+    assert (q.replicas, q.adding, q.removing) == ((4, 6, 3, 1, 2), (4, 6), (1, 2))
+    assert q.leader_epoch == p.leader_epoch + 1
+    assert pc.start_reassignment(TP, q, [4, 6, 3], live) is None
+
+
+def test_identical_resubmit_on_the_cluster_does_not_bump_the_epoch(tmp_path: Path) -> None:
+    """Row 3, through the controller (ReplicationControlManager emits no record when the
+    builder finds nothing to change): resubmitting the target in flight is a no-op."""
+    c = cluster(tmp_path)
+    assert c.alter_partition_reassignments({T0: [3, 1, 2]})[T0].ok
+    c.advance(2)
+    before = c.image.partition(T0)
+    offset = c.image.next_offset
+    assert c.alter_partition_reassignments({T0: [3, 1, 2]})[T0].ok
+    assert c.image.partition(T0) == before and c.image.next_offset == offset
+
+
+def test_elect_leaders_without_partitions_on_a_balanced_cluster_answers_nothing(
+        tmp_path: Path) -> None:
+    """Row 7. ReplicationControlManager.electLeaders, with no partition set, leaves out the
+    partitions that already have the desired leader; an election that happens is listed."""
+    c = cluster(tmp_path)
+    assert c.elect_leaders(ElectionType.PREFERRED, None).results == {}
+    c.fail_broker(0)
+    c.advance(10)
+    c.restore_broker(0)
+    c.advance(30)
+    out = c.elect_leaders(ElectionType.PREFERRED, None)
+    assert out.results and all(r.ok for r in out.results.values())
+    assert {t.partition for t in out.results} == {0, 3}  # the partitions 0 prefers
+    assert c.elect_leaders(ElectionType.PREFERRED, None).results == {}
+
+
+def test_replica_on_a_dead_fenced_broker_out_of_the_isr_is_not_in_sync(tmp_path: Path) -> None:
+    """Row 8. KIP-179's "in sync" for a replica on a dead, fenced broker that left the ISR was
+    earned by a lag of 0 on a partition with no producer. Kafka's ISR (maintained by
+    ReplicationControlManager on fencing) is what "in sync" means: it is offline."""
+    c = cluster(tmp_path)
+    c.fail_broker(1)
+    c.advance(10)
+    p = c.image.partition(T0)
+    assert p is not None and 1 not in p.isr
+    [status] = c.replica_status([(T0, 1)])
+    assert status.status == words.OFFLINE and status.status != words.IN_SYNC
+    [healthy] = c.replica_status([(T0, 0)])
+    assert healthy.status == words.IN_SYNC

@@ -1,0 +1,215 @@
+"""Issue 11 rows 4-6 and issue 10's "edits that take effect": throttles that exist exactly
+while some movement needs them, one plan at a time, and spec edits that reach the brokers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from controller_core import errors
+from controller_core.embedded.cluster import EmbeddedCluster
+from controller_core.model import TopicPartition
+from controller_core.orchestration import throttles
+from controller_core.orchestration.reassignment import (
+    ExecutorState,
+    Limits,
+    Phase,
+    Progress,
+    ReassignmentExecutor,
+    ReassignmentPlan,
+)
+from tests.helpers import cluster, tp
+
+RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+LEADER = "leader.replication.throttled.replicas"
+FOLLOWER = "follower.replication.throttled.replicas"
+
+
+def plan_of(moves: dict[TopicPartition, list[int]], limits: Limits,
+            additional: bool = False) -> ReassignmentPlan:
+    plan, problems = ReassignmentPlan.from_moves(moves.items(), limits=limits,
+                                                 additional=additional)
+    assert not problems
+    return plan
+
+
+def throttles_in(c: EmbeddedCluster) -> dict[tuple[str, str], dict[str, str]]:
+    res = [("BROKER", str(b)) for b in sorted(c.image.brokers)] + [
+        ("TOPIC", t) for t in sorted(c.image.topics)]
+    return {r: v for r, v in c.describe_configs(res).items() if v}
+
+
+def rate(c: EmbeddedCluster, broker: int, key: str = RATE_KEYS[1]) -> str | None:
+    return c.describe_configs([("BROKER", str(broker))])[("BROKER", str(broker))].get(key)
+
+
+def drive(c: EmbeddedCluster, ex: ReassignmentExecutor, limit: int = 2000) -> Progress:
+    for _ in range(limit):
+        p = ex.step()
+        if p.phase.terminal:
+            return p
+        c.advance(1)
+    raise AssertionError("the plan did not finish")
+
+
+def test_two_executors_sharing_a_broker_with_equal_rates_keep_it_throttled_until_both_end(
+        tmp_path: Path) -> None:
+    """Row 4. Two runs add replicas on broker 3 at the same rate. The first to finish used to
+    delete the rate while the other still moved (unthrottled), and the second then "restored"
+    the first's rate, which stayed for good. As ReassignPartitionsCommand keeps throttles
+    until no reassignment needs them: the rate stays while either moves, then is gone."""
+    c = cluster(tmp_path)
+    a = ReassignmentExecutor(c, plan_of({tp("orders", 0): [3, 1, 2]}, Limits(2_000_000, 1)))
+    b = ReassignmentExecutor(c, plan_of({tp("orders", 1): [3, 2, 0], tp("orders", 2): [3, 0, 1]},
+                                        Limits(2_000_000, 1), additional=True))
+    assert a.start() == [] and b.start() == []
+    b.step()
+    c.advance(5)  # b's first move is ahead: it ends first, its second outlives a's move
+    while not a.step().phase.terminal:
+        b.step()
+        c.advance(1)
+    assert b.moving, "the second run is still moving through broker 3"
+    assert rate(c, 3) == "2000000", "the first run to end removed a rate the other needs"
+    moving = next(iter(b.moving))
+    follower = c.describe_configs([("TOPIC", "orders")])[("TOPIC", "orders")][FOLLOWER]
+    assert f"{moving.partition}:3" in follower.split(",")
+    assert "0:3" not in follower.split(","), "the finished run's entries are gone"
+    assert drive(c, b).phase is Phase.COMPLETED
+    assert throttles_in(c) == {}, "no throttle outlives the last movement"
+
+
+def test_crash_between_placing_rates_and_the_first_state_save_leaks_nothing(
+        tmp_path: Path) -> None:
+    """Row 4. The run places rates (over an operator's 777 on broker 0) and starts its moves,
+    then dies before its state is saved; it is resumed with no state at all. It used to take
+    its own rate for the operator's and "restore" it at the end. The marker in the cluster
+    tells them apart: at the end the operator's 777 is back and nothing else is left."""
+    c = cluster(tmp_path)
+    c.incremental_alter_configs({("BROKER", "0"): {RATE_KEYS[0]: "777"}})
+    plan = plan_of({tp("orders", 0): [3, 4, 5], tp("orders", 1): [4, 5, 3]},
+                   Limits(5_000_000, 2))
+    first = ReassignmentExecutor(c, plan)
+    assert first.start() == []
+    first.step()
+    assert rate(c, 0, RATE_KEYS[0]) == "5000000" and c.list_partition_reassignments()
+    resumed = ReassignmentExecutor(c, plan, ExecutorState())  # the state was never saved
+    assert resumed.start() == [], "its own moves in flight are not another plan"
+    assert drive(c, resumed).phase is Phase.COMPLETED
+    assert throttles_in(c) == {("BROKER", "0"): {RATE_KEYS[0]: "777"}}
+
+
+def test_state_wiped_and_run_abandoned_cleanup_still_removes_every_throttle_it_placed(
+        tmp_path: Path) -> None:
+    """Row 4, the operator's kill -9 with the state directory wiped, then the resource
+    deleted: a fresh executor for the plan removes every throttle the lost one placed (and
+    leaves an operator's entry on a partition that does not move)."""
+    c = cluster(tmp_path)
+    c.incremental_alter_configs({("TOPIC", "orders"): {LEADER: "5:1"}})
+    plan = plan_of({tp("orders", 0): [3, 4, 5]}, Limits(5_000_000, 2))
+    lost = ReassignmentExecutor(c, plan)
+    lost.start()
+    lost.step()
+    assert len(throttles.placed(c)) == 6  # 0, 1, 2 lead; 3, 4, 5 follow
+    ReassignmentExecutor(c, plan).cleanup()
+    assert throttles_in(c) == {("TOPIC", "orders"): {LEADER: "5:1"}}
+
+
+def test_leader_side_replica_throttles_are_placed_on_the_replicas_that_hold_the_data(
+        tmp_path: Path) -> None:
+    """ReassignPartitionsCommand throttles the existing replicas as leaders and the new ones
+    as followers; both lists, and the rates on every broker involved."""
+    c = cluster(tmp_path)
+    ex = ReassignmentExecutor(c, plan_of({tp("orders", 0): [3, 1, 2]}, Limits(1_000_000, 1)))
+    ex.start()
+    ex.step()
+    cfg = c.describe_configs([("TOPIC", "orders")])[("TOPIC", "orders")]
+    assert set(cfg[LEADER].split(",")) == {"0:0", "0:1", "0:2"}
+    assert cfg[FOLLOWER] == "0:3"
+    assert {b for b in range(6) if rate(c, b)} == {0, 1, 2, 3}
+
+
+def test_cleanup_leaves_a_rate_someone_changed_after_ours(tmp_path: Path) -> None:
+    """A rate changed by someone else after kraftsman wrote it is theirs: cleanup neither
+    restores nor deletes it (only the marker goes)."""
+    c = cluster(tmp_path)
+    ex = ReassignmentExecutor(c, plan_of({tp("orders", 0): [3, 1, 2]}, Limits(1_000_000, 1)))
+    ex.start()
+    ex.step()
+    c.incremental_alter_configs({("BROKER", "3"): {RATE_KEYS[1]: "2000000"}})
+    assert drive(c, ex).phase is Phase.COMPLETED
+    assert throttles_in(c) == {("BROKER", "3"): {RATE_KEYS[1]: "2000000"}}
+
+
+def test_second_plan_while_one_is_in_flight_is_refused_unless_additional(
+        tmp_path: Path) -> None:
+    """Row 5. ReassignPartitionsCommand refuses to execute while any reassignment is in
+    progress ("Use --additional"), overlapping or not."""
+    c = cluster(tmp_path)
+    first = ReassignmentExecutor(c, plan_of({tp("orders", 0): [3, 1, 2]}, Limits(None, 1)))
+    first.start()
+    first.step()
+    second = ReassignmentExecutor(c, plan_of({tp("orders", 3): [4, 1, 2]}, Limits(None, 1)))
+    problems = second.start()
+    assert [p.error for p in problems] == [errors.REASSIGNMENT_IN_PROGRESS]
+    assert "orders-0" in problems[0].message and "additional" in problems[0].message
+    assert second.state.phase is Phase.PENDING and tp("orders", 3) not in \
+        c.list_partition_reassignments()
+    extra = ReassignmentExecutor(c, plan_of({tp("orders", 3): [4, 1, 2]}, Limits(None, 1),
+                                            additional=True))
+    assert extra.start() == []
+
+
+def _bytes_on(c: EmbeddedCluster, t: TopicPartition, broker: int) -> int:
+    return c.replica_log_sizes([(t, broker)]).get((t, broker), 0)
+
+
+def test_reapplied_with_only_the_throttle_changed_the_brokers_get_the_new_rate(
+        tmp_path: Path) -> None:
+    """Issue 10. A running reassignment is re-applied with the throttle 40 -> 10 MB/s: the
+    resumed executor starts with the new limits already in its plan, and each pass compares
+    them with the rates in force — measured as bytes copied per simulated minute."""
+    c = cluster(tmp_path, replicationBytesPerSecond=100_000_000, topics=[{
+        "name": "orders", "partitions": 1, "replicationFactor": 3,
+        "sizeBytesPerPartition": 20_000_000_000, "assignment": [[0, 1, 2]]}])
+    t = tp("orders", 0)
+    moves = {t: [3, 1, 2]}
+    ex = ReassignmentExecutor(c, plan_of(moves, Limits(40_000_000, 1)))
+    ex.start()
+    ex.step()
+    before = _bytes_on(c, t, 3)
+    c.advance(60)
+    fast = _bytes_on(c, t, 3) - before
+    saved = ex.state.model_dump_json()
+    resumed = ReassignmentExecutor(c, plan_of(moves, Limits(10_000_000, 1)),
+                                   ExecutorState.model_validate_json(saved))
+    assert resumed.start() == []
+    resumed.set_limits(Limits(10_000_000, 1))  # what the CLI and operator do: a no-op here
+    resumed.step()
+    before = _bytes_on(c, t, 3)
+    c.advance(60)
+    slow = _bytes_on(c, t, 3) - before
+    assert abs(fast - 40_000_000 * 60) < 0.02 * 40_000_000 * 60, fast
+    assert abs(slow - 10_000_000 * 60) < 0.02 * 10_000_000 * 60, slow
+    assert rate(c, 3) == rate(c, 0, RATE_KEYS[0]) == "10000000"
+
+
+def test_max_concurrent_moves_change_with_a_retarget_retargets_the_move_in_flight_at_once(
+        tmp_path: Path) -> None:
+    """Issue 10. maxConcurrentMoves 2 -> 1 together with a new target for a move in flight:
+    the move is re-targeted in the same pass (KIP-455: a new target replaces the current
+    one), although the lower limit leaves no free slot."""
+    c = cluster(tmp_path)
+    old = {tp("orders", 0): [3, 1, 2], tp("orders", 1): [4, 2, 0]}
+    ex = ReassignmentExecutor(c, plan_of(old, Limits(None, 2)))
+    ex.start()
+    ex.step()
+    c.advance(2)
+    assert set(c.list_partition_reassignments()) == set(old)
+    new = {tp("orders", 0): [3, 1, 2], tp("orders", 1): [5, 2, 0]}
+    resumed = ReassignmentExecutor(c, plan_of(new, Limits(None, 1), additional=True))
+    assert resumed.start() == []
+    resumed.step()
+    ongoing = c.list_partition_reassignments()
+    assert ongoing[tp("orders", 1)].target == (5, 2, 0), "re-targeted at once"
+    assert ongoing[tp("orders", 0)].target == (3, 1, 2)
+    assert drive(c, resumed).phase is Phase.COMPLETED
+    assert c.image.partition(tp("orders", 1)).replicas == (5, 2, 0)  # type: ignore[union-attr]
