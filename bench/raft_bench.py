@@ -1,6 +1,6 @@
 """Figures of the KIP-595 quorum in simulated time (prints figures; no pass/fail).
 
-    .venv/bin/python bench/raft_bench.py [--trials 200]
+    .venv/bin/python bench/raft_bench.py [--trials 200] [--failover-only]
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(p * len(xs)))]
 
 
-def failover(n: int, trials: int) -> list[float]:
+def failover(n: int, trials: int, epochs: list[int] | None = None) -> list[float]:
+    """Leader crash -> new leader, in election timeouts; ``epochs`` gets the epochs each
+    failover took (1 = a single election)."""
     out = []
     cfg = RaftConfig()
     for seed in range(trials):
@@ -28,11 +30,30 @@ def failover(n: int, trials: int) -> list[float]:
         q.advance(q.rng.uniform(1000, 3000))
         old = q.leader()
         assert old is not None
+        e0 = q.node(old).epoch
         q.crash(old)
         t0 = q.now
         q.run_until(lambda q=q, old=old: q.leader() not in (None, old), 20_000)
         out.append((q.now - t0) / cfg.election_timeout_ms)
+        new = q.leader()
+        if epochs is not None and new is not None:
+            epochs.append(q.node(new).epoch - e0)
     return out
+
+
+def healthy_elections(n: int, trials: int, seconds: float) -> int:
+    """Elections with a live leader and a lossy, jittery network (should be none: pre-vote
+    and leader stickiness keep followers from disturbing a leader they still hear)."""
+    total = 0
+    for seed in range(trials):
+        q = SimulatedQuorum(list(range(n)), seed=seed,
+                            network=NetworkConfig(10.0, delay_jitter_ms=20.0, loss=0.01))
+        lid = q.run_until_leader()
+        assert lid is not None
+        e0 = q.node(lid).epoch
+        q.advance(seconds * 1000)
+        total += max(node.epoch for node in q.nodes.values() if node is not None) - e0
+    return total
 
 
 def commit_latency(n: int, samples: int) -> list[float]:
@@ -93,12 +114,22 @@ def main() -> None:
     ap.add_argument("--log-gb", type=float, default=1.0)
     ap.add_argument("--bandwidth-mbps", type=float, default=100.0,
                     help="fetch bandwidth per link, MB/s")
+    ap.add_argument("--failover-only", action="store_true",
+                    help="only the failover and election figures")
     a = ap.parse_args()
     print("setup: one-way delay 10 ms, default timeouts (election 1000, fetch 2000 ms)")
     for n in (3, 5):
-        f = failover(n, a.trials)
+        ep: list[int] = []
+        f = failover(n, a.trials, ep)
         print(f"{n} voters: leader crash -> new leader p50 {pct(f, .5):.2f}x  p99 "
-              f"{pct(f, .99):.2f}x  max {max(f):.2f}x election timeout ({a.trials} trials)")
+              f"{pct(f, .99):.2f}x  max {max(f):.2f}x election timeout ({a.trials} trials; "
+              f"elections per failover mean {statistics.mean(ep):.2f}, max {max(ep)})")
+    for n in (3, 5):
+        k = healthy_elections(n, 20, 60)
+        print(f"{n} voters: elections with a live leader over 20 x 60 s (1% loss, 20 ms "
+              f"jitter): {k}")
+    if a.failover_only:
+        return
     for n in (3, 5):
         c = commit_latency(n, a.trials)
         print(f"{n} voters: commit latency p50 {pct(c, .5):.0f} ms  p99 {pct(c, .99):.0f} ms "

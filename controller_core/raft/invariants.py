@@ -5,6 +5,12 @@ MonotonicHighWatermark, MajorityReachedHighWatermark and ConsistentCommittedData
 that every configuration that can be in force overlaps (as a quorum) with the committed one,
 that voter changes are single-server steps, and that DescribeQuorum tells the truth.
 
+After every single event (not only when the driver calls :meth:`InvariantChecker.check`) it
+also follows the votes: a node never votes twice in an epoch (across restarts too), every
+leader holds the votes of a majority of *its* voters (a vote from a non-voter never counts),
+and a leader appends a voter change only once an entry of its own epoch is committed
+(Ongaro's fix to single-server changes).
+
 With KIP-630 snapshots a node's log starts at its snapshot: the committed prefix below is
 checked through the snapshot (its end is committed, its id's epoch is the committed entry's,
 its records are the application state there), the log above it entry by entry.
@@ -58,6 +64,60 @@ class InvariantChecker:
     tracks: dict[int, _NodeTrack] = field(default_factory=dict)
     committed_end: int = 0
     checks: int = 0
+    votes: dict[tuple[int, int], int] = field(default_factory=dict)  # (node, epoch) -> cand.
+    elected: set[tuple[int, int]] = field(default_factory=set)  # (epoch, leader) checked
+    config_appends: set[tuple[int, int, int]] = field(default_factory=set)  # (node, epoch, off)
+
+    def __post_init__(self) -> None:
+        self.sim.observers_of_events.append(self.track)
+
+    def track(self) -> None:
+        """Per event: votes, elections and voter changes (they can come and go between two
+        :meth:`check` calls)."""
+        live = [(n, node) for n, node in self.sim.nodes.items() if node is not None]
+        for n, node in live:
+            qs = node.qs
+            if qs.voted_for is not None:
+                cast = self.votes.setdefault((n, qs.epoch), qs.voted_for)
+                if cast != qs.voted_for:
+                    self.fail(f"node {n} voted twice in epoch {qs.epoch}: for {cast} and "
+                              f"{qs.voted_for}")
+        for n, node in live:
+            if node.is_leader:
+                self._check_elected(n, node)
+                self._check_config_append(n, node)
+
+    def _check_elected(self, n: int, node: RaftNode) -> None:
+        """A leader holds the votes of a majority of the voters it counted (its own
+        configuration): votes from nodes outside it never make a majority."""
+        key = (node.epoch, n)
+        if key in self.elected:
+            return
+        self.elected.add(key)
+        voters = node.voters()
+        got = sorted(v for v in voters if self.votes.get((v, node.epoch)) == n)
+        if len(got) < majority(len(voters)):
+            self.fail(f"node {n} leads epoch {node.epoch} with votes of only {got} of its "
+                      f"voters {voters}")
+
+    def _check_config_append(self, n: int, node: RaftNode) -> None:
+        """A voter change appended by a leader comes after an entry of its own epoch was
+        committed (Raft thesis 4.1, Ongaro's fix)."""
+        configs = node.log.configs
+        if not configs:
+            return
+        off, cfg = configs[-1]
+        key = (n, node.epoch, off)
+        if key in self.config_appends or node.log.epoch_at(off) != node.epoch:
+            return
+        self.config_appends.add(key)
+        before = configs[-2][1].current_voters if len(configs) > 1 else None
+        if before is None or set(before) == set(cfg.current_voters):
+            return  # the first configuration, or only the target changed
+        if node.hw == 0 or node.log.epoch_at(node.hw - 1) != node.epoch:
+            self.fail(f"leader {n} of epoch {node.epoch} appended the voter change "
+                      f"{before} -> {cfg.current_voters} before committing an entry of its "
+                      f"epoch (high watermark {node.hw})")
 
     def fail(self, msg: str) -> None:
         raise InvariantViolation(
@@ -235,9 +295,19 @@ class InvariantChecker:
         if (st.leader_id, st.leader_epoch, st.high_watermark) != (lid, leader.epoch, leader.hw):
             self.fail(f"DescribeQuorum says leader {st.leader_id} epoch {st.leader_epoch} HW "
                       f"{st.high_watermark}; truth {lid}/{leader.epoch}/{leader.hw}")
-        if st.current_voters != leader.voters() or st.target_voters != leader.target_voters():
+        # KIP-853: CurrentVoters are the committed ones; an uncommitted change is pending
+        at = leader.log.config_at(leader.hw - 1) if leader.hw > 0 else None
+        committed = at[1].current_voters if at else leader.bootstrap_voters
+        latest = leader.log.latest_config()
+        if latest is None:
+            pending = None
+        elif latest[0] >= leader.hw:
+            pending = latest[1].target_voters or latest[1].current_voters
+        else:
+            pending = latest[1].target_voters
+        if st.current_voters != committed or st.target_voters != pending:
             self.fail(f"DescribeQuorum voters {st.current_voters}/{st.target_voters} != "
-                      f"{leader.voters()}/{leader.target_voters()}")
+                      f"committed {committed} / pending {pending}")
         leo = leader.log.end_offset
         for r in st.replicas:
             if r.lag != (leo - r.log_end_offset if r.log_end_offset >= 0 else leo):

@@ -225,6 +225,7 @@ class RaftNode:
         self._end_pending: set[int] = set()
         self._end_resend_ms = NEVER
         self._lost_leader: tuple[int, int] | None = None  # (epoch, leader) we timed out on
+        self._split_seen = False  # candidate: a rival candidate of our epoch asked for votes
         self._init_snapshots(snapshot)
         self._recover_role()
 
@@ -264,6 +265,21 @@ class RaftNode:
         latest = self.log.latest_config()
         return latest[1].target_voters if latest else None
 
+    def committed_voters(self) -> tuple[int, ...]:
+        """The voters of the latest configuration below this node's high watermark."""
+        at = self.log.config_at(self.hw - 1) if self.hw > 0 else None
+        return at[1].current_voters if at else self.bootstrap_voters
+
+    def pending_voters(self) -> tuple[int, ...] | None:
+        """Where the voters are going: the target of the latest configuration, or, while that
+        configuration is not committed, its own voters (the change is not done until then)."""
+        latest = self.log.latest_config()
+        if latest is None:
+            return None
+        if latest[0] >= self.hw:
+            return latest[1].target_voters or latest[1].current_voters
+        return latest[1].target_voters
+
     @property
     def is_voter(self) -> bool:
         return self.id in self.voters()
@@ -278,7 +294,7 @@ class RaftNode:
         ls = self._leader
         if ls is not None:
             d = min(ls.flush_at_ms, self._check_quorum_deadline(ls))
-            if len(ls.begin_acked) + 1 < len(self.voters()):
+            if self._begin_targets():
                 d = min(d, ls.begin_resend_ms)
             for p in ls.parked.values():
                 d = min(d, p.expires_ms)
@@ -422,8 +438,10 @@ class RaftNode:
         ls = self._leader
         if ls is None:
             return DescribeQuorumResponse(NOT_LEADER_OR_FOLLOWER, leader_hint, self.qs.epoch)
-        voters = self.voters()
-        target = self.target_voters()
+        # KIP-853: the committed voters, and the pending change apart (an appended but
+        # uncommitted VoterAssignment may still be truncated away)
+        voters = self.committed_voters()
+        target = self.pending_voters()
         leo = self.log.end_offset
         rows: list[ReplicaStatus] = []
         ordered = ([self.id] if self.id in voters else []) + [v for v in voters if v != self.id]
@@ -535,6 +553,10 @@ class RaftNode:
     def _persist(self, qs: QuorumState) -> None:
         if qs.epoch < self.qs.epoch:
             raise AssertionError(f"node {self.id}: epoch would go back {self.qs.epoch}->{qs.epoch}")
+        if (qs.epoch == self.qs.epoch and self.qs.voted_for is not None
+                and qs.voted_for != self.qs.voted_for):
+            raise AssertionError(f"node {self.id}: would change its vote in epoch {qs.epoch} "
+                                 f"from {self.qs.voted_for} to {qs.voted_for}")
         if qs != self.qs:
             self.qs = qs
             self._qs_dirty = True
@@ -568,6 +590,7 @@ class RaftNode:
             self._leader = None
         self._votes_granted = set()
         self._votes_rejected = set()
+        self._split_seen = False
         self._fetch_inflight_since = None
         self._next_fetch_ms = NEVER
         self._fetch_deadline = NEVER
@@ -576,7 +599,10 @@ class RaftNode:
 
     def _become_unattached(self, epoch: int, now: int, election_delay: int | None = None) -> None:
         self._reset_role_state()
-        self._persist(QuorumState(epoch, None, None))
+        # a vote cast in this epoch stays cast (Kafka's QuorumState never goes back to
+        # Unattached in the same epoch): forgetting it would let us vote twice
+        voted = self.qs.voted_for if epoch == self.qs.epoch else None
+        self._persist(QuorumState(epoch, None, voted))
         self.role = Role.UNATTACHED
         delay = self._random_election_timeout() if election_delay is None else election_delay
         self._election_deadline = now + delay
@@ -699,7 +725,7 @@ class RaftNode:
 
     # ================================================================== timers
     def _on_fetch_timeout(self, now: int) -> None:
-        if self.is_voter and self._may_campaign():
+        if self._may_stand() and self._may_campaign():
             self._become_prospective(now)
         else:
             # an observer (or a voter that knows too few peers) looks for the leader
@@ -708,14 +734,28 @@ class RaftNode:
     def _on_election_timeout(self, now: int) -> None:
         if self.role is Role.RESIGNED:
             self._end_resend_ms = NEVER
-        if self.is_voter and self._may_campaign():
-            if self.role is Role.CANDIDATE:
-                self._become_candidate(now)  # a real election timed out: next epoch
-            else:
-                self._become_prospective(now)
+        if self._may_stand() and self._may_campaign():
+            # a candidacy that timed out asks again with a pre-vote before it bumps the epoch
+            # (Kafka's pollCandidate: "Election was not granted, transitioning to
+            # prospective"): a hopeless candidate (a stale log) cannot push everyone's epoch
+            # past a leader that the rest of the quorum still follows
+            self._become_prospective(now)
         else:
             self._election_deadline = now + self._random_election_timeout()
             self._next_discover_ms = min(self._next_discover_ms, now)
+
+    def _may_stand(self) -> bool:
+        """A voter of its latest configuration may campaign; so may one that the latest
+        configuration removes while that removal is not known to be committed: it may still
+        be needed to commit it (Raft thesis 4.2.2: a leader that removed itself and restarted
+        before the removal reached the others). It counts only the votes of that configuration."""
+        if self.is_voter:
+            return True
+        configs = self.log.configs
+        if not configs or configs[-1][0] < self.hw:
+            return False
+        before = configs[-2][1].current_voters if len(configs) > 1 else self.bootstrap_voters
+        return self.id in before
 
     def _may_campaign(self) -> bool:
         """KIP-595 bootstrap: vote only once connection info of a majority of voters is known."""
@@ -796,12 +836,24 @@ class RaftNode:
             self._become_unattached(r.candidate_epoch, now)
             if keep != NEVER:
                 self._election_deadline = keep
+        if (self.role is Role.CANDIDATE and r.candidate_epoch == self.qs.epoch
+                and r.candidate_id != self.id and not self._split_seen):
+            # a rival candidate in our epoch: the vote is likely split (both voted for
+            # themselves). Retry after a short jittered backoff, not a whole election timeout
+            # (Kafka backs off like this once a candidacy is lost); only candidates past
+            # pre-vote get here, so a healthy leader is never disturbed
+            self._split_seen = True
+            self._election_deadline = min(self._election_deadline, now + max(
+                self.cfg.election_timeout_ms // 10, self._election_backoff()))
         grant = False
         if self.qs.voted_for == r.candidate_id and self.qs.leader_id is None:
             grant = True  # a retransmission of a request we already granted
         elif (self.role in (Role.UNATTACHED, Role.PROSPECTIVE) and self.qs.voted_for is None
-              and self.qs.leader_id is None and self.is_voter
+              and self.qs.leader_id is None
               and self._log_up_to_date(r.last_epoch, r.last_epoch_end_offset)):
+            # our own membership is not consulted (Raft thesis 4.2.3, KIP-853): a new voter
+            # whose log lacks its own addition must still be able to elect; the candidate
+            # counts only the votes of its voters
             grant = True
             self._become_voted(r.candidate_epoch, r.candidate_id, now)
         self._send(src, VoteResponse(NONE, self._leader_hint(), self.qs.epoch, grant,
@@ -862,12 +914,23 @@ class RaftNode:
         if self._leader is not None and r.error == NONE and r.leader_epoch == self.qs.epoch:
             self._leader.begin_acked.add(src)
 
+    def _begin_targets(self) -> set[int]:
+        """Voters to (re)send BeginQuorumEpoch to: those that never acknowledged it, and those
+        not fetching any more. A voter that moved to a higher epoch (it campaigned while cut
+        off) answers with that epoch and we step down; with pre-vote it could otherwise never
+        win nor rejoin (Kafka's leader resends BeginQuorumEpoch to voters without a recent
+        fetch; etcd-raft answers a lower-term leader for the same reason)."""
+        ls = self._leader
+        assert ls is not None
+        return {v for v in self.voters()
+                if v != self.id and (v not in ls.begin_acked or not self.is_live(v))}
+
     def _send_begin(self, now: int) -> None:
         ls = self._leader
         assert ls is not None
         req = BeginQuorumEpochRequest(self.cluster_id(), self.id, self.qs.epoch)
         for v in self.voters():
-            if v != self.id and v not in ls.begin_acked:
+            if v in self._begin_targets():
                 self._send(v, req)
         ls.begin_resend_ms = now + max(self.cfg.retry_backoff_ms,
                                        self.cfg.election_timeout_ms // 4)
@@ -891,8 +954,8 @@ class RaftNode:
             self._send(src, EndQuorumEpochResponse(FENCED_LEADER_EPOCH, self._leader_hint(),
                                                    self.qs.epoch))
             return
-        if r.leader_epoch > self.qs.epoch or (
-                self.qs.leader_id == r.leader_id and self.role is Role.FOLLOWER):
+        ours = self.qs.leader_id == r.leader_id and self.role is Role.FOLLOWER
+        if r.leader_epoch > self.qs.epoch or ours:
             # the leader resigned: the first preferred successor campaigns at once, the
             # others wait a little longer each, everyone else a normal election timeout
             if self.id in r.preferred_successors:
@@ -901,8 +964,14 @@ class RaftNode:
                     self.cfg.retry_backoff_ms)
             else:
                 delay = self._random_election_timeout()
-            self._become_unattached(r.leader_epoch, now, election_delay=delay)
-            self._next_discover_ms = now + delay
+            if r.leader_epoch > self.qs.epoch:
+                self._become_unattached(r.leader_epoch, now, election_delay=delay)
+                self._next_discover_ms = now + delay
+            else:
+                # same epoch: the quorum state (our vote in it) stays as it is; only the
+                # election comes sooner (Kafka: FollowerState.overrideFetchTimeout)
+                self._fetch_deadline = now + delay
+                self._last_leader_contact = -NEVER
         self._send(src, EndQuorumEpochResponse(NONE, self._leader_hint(), self.qs.epoch))
 
     def _on_end_response(self, src: int, r: EndQuorumEpochResponse) -> None:
@@ -1314,7 +1383,7 @@ class RaftNode:
             if self.log.end_offset > self._durable_end:
                 self._sync_needed = True
         self._wake_parked(only_expired=True)
-        if now >= ls.begin_resend_ms and len(ls.begin_acked) + 1 < len(self.voters()):
+        if now >= ls.begin_resend_ms and self._begin_targets():
             self._send_begin(now)
         if now >= self._check_quorum_deadline(ls):
             # zombie check: without fetches from a majority within the fetch timeout, ask

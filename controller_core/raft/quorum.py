@@ -32,6 +32,7 @@ from controller_core.raft.node import (
     Ready,
 )
 from controller_core.raft.records import Batch
+from controller_core.raft.state import Role
 from controller_core.raft.storage import DirectoryStorage, MemoryStorage, RaftStorage
 
 CommitCallback = Callable[[list[Batch]], None]
@@ -110,6 +111,8 @@ class SimulatedQuorum:
         self.messages_delivered = 0
         self.events = 0
         self.observers_of_events: list[Callable[[], None]] = []
+        self._holds: list[Callable[[Envelope], bool]] = []
+        self.held: list[Envelope] = []
         for n in [*voters, *observers]:
             self._create(n)
 
@@ -188,6 +191,34 @@ class SimulatedQuorum:
     def heal(self) -> None:
         self.net.heal()
 
+    def expire_timer(self, n: int) -> None:
+        """Fire node ``n``'s election (or fetch) timer now, as if it had drawn a short one."""
+        node = self.node(n)
+        now = self.clocks[n].local(self.now)
+        node._election_deadline = min(node._election_deadline, now)
+        if node.role is Role.FOLLOWER:
+            node._fetch_deadline = min(node._fetch_deadline, now)
+        node.tick(now)
+        self._process(n)
+
+    def resign(self, n: int) -> None:
+        """Graceful shutdown of leader ``n``: it resigns (EndQuorumEpoch to the voters)."""
+        self.node(n).resign(self.clocks[n].local(self.now))
+        self._process(n)
+
+    def hold(self, match: Callable[[Envelope], bool]) -> None:
+        """From now on, set aside every message ``match`` accepts (a network that delays it
+        for as long as the test wants) until :meth:`release`."""
+        self._holds.append(match)
+
+    def release(self) -> int:
+        """Stop holding; the held messages go out now (through the network again)."""
+        held, self.held, self._holds = self.held, [], []
+        for env in held:
+            for t in self.net.delays(env.src, env.dst, env.size_bytes, self.now):
+                self._push(t, env.dst, env)
+        return len(held)
+
     # ================================================================ event loop
     def _push(self, t: float, n: int, env: Envelope | None) -> None:
         self._seq += 1
@@ -234,6 +265,9 @@ class SimulatedQuorum:
         if r.sync:
             st.flush()
         for env in r.messages:
+            if self._holds and any(m(env) for m in self._holds):
+                self.held.append(env)
+                continue
             for t in self.net.delays(env.src, env.dst, env.size_bytes, self.now):
                 self._push(t, env.dst, env)
         if r.committed and r.high_watermark > self.committed_end:

@@ -1,17 +1,30 @@
-"""A seeded fault-injection run of a SimulatedQuorum, checked after every event."""
+"""A seeded fault-injection run of a SimulatedQuorum, checked after every event.
+
+Besides crashes, partitions, whole-cluster restarts and voter changes, the generator has
+fault *shapes* that wait for a moment and strike then (issue 12): a voter is killed and
+restarted right after it votes while a rival campaigns in the same epoch; messages are delayed
+across a leader's resignation; a leader is killed (and restarted) right after it appends a
+voter change, its messages to the nodes that change concerns held back.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import random
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from controller_core.raft.config import RaftConfig
 from controller_core.raft.invariants import InvariantChecker
+from controller_core.raft.messages import Envelope, VoteRequest, VoteResponse
 from controller_core.raft.network import NetworkConfig
 from controller_core.raft.node import NotLeaderError
 from controller_core.raft.quorum import SimulatedQuorum
+
+SHAPES = ("vote_kill_restart", "delay_across_resignation", "config_race")
+HOOK_PATIENCE = 5000  # events a shape waits for its moment before it gives up
 
 
 @dataclass
@@ -22,8 +35,143 @@ class ChaosReport:
     committed: int
     elections: int
     voter_changes: int
+    fired: dict[str, int] = field(default_factory=dict)  # shape -> times it struck
     snapshots: int = 0  # KIP-630 snapshots taken, and fetched from a leader
     snapshot_installs: int = 0
+
+
+class _Shapes:
+    """The fault shapes: each arms a hook that runs after every event until its moment."""
+
+    def __init__(self, sim: SimulatedQuorum, rng: random.Random, crashed: set[int]) -> None:
+        self.sim = sim
+        self.rng = rng
+        self.crashed = crashed
+        self.fired: Counter[str] = Counter()
+        self.hook: Callable[[], bool] | None = None
+        self.hook_since = 0
+        self.release_at: int | None = None
+        sim.observers_of_events.append(self._on_event)
+
+    def _on_event(self) -> None:
+        sim = self.sim
+        if self.hook is not None and (self.hook() or sim.events - self.hook_since > HOOK_PATIENCE):
+            self.hook = None
+        if self.release_at is not None and sim.events >= self.release_at:
+            self.release_at = None
+            sim.release()
+
+    def _arm(self, hook: Callable[[], bool]) -> None:
+        self.hook = hook
+        self.hook_since = self.sim.events
+
+    def stop(self) -> None:
+        self.hook = None
+        self.release_at = None
+        self.sim.release()
+
+    def _live_voters(self) -> list[int]:
+        return [n for n, node in self.sim.nodes.items() if node is not None and node.is_voter]
+
+    def start(self, shape: str) -> None:
+        if self.hook is not None or self.release_at is not None:
+            return  # one shape at a time
+        getattr(self, shape)()
+
+    def vote_kill_restart(self) -> None:
+        sim, rng = self.sim, self.rng
+        voters = self._live_voters()
+        if len(voters) < 3:
+            return
+        n = rng.choice(voters)
+        first = sim.node(n).qs
+
+        def hook() -> bool:
+            node = sim.nodes.get(n)
+            if node is None:
+                return True
+            qs = node.qs
+            if qs.voted_for in (None, n) or qs == first or (qs.epoch, qs.voted_for) == (
+                    first.epoch, first.voted_for):
+                return False
+            sim.crash(n, lose_unflushed=rng.random() < 0.5)
+            sim.restart(n)
+            rivals = [m for m in self._live_voters()
+                      if m not in (n, qs.voted_for) and sim.node(m).epoch < qs.epoch]
+            if rivals:
+                sim.expire_timer(rng.choice(rivals))
+            self.fired["vote_kill_restart"] += 1
+            return True
+
+        self._arm(hook)
+        # an election now, with rivals: every other voter campaigns at once, so that n votes
+        # soon and rival VoteRequests of the same epoch are on their way to it
+        lid = sim.leader()
+        if lid is not None:
+            sim.resign(lid)
+        for m in voters:
+            if m != n and sim.alive(m):
+                sim.expire_timer(m)
+
+    def delay_across_resignation(self) -> None:
+        sim, rng = self.sim, self.rng
+        lid = sim.leader()
+        if lid is None:
+            return
+        followers = [n for n in sim.node_ids if n != lid and sim.alive(n)]
+        if not followers:
+            return
+        f = rng.choice(followers)
+
+        def delayed(e: Envelope) -> bool:
+            b = e.body
+            return ((isinstance(b, VoteRequest) and not b.pre_vote)
+                    or (isinstance(b, VoteResponse) and rng.random() < 0.5)
+                    or (e.src == lid and e.dst == f))
+
+        sim.hold(delayed)
+        sim.resign(lid)
+        self.release_at = sim.events + rng.randrange(20, 400)
+        self.fired["delay_across_resignation"] += 1
+
+    def config_race(self) -> None:
+        sim, rng = self.sim, self.rng
+        lid = sim.leader()
+        if lid is None:
+            return
+        leader = sim.node(lid)
+        voters = list(leader.voters())
+        observers = [n for n in sim.node_ids if n not in voters and sim.alive(n)]
+        if len(voters) >= 2 and (not observers or rng.random() < 0.5):
+            target = [v for v in voters if v != lid]  # the leader removes itself
+        elif observers:
+            target = [*voters, rng.choice(observers)]  # a new voter joins
+        else:
+            return
+        if not sim.alter_quorum(target).ok:
+            return
+
+        def hook() -> bool:
+            if sim.nodes.get(lid) is not leader or not leader.is_leader:
+                return True
+            configs = leader.log.configs
+            if len(configs) < 2 or configs[-1][0] < leader.hw:
+                return False
+            before, after = set(configs[-2][1].current_voters), set(configs[-1][1].current_voters)
+            if before == after:
+                return False
+            concerned = (after - before) or after
+            sim.hold(lambda e: e.src == lid and e.dst in concerned)
+            sim.crash(lid, lose_unflushed=rng.random() < 0.5)
+            if rng.random() < 0.7:
+                sim.restart(lid)
+            else:
+                self.crashed.add(lid)
+            self.release_at = sim.events + rng.randrange(20, 400)
+            self.fired["config_race"] += 1
+            return True
+
+        self._arm(hook)
 
 
 def state_digest(sim: SimulatedQuorum, end: int) -> tuple[bytes]:
@@ -37,12 +185,14 @@ def state_digest(sim: SimulatedQuorum, end: int) -> tuple[bytes]:
     return (h.digest(),)
 
 
-def run_chaos(seed: int, events: int = 3000, *,
+def run_chaos(seed: int, events: int = 3000, *, shapes: bool = True,
               snapshot_every: int | None = None) -> ChaosReport:
     """Drive one seeded scenario; raises InvariantViolation naming the seed on a violation.
 
-    With ``snapshot_every`` every node snapshots (KIP-630) once that many offsets committed
-    since its last snapshot, so lagging and restarted nodes catch up by FetchSnapshot."""
+    ``shapes=False`` is the generator as it was before the fault shapes (the liveness
+    regression seeds replay exactly what failed then). With ``snapshot_every`` every node
+    snapshots (KIP-630) once that many offsets committed since its last snapshot, so lagging
+    and restarted nodes catch up by FetchSnapshot."""
     rng = random.Random(seed)
     n_voters = rng.choice([3, 3, 5])
     voters = list(range(n_voters))
@@ -65,11 +215,15 @@ def run_chaos(seed: int, events: int = 3000, *,
     changes = 0
     crashed: set[int] = set()
     fault_rate = rng.choice([0.002, 0.005, 0.01])
+    shaper = _Shapes(sim, random.Random(seed * 7919 + 17), crashed) if shapes else None
     for _ in range(events):
         r = rng.random()
         if r < fault_rate:
             faults += 1
-            kind = rng.randrange(7)
+            kind = rng.randrange(7 + len(SHAPES)) if shaper is not None else rng.randrange(7)
+            if kind >= 7 and shaper is not None:
+                shaper.start(SHAPES[kind - 7])
+                continue
             alive = [n for n in sim.node_ids if sim.alive(n)]
             if kind == 0 and len(alive) > 1:
                 n = rng.choice(alive)
@@ -106,7 +260,8 @@ def run_chaos(seed: int, events: int = 3000, *,
                 rng.shuffle(back)
                 for n in back[: len(back) // 2 + 1]:
                     sim.restart(n)
-                crashed = set(back[len(back) // 2 + 1:])
+                crashed.clear()
+                crashed.update(back[len(back) // 2 + 1:])
         elif r < 0.08:
             with contextlib.suppress(NotLeaderError):
                 sim.propose([rng.randbytes(rng.randrange(1, 32))
@@ -116,6 +271,8 @@ def run_chaos(seed: int, events: int = 3000, *,
                 sim.advance(rng.choice([10, 100, 1000]))
         chk.check()
     # heal everything and require progress (liveness) and the quiescent truth
+    if shaper is not None:
+        shaper.stop()
     sim.heal()
     sim.net.config.loss = sim.net.config.duplicate = sim.net.config.reorder = 0.0
     for n in sorted(crashed):
@@ -152,4 +309,5 @@ def run_chaos(seed: int, events: int = 3000, *,
     chk.check()
     chk.check_quiescent()
     return ChaosReport(seed, events, faults, sim.committed_end, len(chk.leaders), changes,
+                       dict(shaper.fired) if shaper is not None else {},
                        sim.snapshots_taken, sim.snapshots_installed)

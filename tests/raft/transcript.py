@@ -13,7 +13,10 @@ Commands: ``nodes 0 1 2 [observers 3]``, ``campaign N`` (fire N's election timer
 all, or only those to N — until none are left, printing each), ``drop [N]`` (discard queued
 messages to N or all), ``propose N rec...``, ``alter N ids|null``, ``crash N`` (hard kill,
 losing unflushed writes), ``restart N``, ``status``, ``log N``, ``describe N``,
-``cluster-id N ID`` (a node configured with another cluster id).
+``cluster-id N ID`` (a node configured with another cluster id), ``hold SRC DST [TYPE]``
+(set aside, from now on, the messages SRC sends DST — of that printed type only, e.g.
+``VoteRequest`` — as a network that delays them), ``release SRC DST`` (deliver what was held
+back and stop holding), ``resign N`` (graceful leader shutdown: EndQuorumEpoch).
 
 Run ``RAFT_REWRITE=1 pytest tests/raft/test_transcripts.py`` to regenerate expected output
 after an intended change, and review the diff.
@@ -22,7 +25,7 @@ after an intended change, and review the diff.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 from controller_core.raft.config import RaftConfig
 from controller_core.raft.describe import format_replication, format_status
@@ -75,6 +78,13 @@ class _Sim:
     voters: tuple[int, ...]
     cluster_ids: dict[int, str | None]
     out: list[str]
+    holds: list[tuple[int, int, str | None]] = field(default_factory=list)
+    held: list[Envelope] = field(default_factory=list)
+
+    def is_held(self, env: Envelope) -> bool:
+        name = fmt_body(env).split()[1]
+        return any(env.src == s and env.dst == d and (t is None or t == name)
+                   for s, d, t in self.holds)
 
     def boot(self, n: int) -> None:
         rec = self.storages[n].load()
@@ -187,6 +197,10 @@ def _execute(sim: _Sim, argv: list[str]) -> None:
             for env in batch:
                 if "DiscoverBrokers" in type(env.body).__name__:
                     continue  # gossip is noise in transcripts; tested elsewhere
+                if sim.is_held(env):
+                    sim.held.append(env)
+                    sim.out.append(f"held {fmt_body(env)}")
+                    continue
                 if op == "drop":
                     sim.out.append(f"dropped {fmt_body(env)}")
                     continue
@@ -199,6 +213,19 @@ def _execute(sim: _Sim, argv: list[str]) -> None:
             rounds += 1
             if op == "drop" or rounds > 50:
                 break
+    elif op == "hold":
+        sim.holds.append((int(args[0]), int(args[1]), args[2] if len(args) > 2 else None))
+    elif op == "release":
+        src, dst = int(args[0]), int(args[1])
+        sim.holds = [h for h in sim.holds if (h[0], h[1]) != (src, dst)]
+        back = [e for e in sim.held if (e.src, e.dst) == (src, dst)]
+        sim.held = [e for e in sim.held if (e.src, e.dst) != (src, dst)]
+        sim.queue = back + sim.queue
+        sim.out.append(f"released {len(back)}")
+    elif op == "resign":
+        n = int(args[0])
+        sim.node(n).resign(sim.clocks[n])
+        sim.process(n)
     elif op == "propose":
         n = int(args[0])
         off = sim.node(n).propose([a.encode() for a in args[1:]], sim.clocks[n])
