@@ -8,6 +8,7 @@ from typing import Any
 from controller_core.config import EmbeddedClusterSpec
 from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.model import TopicPartition
+from controller_core.orchestration.reassignment import Progress, ReassignmentExecutor
 
 
 def spec(brokers: int = 6, racks: str = "abc", topics: list[dict[str, Any]] | None = None,
@@ -38,3 +39,13 @@ def run_until(c: EmbeddedCluster, done: Any, limit: float = 3600.0, step: float 
     while not done():
         assert c.now - start < limit, f"condition not reached within {limit} simulated seconds"
         c.advance(step)
+
+
+def drive(c: EmbeddedCluster, ex: ReassignmentExecutor, limit: int = 10_000) -> Progress:
+    """Step the executor once per simulated second until the run ends."""
+    for _ in range(limit):
+        p = ex.step()
+        if p.phase.terminal:
+            return p
+        c.advance(1)
+    raise AssertionError("the plan did not finish")

@@ -16,13 +16,12 @@ from controller_core.orchestration.reassignment import (
     ExecutorState,
     Limits,
     Phase,
-    Progress,
     ReassignmentExecutor,
     ReassignmentPlan,
     dry_run,
     validate_plan,
 )
-from tests.helpers import cluster, tp
+from tests.helpers import cluster, drive, tp
 
 FOLLOWER = "follower.replication.throttled.replicas"
 LEADER = "leader.replication.throttled.replicas"
@@ -55,14 +54,6 @@ def spread_plan(c: EmbeddedCluster, limits: Limits, **kw: bool) -> ReassignmentP
     assert not problems
     return plan
 
-
-def drive(c: EmbeddedCluster, ex: ReassignmentExecutor, limit: int = 10_000) -> Progress:
-    for _ in range(limit):
-        p = ex.step()
-        if p.phase.terminal:
-            return p
-        c.advance(1)
-    raise AssertionError("the plan did not finish")
 
 
 def throttles(c: EmbeddedCluster) -> dict[tuple[str, str], dict[str, str]]:

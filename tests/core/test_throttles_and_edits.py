@@ -13,11 +13,10 @@ from controller_core.orchestration.reassignment import (
     ExecutorState,
     Limits,
     Phase,
-    Progress,
     ReassignmentExecutor,
     ReassignmentPlan,
 )
-from tests.helpers import cluster, tp
+from tests.helpers import cluster, drive, tp
 
 RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 LEADER = "leader.replication.throttled.replicas"
@@ -41,14 +40,6 @@ def throttles_in(c: EmbeddedCluster) -> dict[tuple[str, str], dict[str, str]]:
 def rate(c: EmbeddedCluster, broker: int, key: str = RATE_KEYS[1]) -> str | None:
     return c.describe_configs([("BROKER", str(broker))])[("BROKER", str(broker))].get(key)
 
-
-def drive(c: EmbeddedCluster, ex: ReassignmentExecutor, limit: int = 2000) -> Progress:
-    for _ in range(limit):
-        p = ex.step()
-        if p.phase.terminal:
-            return p
-        c.advance(1)
-    raise AssertionError("the plan did not finish")
 
 
 def test_two_executors_sharing_a_broker_with_equal_rates_keep_it_throttled_until_both_end(

@@ -12,21 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from harness import Api, OperatorThread, cond_is, condition
+from test_operator_kmock import CLUSTER, REF
 
 from controller_core.metadata.controller import THROTTLE_RATE_KEYS
 from controller_core.model import TopicPartition
 from controller_core.orchestration.throttles import FOLLOWER_REPLICAS, LEADER_REPLICAS
 
-CLUSTER = {"embedded": {
-    "brokers": [{"id": i, "rack": "abc"[i % 3]} for i in range(6)],
-    "controllers": [0, 1, 2],
-    "topics": [{"name": "orders", "partitions": 6, "replicationFactor": 3,
-                "assignment": [[0, 1, 2], [1, 2, 0], [2, 0, 1], [0, 1, 2], [1, 2, 0],
-                               [2, 0, 1]],
-                "sizeBytesPerPartition": 20_000_000}],
-    "replicationBytesPerSecond": 10_000_000,
-}}
-REF = {"clusterRef": {"name": "demo"}}
 TO_NEW = [3, 4, 5]
 
 

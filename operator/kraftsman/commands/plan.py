@@ -134,7 +134,6 @@ def run_plan(args: argparse.Namespace) -> int:
 def run_snapshot(args: argparse.Namespace) -> int:
     require_extra("snapshot", "plan")
     from controller_core.planning.export import snapshot_from_admin
-    from controller_core.planning.snapshot import write_snapshot
 
     if wants_real(args) is not None:
         return real_snapshot.run(args)
@@ -153,10 +152,7 @@ def run_snapshot(args: argparse.Namespace) -> int:
             default_disk_bytes=args.default_disk_bytes, consumer_fanout=args.consumer_fanout)
     finally:
         cluster.close()
-    try:
-        write_snapshot(snap, args.out, overwrite=args.force)
-    except SnapshotError as e:
-        raise UsageError(e.problems) from None
+    real_snapshot.write_for_cli(snap, args)
     print(f"snapshot of cluster {name!r} written to {args.out}: {len(snap.brokers)} brokers, "
           f"{len(snap.partitions)} partitions")
     return 0

@@ -35,9 +35,18 @@ def add_options(s: Any) -> None:
                    help='extra label matchers, e.g. \'cluster="prod"\'')
 
 
+def write_for_cli(snap: Any, args: argparse.Namespace) -> None:
+    """Write ``snap`` to ``--out`` (``--force`` overwrites); a refusal is a usage error."""
+    from controller_core.planning.snapshot import SnapshotError, write_snapshot
+
+    try:
+        write_snapshot(snap, args.out, overwrite=args.force)
+    except SnapshotError as e:
+        raise UsageError(e.problems) from None
+
+
 def run(args: argparse.Namespace) -> int:
     from controller_core.planning.export import DEFAULT_DISK_BYTES, snapshot_from_admin
-    from controller_core.planning.snapshot import SnapshotError, write_snapshot
 
     if args.network_bytes_per_second <= 0:
         raise UsageError("--network-bytes-per-second: must be positive")
@@ -82,10 +91,7 @@ def run(args: argparse.Namespace) -> int:
             default_disk_bytes=args.default_disk_bytes or DEFAULT_DISK_BYTES,
             consumer_fanout=args.consumer_fanout,
             topic_rates=(rates.bytes_in, rates.bytes_out) if rates else None, sources=sources)
-    try:
-        write_snapshot(snap, args.out, overwrite=args.force)
-    except SnapshotError as e:
-        raise UsageError(e.problems) from None
+    write_for_cli(snap, args)
     print(f"snapshot of {name!r} ({c.bootstrap_servers}) written to {args.out}: "
           f"{len(snap.brokers)} brokers, {len(snap.partitions)} partitions")
     for figure, source in sources.items():
