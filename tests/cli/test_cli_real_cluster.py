@@ -223,6 +223,7 @@ def test_cli_against_a_served_cluster(served: Served) -> None:
           "(whole CLI process)")
     assert bad.returncode == 2, bad.stderr
     assert "SASL_AUTHENTICATION_FAILED" in bad.stderr and "wrong-password" not in bad.stderr
+    assert "check sasl.jaas.config in --command-config" in bad.stderr
     assert "Traceback" not in bad.stderr and "Unable to bootstrap" not in bad.stderr
     assert took < 15  # generous: documents that the 30 s bootstrap timeout is not waited for
 
@@ -241,7 +242,7 @@ def test_embedded_only_commands_and_bad_flags_exit_2(
         rc, err = run(*cmd, "--bootstrap-server", "127.0.0.1:1")
         assert rc == 2 and "embedded cluster only" in err, err
     rc, err = run("describe", "cluster", "--bootstrap-server", "no-port")
-    assert rc == 2 and "--bootstrap-server" in err
+    assert rc == 2 and "--bootstrap-server 'no-port': expected HOST:PORT" in err, err
     rc, err = run("describe", "cluster", "--command-config", str(tmp_path / "x.properties"))
     assert rc == 2 and "needs --bootstrap-server" in err
     rc, err = run("describe", "cluster", "--cluster", "nope", "--command-config", "x")
