@@ -149,7 +149,7 @@ class Api:
                                      f"{list(reasons)} after {timeout}s")
             await asyncio.sleep(0.1)
 
-    async def wait_gone(self, kind: str, name: str, timeout: float = 30.0,
+    async def wait_gone(self, kind: str, name: str, timeout: float = 60.0,
                         ns: str = "default") -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

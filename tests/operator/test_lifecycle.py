@@ -61,7 +61,7 @@ async def test_finished_operations_do_not_block_deleting_the_cluster(
     await api.create("LeaderElection", "bad", {**REF, "topics": ["nosuch"]})
     await api.wait("LeaderElection", "bad", cond_is("Succeeded", "False"))
     await api.delete("KafkaCluster", "demo")
-    await api.wait_gone("KafkaCluster", "demo", timeout=15)
+    await api.wait_gone("KafkaCluster", "demo", timeout=60)
     assert await api.get("PartitionReassignment", "done") is not None  # left as they were
 
 
