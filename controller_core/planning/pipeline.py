@@ -49,6 +49,7 @@ class PlanRequest:
     seed: int = 0
     throttle: int | None = 50_000_000
     max_concurrent_moves: int = 10
+    max_concurrent_moves_per_broker: int | None = None
     cluster_name: str | None = None
     spark_conf: dict[str, str] = field(default_factory=dict)
     max_bytes: int = DEFAULT_MAX_BYTES
@@ -89,7 +90,9 @@ def run(req: PlanRequest, session: Callable[[], Any] | None = None) -> PlanOutpu
     cluster = req.cluster_name or snapshot.cluster_name
     resources = render(result.moves, RenderOptions(
         cluster=cluster, goal=goal.describe(), throttle_bytes_per_second=req.throttle,
-        max_concurrent_moves=req.max_concurrent_moves, max_bytes=req.max_bytes,
+        max_concurrent_moves=req.max_concurrent_moves,
+        max_concurrent_moves_per_broker=req.max_concurrent_moves_per_broker,
+        max_bytes=req.max_bytes,
         max_partitions=req.max_partitions))
     write_output(req.out, result, resources, req.throttle, cluster)
     return PlanOutput(req.out, result, resources, summary(result, resources, req.throttle))

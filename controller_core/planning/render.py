@@ -56,6 +56,9 @@ spec:
   throttleBytesPerSecond: {{ throttle }}
 {%- endif %}
   maxConcurrentMoves: {{ max_concurrent_moves }}
+{%- if per_broker %}
+  maxConcurrentMovesPerBroker: {{ per_broker }}
+{%- endif %}
   electPreferredLeaders: {{ "true" if elect else "false" }}
   partitions:
 {%- for p in partitions %}
@@ -77,6 +80,7 @@ class RenderOptions:
     max_concurrent_moves: int = 10
     max_bytes: int = DEFAULT_MAX_BYTES
     max_partitions: int = DEFAULT_MAX_PARTITIONS
+    max_concurrent_moves_per_broker: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +92,7 @@ class RenderedResource:
     moves: tuple[PartitionMove, ...]
     elect_preferred_leaders: bool
     max_concurrent_moves: int = 10  # the resource's spec.maxConcurrentMoves
+    max_concurrent_moves_per_broker: int | None = None  # spec.maxConcurrentMovesPerBroker
 
 
 K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
@@ -152,14 +157,16 @@ def render(moves: Sequence[PartitionMove], opts: RenderOptions) -> list[Rendered
         text = _resource_tpl.render(
             step=i, steps=len(chunks), plan_id=pid, goal=opts.goal, cluster=opts.cluster,
             api_version=API_VERSION, name=name, throttle=opts.throttle_bytes_per_second,
-            max_concurrent_moves=opts.max_concurrent_moves, elect=elect, partitions=part,
+            max_concurrent_moves=opts.max_concurrent_moves,
+            per_broker=opts.max_concurrent_moves_per_broker, elect=elect, partitions=part,
             replicas_moved=sum(len(m.added) for m in part),
             bytes_moved=sum(m.bytes_moved for m in part))
         if len(text.encode()) > opts.max_bytes:
             raise ValueError(f"internal: resource {name} renders to {len(text.encode())} bytes, "
                              f"over the {opts.max_bytes}-byte limit")
         out.append(RenderedResource(i, name, f"{i:03d}-{name}.yaml", text, tuple(part), elect,
-                                    opts.max_concurrent_moves))
+                                    opts.max_concurrent_moves,
+                                    opts.max_concurrent_moves_per_broker))
     return out
 
 

@@ -33,14 +33,16 @@ def lower_bound_bytes(result: PlanResult) -> float:
 
 
 def estimate_seconds(resources: Sequence[RenderedResource], throttle: int | None) -> float | None:
-    """Resources run one after another; each as the executor runs it, in batches of
-    maxConcurrentMoves under the throttle (the estimator the dry run uses)."""
+    """Resources run one after another; each as the executor runs it: at most
+    maxConcurrentMoves at once and maxConcurrentMovesPerBroker touching one broker, under the
+    throttle (the estimator the dry run uses)."""
     if not throttle:
         return None
     return sum(estimate.estimate_seconds(
         [estimate.move_cost(m.leader_before, m.before, m.after, m.size_bytes,
                             (m.topic, m.partition)) for m in r.moves],
-        throttle=throttle, max_concurrent_moves=r.max_concurrent_moves) or 0.0
+        throttle=throttle, max_concurrent_moves=r.max_concurrent_moves,
+        max_concurrent_moves_per_broker=r.max_concurrent_moves_per_broker) or 0.0
         for r in resources)
 
 
@@ -70,6 +72,7 @@ def summary(result: PlanResult, resources: Sequence[RenderedResource],
         "violations": [{"constraint": v.constraint, "subject": v.subject, "reason": v.reason}
                        for v in result.violations],
         "targetsNotReached": list(result.shortfalls),
+        "inputSources": dict(result.sources),
         "planSeconds": round(result.seconds, 2),
         "rounds": [{"phase": r.phase, "round": r.round, "sources": r.sources,
                     "candidates": r.candidates, "accepted": r.accepted,
@@ -92,6 +95,15 @@ def broker_rows(result: PlanResult) -> list[dict[str, Any]]:
     return rows
 
 
+# the manifest's source keys as report.md names them
+FIGURE_NAMES = {
+    "brokers": "brokers", "racks": "racks", "replicas": "replicas and leaders",
+    "sizeBytes": "replica sizes (disk)", "diskCapacityBytes": "disk capacity",
+    "networkCapacityBytesPerSecond": "network capacity", "bytesInPerSecond": "bytes in",
+    "bytesOutPerSecond": "bytes out",
+}
+
+
 def markdown(result: PlanResult, resources: Sequence[RenderedResource], throttle: int | None,
              cluster: str) -> str:
     s = summary(result, resources, throttle)
@@ -112,6 +124,12 @@ def markdown(result: PlanResult, resources: Sequence[RenderedResource], throttle
                      f"{fmt_seconds(s['estimatedSeconds'])}")
     else:
         lines.append("- estimated duration: unthrottled (no --throttle), not estimated")
+    lines += ["", "## Where the figures come from", ""]
+    if result.sources:
+        lines += [f"- {FIGURE_NAMES.get(k, k)}: {v}" for k, v in result.sources.items()]
+    else:
+        lines.append("Not recorded: the snapshot's snapshot.json has no `sources` (written by "
+                     "another tool, or by a kraftsman older than this one).")
     lines += ["", "## Balance (max / mean over the brokers that stay)", "",
               "| metric | before | after |", "|---|---:|---:|"]
     for name, v in s["maxOverMean"].items():

@@ -66,6 +66,9 @@ class PlanResult:
     timings: dict[str, float] = field(default_factory=dict)
     # targets the plan does not reach, and why (not constraints: the plan is still valid)
     shortfalls: list[str] = field(default_factory=list)
+    # where each input figure came from (the snapshot manifest's ``sources``; empty: not
+    # recorded, e.g. a snapshot written by another tool)
+    sources: dict[str, str] = field(default_factory=dict)
 
     @property
     def replicas_moved(self) -> int:

@@ -383,7 +383,15 @@ def run_plan(spark: Any, snapshot_dir: Path, snapshot: Snapshot, goal: Goal,
         moves=moves, loads_before=before, loads_after=after, targets=targets,
         partitions_total=len(snapshot.partitions), violations=_dedupe(violations),
         rounds=stats, seconds=time.monotonic() - started, timings=clock.laps,
-        shortfalls=bal.shortfalls())
+        shortfalls=bal.shortfalls(), sources=input_sources(snapshot))
+
+
+def input_sources(snapshot: Snapshot) -> dict[str, str]:
+    """The manifest's ``sources`` (figure -> where it came from), strings only."""
+    raw = snapshot.extra.get("sources")
+    if not isinstance(raw, dict):
+        return {}
+    return {str(k): str(v) for k, v in raw.items()}
 
 
 class _Stopwatch:

@@ -66,7 +66,8 @@ def test_plan_applied_on_the_embedded_cluster_balances_it_as_predicted(
     plan_dir = tmp_path / "plan"
     code, out, err = run(capsys, "plan", "--snapshot", str(tmp_path / "s1"), "--goal",
                          "rebalance", "--out", str(plan_dir), "--master", "local[2]",
-                         "--throttle", "100000000", "--seed", "7")
+                         "--throttle", "100000000", "--seed", "7",
+                         "--max-concurrent-moves-per-broker", "2")
     assert code == 0, err
     assert "plan written to" in out
     assert sorted(p.name for p in plan_dir.iterdir()) == [
@@ -79,7 +80,14 @@ def test_plan_applied_on_the_embedded_cluster_balances_it_as_predicted(
     docs = [yaml.safe_load(p.read_text())
             for p in sorted((plan_dir / "reassignments").iterdir())]
     assert docs and all(d["spec"]["throttleBytesPerSecond"] == 100_000_000 for d in docs)
-    assert "| broker | rack | replicas |" in (plan_dir / "report.md").read_text()
+    assert all(d["spec"]["maxConcurrentMovesPerBroker"] == 2 for d in docs)
+    md = (plan_dir / "report.md").read_text()
+    assert "| broker | rack | replicas |" in md
+    sources = md.split("## Where the figures come from")[1].split("\n## ")[0]
+    assert "- disk capacity: the KafkaCluster spec (brokers[].diskBytes)" in sources
+    assert f"- replica sizes (disk): embedded cluster 'demo' in {state}: the leader's " \
+        "log size" in sources
+    assert "- bytes out: bytes in x --consumer-fanout 1" in sources
 
     code, out, err = run(capsys, "apply", "-f", str(plan_dir / "reassignments"),
                          "--state-dir", state)
@@ -157,6 +165,19 @@ def test_missing_snapshot_and_bad_options(capsys: pytest.CaptureFixture[str], sn
                          "rebalance", "--balance")
     assert "error: --balance: only with --goal add-brokers or remove-brokers (got " \
         "rebalance)" in err
+
+
+
+@pytest.mark.parametrize("flag", ["--max-concurrent-moves", "--max-concurrent-moves-per-broker"])
+def test_a_move_limit_of_zero_is_refused(capsys: pytest.CaptureFixture[str], snap_dir: Path,
+                                         tmp_path: Path, flag: str) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["plan", "--snapshot", str(snap_dir), "--goal", "rebalance", flag, "0",
+              "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert f"argument {flag}: 0 must be >= 1 (a limit of 0 moves nothing)" in err
+    assert "Traceback" not in err and not (tmp_path / "o").exists()
 
 
 def test_existing_output_is_not_overwritten(capsys: pytest.CaptureFixture[str], snap_dir: Path,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from controller_core.planning.render import (
@@ -11,6 +12,7 @@ from controller_core.planning.render import (
     kafka_tool_json,
     render,
 )
+from controller_core.planning.report import estimate_seconds
 from controller_core.planning.result import PartitionMove
 from kraftsman.resources import parse_resources
 
@@ -67,3 +69,25 @@ def test_tricky_topic_names_stay_strings_and_labels_are_dns() -> None:
     assert "pass --cluster-name 'my-cluster'" in (cluster_name_problem("My_Cluster") or "")
     tool = yaml.safe_load(kafka_tool_json(ms, rollback=True))
     assert tool["version"] == 1 and tool["partitions"][0]["replicas"] == [1]
+
+
+def test_per_broker_limit_is_rendered_and_slows_the_estimate() -> None:
+    """Ten moves with distinct leaders and receivers all give up a replica on broker 0: ten
+    at once take one move's time; one at a time on broker 0 (the executor counts a broker
+    that gives up a replica, as ``ReassignmentExecutor`` does) take ten times as long."""
+    ms = [PartitionMove("t", i, (100 + i, 0), (100 + i, 200 + i), 1000, 100 + i)
+          for i in range(10)]
+    free = render(ms, RenderOptions("c", "remove-brokers 0", throttle_bytes_per_second=100,
+                                    max_concurrent_moves=10))
+    one = render(ms, RenderOptions("c", "remove-brokers 0", throttle_bytes_per_second=100,
+                                   max_concurrent_moves=10, max_concurrent_moves_per_broker=1))
+    assert "maxConcurrentMovesPerBroker" not in yaml.safe_load(free[0].text)["spec"]
+    (parsed,) = parse_resources([yaml.safe_load(one[0].text)])
+    assert parsed.spec.max_concurrent_moves_per_broker == 1
+    assert parsed.spec.max_concurrent_moves == 10
+    assert estimate_seconds(free, 100) == pytest.approx(10)
+    assert estimate_seconds(one, 100) == pytest.approx(100)
+    # maxConcurrentMoves binds the same way
+    two = render(ms, RenderOptions("c", "remove-brokers 0", throttle_bytes_per_second=100,
+                                   max_concurrent_moves=2))
+    assert estimate_seconds(two, 100) == pytest.approx(50)

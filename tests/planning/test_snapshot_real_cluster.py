@@ -155,3 +155,26 @@ def test_snapshot_refusals_name_the_option(kafka: tuple[ServedCluster, Path], pr
     err = capsys.readouterr().err
     assert named in err and "Traceback" not in err, err
     assert not (tmp_path / "snap").exists()
+
+
+@pytest.mark.spark
+def test_the_plan_report_says_where_each_figure_came_from(
+        spark: Any, kafka: tuple[ServedCluster, Path], prometheus: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    s, props = kafka
+    snap = tmp_path / "snap"
+    assert main(["snapshot", "--bootstrap-server", s.bootstrap, "--command-config", str(props),
+                 "--out", str(snap), "--prometheus", prometheus,
+                 "--state-dir", str(tmp_path / "st")]) == 0
+    plan = tmp_path / "plan"
+    rc = main(["plan", "--snapshot", str(snap), "--goal", "leader-balance", "--out", str(plan),
+               "--master", "local[2]", "--cluster-name", "prod"])
+    assert rc == 0, capsys.readouterr().err
+    report = (plan / "report.md").read_text()
+    section = report.split("## Where the figures come from")[1].split("\n## ")[0]
+    assert f"- brokers: Metadata (DescribeCluster) of {s.bootstrap}" in section
+    assert "- replica sizes (disk): DescribeLogDirs (the leader's partition size)" in section
+    assert "- disk capacity: --default-disk-bytes 1099511627776" in section
+    assert f"- bytes in: Prometheus {prometheus}: " in section and "bytesin_total" in section
+    doc = json.loads((plan / "report.json").read_text())
+    assert doc["summary"]["inputSources"]["sizeBytes"].startswith("DescribeLogDirs")

@@ -59,7 +59,13 @@ def register(sub: Any) -> None:
     p.add_argument("--throttle", type=_positive_int, default=50_000_000, metavar="BYTES_PER_S",
                    help="throttleBytesPerSecond of the resources, also used for the duration "
                         "estimate (default 50000000; 0 = unthrottled)")
-    p.add_argument("--max-concurrent-moves", type=_positive_int, default=10, metavar="N")
+    p.add_argument("--max-concurrent-moves", type=_at_least_one, default=10, metavar="N",
+                   help="maxConcurrentMoves of the resources: partitions moving at once "
+                        "(default 10; also used for the duration estimate)")
+    p.add_argument("--max-concurrent-moves-per-broker", type=_at_least_one, default=None,
+                   metavar="N", help="maxConcurrentMovesPerBroker of the resources: moves "
+                                     "touching one broker at once (default: no limit; also "
+                                     "used for the duration estimate)")
     p.add_argument("--max-partitions-per-resource", type=_positive_int, default=1000,
                    metavar="N")
     p.add_argument("--cluster-name", default=None,
@@ -78,6 +84,13 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if v < 0:
         raise argparse.ArgumentTypeError(f"{text} must be >= 0")
+    return v
+
+
+def _at_least_one(text: str) -> int:
+    v = _positive_int(text)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{text} must be >= 1 (a limit of 0 moves nothing)")
     return v
 
 
@@ -102,6 +115,7 @@ def run_plan(args: argparse.Namespace) -> int:
         balance=args.balance,
         seed=args.seed, throttle=args.throttle or None,
         max_concurrent_moves=args.max_concurrent_moves,
+        max_concurrent_moves_per_broker=args.max_concurrent_moves_per_broker,
         cluster_name=args.cluster_name, spark_conf=_spark_conf(args.spark_conf),
         max_partitions=args.max_partitions_per_resource or 1000, force=args.force)
     try:
@@ -131,6 +145,24 @@ def run_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def embedded_sources(name: str, args: argparse.Namespace) -> dict[str, str]:
+    """Where each figure of an embedded cluster's snapshot comes from (report.md shows it)."""
+    where = f"embedded cluster {name!r} in {args.state_dir}"
+    return {
+        "brokers": f"{where}: registered brokers (DescribeCluster)",
+        "racks": f"{where}: the KafkaCluster spec (brokers[].rack)",
+        "replicas": f"{where}: partition metadata (replicas and leaders)",
+        "sizeBytes": f"{where}: the leader's log size (log end offset x messageBytes)",
+        "diskCapacityBytes": "the KafkaCluster spec (brokers[].diskBytes), else "
+                             f"--default-disk-bytes {args.default_disk_bytes}",
+        "networkCapacityBytesPerSecond": "the KafkaCluster spec (brokers[]."
+                                         "replicationBytesPerSecond, else "
+                                         "replicationBytesPerSecond)",
+        "bytesInPerSecond": f"{where}: the topics' produceBytesPerSecond",
+        "bytesOutPerSecond": f"bytes in x --consumer-fanout {args.consumer_fanout:g}",
+    }
+
+
 def run_snapshot(args: argparse.Namespace) -> int:
     require_extra("snapshot", "plan")
     from controller_core.planning.export import snapshot_from_admin
@@ -149,7 +181,8 @@ def run_snapshot(args: argparse.Namespace) -> int:
             cluster, cluster_name=name,
             created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             disk_capacity_bytes=disk, network_bytes_per_second=net,
-            default_disk_bytes=args.default_disk_bytes, consumer_fanout=args.consumer_fanout)
+            default_disk_bytes=args.default_disk_bytes, consumer_fanout=args.consumer_fanout,
+            sources=embedded_sources(name, args))
     finally:
         cluster.close()
     real_snapshot.write_for_cli(snap, args)
