@@ -37,10 +37,36 @@ from controller_core.planning.objective import (
     rate,
 )
 from controller_core.planning.render import RenderOptions, render
-from controller_core.planning.report import lower_bound_bytes, max_over_mean
+from controller_core.planning.report import lower_bound_bytes, max_over_mean, write_chart
 from controller_core.planning.snapshot import read_snapshot, write_snapshot
 from controller_core.planning.spark_job import PlanOptions, make_session, run_plan
 from controller_core.planning.synthetic import make_snapshot
+
+
+def tree_cpu_seconds(root: int | None = None) -> float:
+    """CPU seconds (user + system, with reaped children) of this process and every process
+    under it: the Spark JVM and its Python workers. Unlike wall time it hardly depends on
+    what else runs on a shared machine; a quiet 2-core machine needs at least half of it."""
+    root = os.getpid() if root is None else root
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    cpu: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        children.setdefault(int(fields[1]), []).append(int(entry))
+        cpu[int(entry)] = sum(int(x) for x in fields[11:15]) / tick
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        total += cpu.get(pid, 0.0)
+        todo += children.get(pid, [])
+    return total
 
 
 def lower_bound(loads: dict[int, list[int]]) -> float:
@@ -66,15 +92,17 @@ def main() -> None:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--workdir", type=Path, default=Path("bench/results/plan"))
     ap.add_argument("--json", type=Path, default=None, help="also write figures here")
+    ap.add_argument("--png", type=Path, default=None,
+                    help="write each case's report.png into this directory (to look at)")
     ap.add_argument("--goal", default="rebalance", help='e.g. "remove-brokers 97"')
     ap.add_argument("--balance", action="store_true", help="with --goal add/remove-brokers")
     args = ap.parse_args()
     cases = args.case or ["100000x100"]
     goal = parse_goal(args.goal.split(), args.balance)
-    t0 = time.monotonic()
+    t0, c0 = time.monotonic(), tree_cpu_seconds()
     spark = make_session(args.master, {"spark.driver.memory": "6g"})
-    t_start = time.monotonic() - t0
-    print(f"Spark session start {t_start:.1f}s ({args.master})")
+    t_start, cpu_start = time.monotonic() - t0, tree_cpu_seconds() - c0
+    print(f"Spark session start {t_start:.1f}s (CPU {cpu_start:.1f}s, {args.master})")
     out = []
     for case in cases:
         n_p, n_b = (int(x) for x in case.lower().split("x"))
@@ -89,12 +117,15 @@ def main() -> None:
         t0 = time.monotonic()
         snap = read_snapshot(d)
         t_read = time.monotonic() - t0
-        t0 = time.monotonic()
+        t0, c0 = time.monotonic(), tree_cpu_seconds()
         res = run_plan(spark, d, snap, goal, PlanOptions(seed=args.seed))
-        t_plan = time.monotonic() - t0
+        t_plan, cpu_plan = time.monotonic() - t0, tree_cpu_seconds() - c0
         t0 = time.monotonic()
         resources = render(res.moves, RenderOptions("bench", goal.describe()))
         t_render = time.monotonic() - t0
+        if args.png:
+            args.png.mkdir(parents=True, exist_ok=True)
+            write_chart(args.png / f"report-{case}-{goal.describe().replace(' ', '_')}.png", res)
         ours = quality(res.loads_before, res.loads_after, res.bytes_moved)
         stay = sorted(res.eligible)
         ours.update(disk=max_over_mean(res.loads_after, stay, DISK),
@@ -126,7 +157,8 @@ def main() -> None:
         row = {"case": case, "goal": goal.describe(), "spark_start_s": t_start,
                "load_average": os.getloadavg(), "partitions": n_p, "brokers": n_b,
                "generate_s": t_gen,
-               "read_validate_s": t_read, "plan_s": t_plan, "render_s": t_render,
+               "read_validate_s": t_read, "plan_s": t_plan, "plan_cpu_s": cpu_plan,
+               "render_s": t_render,
                "baseline_s": t_base, "rounds": len(res.rounds),
                "partitions_in_plan": len(res.moves), "replicas_moved": res.replicas_moved,
                "resources": len(resources), "violations": len(res.violations),
@@ -140,7 +172,8 @@ def main() -> None:
         print(f"load average (1/5/15 min) {la[0]:.1f} {la[1]:.1f} {la[2]:.1f} on "
               f"{os.cpu_count()} cores")
         print(f"generate {t_gen:.1f}s  read+validate {t_read:.1f}s  plan {t_plan:.1f}s "
-              f"({len(res.rounds)} rounds)  render {t_render:.1f}s  baseline {t_base:.1f}s")
+              f"({len(res.rounds)} rounds; CPU {cpu_plan:.1f}s: driver, JVM and Python workers)"
+              f"  render {t_render:.1f}s  baseline {t_base:.1f}s")
         print(f"before: disk {before['disk']:.3f}  replicas {before['replicas']:.3f}  "
               f"leaders {before['leaders']:.3f}")
         print("                 disk max/mean  replicas  leaders  bytes moved / lower bound")

@@ -76,7 +76,8 @@ def summary(result: PlanResult, resources: Sequence[RenderedResource],
         "planSeconds": round(result.seconds, 2),
         "rounds": [{"phase": r.phase, "round": r.round, "sources": r.sources,
                     "candidates": r.candidates, "accepted": r.accepted,
-                    "seconds": round(r.seconds, 2)} for r in result.rounds],
+                    "seconds": round(r.seconds, 2), "objective": round(r.objective, 6)}
+                   for r in result.rounds],
     }
 
 

@@ -46,6 +46,7 @@ class RoundStat:
     accepted: int
     seconds: float
     driver_seconds: float = 0.0  # of ``seconds``, picking moves on the driver (pure Python)
+    objective: float = 0.0  # the imbalance (objective) after the round
 
 
 @dataclass(slots=True)

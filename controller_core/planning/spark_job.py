@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller_core.planning.balancer import Balancer, Candidate
+from controller_core.planning.balancer import Balancer, Candidate, settled
 from controller_core.planning.goals import Goal
 from controller_core.planning.objective import (
     DEFAULT_TOLERANCE,
@@ -32,6 +32,7 @@ from controller_core.planning.objective import (
     Targets,
     check_assignment,
     compute_targets,
+    objective,
 )
 from controller_core.planning.result import PartitionMove, PlanResult, RoundStat
 from controller_core.planning.schema import PARTITIONS_FILE
@@ -57,6 +58,9 @@ class PlanOptions:
     choices: int = 4
     weights: tuple[float, ...] = DEFAULT_WEIGHTS
     tolerance: tuple[float, ...] = DEFAULT_TOLERANCE
+    # a round that lowers the imbalance by less than this share of the imbalance before
+    # the plan ends the phase (filling rounds of new brokers excepted): see settled()
+    min_round_gain: float = 0.002
 
 
 def check_java(env: Mapping[str, str] | None = None) -> str:
@@ -306,6 +310,7 @@ def run_plan(spark: Any, snapshot_dir: Path, snapshot: Snapshot, goal: Goal,
     stats: list[RoundStat] = []
     rack_dup = _rack_dup_filter(bal)
 
+    start = last = objective(targets, bal.loads)
     repair = goal.moves_data and not goal.receivers_limited and not goal.drain_only and \
         bool(bal.racks) and \
         df.filter(rack_dup).limit(1).count() > 0
@@ -315,34 +320,40 @@ def run_plan(spark: Any, snapshot_dir: Path, snapshot: Snapshot, goal: Goal,
             t0 = time.monotonic()
             sources = bal.replica_sources(goal.kind, new, goal.balance, widen)
             bal.relaxed = widen
-            if not sources and not repair:
+            round_dests = dests if bal.receivers is None else dests & bal.receivers
+            if (not sources or not round_dests) and not repair:
                 break
             cond = rack_dup if repair else F.lit(False)
             if sources:
                 cond = cond | F.arrays_overlap(
                     "replicas", F.array(*[F.lit(b) for b in sorted(sources)]).cast("array<int>"))
             rows = df.filter(cond)
-            ctx = _context(bal, sources, dests, options.seed * 1_000_003 + rnd,
+            ctx = _context(bal, sources, round_dests, options.seed * 1_000_003 + rnd,
                            options.choices, mean_size)
             cands = _collect_candidates(rows, ctx, bal.source_caps(sources), False)
             t1 = time.monotonic()
             accepted = bal.run_round(cands)
             t2 = time.monotonic()
             df = _with_changes(spark, base, bal.changed)
+            now = objective(bal.targets, bal.loads)
             stats.append(RoundStat("replicas", rnd, len(sources), len(cands), accepted,
-                                   time.monotonic() - t0, t2 - t1))
+                                   time.monotonic() - t0, t2 - t1, now))
             if accepted == 0 and (widen or not new):
                 break
+            if accepted and settled(last, now, start, options.min_round_gain, bal.receivers):
+                break
+            last = now
             # nothing accepted: from now on every broker that can give does
             widen = widen or accepted == 0
 
     clock.lap("replica rounds")
+    last = objective(bal.targets, bal.loads)
     widen = False
     for rnd in range(options.max_rounds):
         t0 = time.monotonic()
         sources = bal.leader_sources(new, widen)
         bal.relaxed = widen
-        if not sources:
+        if not sources or bal.receivers == set():
             break
         rows = df.filter(F.col("leader").isin(sorted(sources)))
         ctx = _context(bal, sources, eligible, options.seed * 1_000_003 + 7919 + rnd,
@@ -352,10 +363,14 @@ def run_plan(spark: Any, snapshot_dir: Path, snapshot: Snapshot, goal: Goal,
         accepted = bal.run_round(cands, leaders=True)
         t2 = time.monotonic()
         df = _with_changes(spark, base, bal.changed)
+        now = objective(bal.targets, bal.loads)
         stats.append(RoundStat("leaders", rnd, len(sources), len(cands), accepted,
-                               time.monotonic() - t0, t2 - t1))
+                               time.monotonic() - t0, t2 - t1, now))
         if accepted == 0 and (widen or not new):
             break
+        if accepted and settled(last, now, start, options.min_round_gain, bal.receivers):
+            break
+        last = now
         widen = widen or accepted == 0
 
     clock.lap("leader rounds")

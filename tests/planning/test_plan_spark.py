@@ -14,6 +14,7 @@ from controller_core.planning.objective import (
     REPLICAS,
     check_assignment,
     compute_loads,
+    objective,
     rate,
 )
 from controller_core.planning.report import lower_bound_bytes, max_over_mean
@@ -76,6 +77,14 @@ def test_rebalance_is_valid_balanced_and_moves_little(spark: Any, skewed_dir: Pa
         assert before > 1.4, (metric, before)
         assert after <= tolerance, (metric, after)
     assert res.bytes_moved <= 1.3 * lower_bound_bytes(res)
+    # every replica round but the last lowered the imbalance by at least 0.2% of where it
+    # started (PlanOptions.min_round_gain); the last one ended the phase
+    prev = start = objective(res.targets, res.loads_before)
+    rounds = [r for r in res.rounds if r.phase == "replicas"]
+    for r in rounds[:-1]:
+        assert prev - r.objective >= 0.002 * start, (prev, r)
+        prev = r.objective
+    assert len(rounds) < PlanOptions().max_rounds
     # replicas that need not move stay: far fewer than all partitions are in the plan
     assert 0 < len(res.moves) < len(snap.partitions) / 2
     # plan order: small partitions first
