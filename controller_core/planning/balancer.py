@@ -65,6 +65,8 @@ class Balancer:
     # receive; None: every broker in dest_ids. Without it the givers would even out among
     # themselves inside their bands, many tiny moves a round that never end.
     receivers: set[int] | None = None
+    # the rounds ended because one gained too little (see settled), not for want of moves
+    stalled: bool = False
     # what the goal forbids, for messages ("only moves onto the new brokers [7] are allowed")
     restriction: str | None = None
 
@@ -128,9 +130,19 @@ class Balancer:
                 if self.excess(dst, DISK) - self.excess(src, DISK) + c.size >= 0 or \
                         self.excess(dst, REPLICAS) - self.excess(src, REPLICAS) + 1 > 0:
                     return False
-            elif self.excess(src, DISK) - c.size < -self.targets.band[src][DISK]:
+            elif self.excess(src, DISK) - c.size < -self.targets.band[src][DISK] and \
+                    not self.sheds_small(src, c.size):
                 return False
         return True
+
+    def sheds_small(self, src: int, size: int) -> bool:
+        """A broker above its replica band but light on disk (it took many small replicas)
+        may give a replica no bigger than its mean even below its disk band: its disk is
+        not what max/mean measures, its replica count is, and without swaps nothing else
+        brings it back (scoring applies the same rule)."""
+        t = self.targets.target[src]
+        return self.excess(src, REPLICAS) > self.targets.band[src][REPLICAS] and \
+            size * t[REPLICAS] <= t[DISK]
 
     # -- replica moves ----------------------------------------------------------------
 
@@ -309,8 +321,7 @@ class Balancer:
             over = [b for b in stay if self.excess(b, m) > self.targets.band[b][m]]
             under = [b for b in stay if self.excess(b, m) < -self.targets.band[b][m]]
             if over:
-                why = self.restriction or ("no further move lowers the imbalance within the "
-                                           "constraints (distinct racks, disk capacity)")
+                why = self.restriction or self._no_more("")
                 if self.restriction and m != LEADERS:
                     why += "; pass --balance to balance them in the same plan"
                 out.append(f"{name}: brokers {_few(over)} stay above target: {why}")
@@ -320,10 +331,17 @@ class Balancer:
                            f"{self.restriction or 'they may not receive'}")
             under = [b for b in under if b in self.dest_ids]
             if under:
-                out.append(f"{name}: brokers {_few(under)} stay below target: no further move "
-                           "onto them lowers the imbalance within the constraints (distinct "
-                           "racks, disk capacity)")
+                out.append(f"{name}: brokers {_few(under)} stay below target: "
+                           f"{self._no_more(' onto them')}")
         return out
+
+    def _no_more(self, where: str) -> str:
+        limits = "within the constraints (distinct racks, disk capacity)"
+        if self.stalled:
+            return (f"the moves left{where} lower the imbalance too little {limits} (the last "
+                    "round gained under 0.2% of the imbalance before the plan; a broker "
+                    "full on replicas but light on disk needs swaps, which are not tried)")
+        return f"no further move{where} lowers the imbalance {limits}"
 
     def source_caps(self, sources: Iterable[int], leaders: bool = False) -> dict[int, int]:
         """How many candidates per source are worth shipping to the driver this round."""

@@ -39,6 +39,7 @@ class RoundContext:
     broker_ids: Any       # int64[k]
     excess: Any           # float64[k, 5]: load - target
     band: Any             # float64[k, 5]
+    target: Any           # float64[k, 5]
     coef: Any             # float64[5]: 2·w / mean²
     free_disk: Any        # float64[k]: capacity - disk load
     rack: Any             # int64[k]: rack index, -1 when brokers have no racks
@@ -155,8 +156,10 @@ def score_replica_moves(pdf: Any, ctx: RoundContext) -> Any:
         if ctx.relaxed:  # the giver may drop below its band, never below the receiver
             src_ok = (e[D, DISK][None, :] - e[s_r, DISK][:, None] + sz[:, None] < 0) & \
                 (e[D, REPLICAS][None, :] - e[s_r, REPLICAS][:, None] + 1 <= 0)
-        else:
-            src_ok = ((e[s_r, DISK] - sz) >= -band[s_r, DISK])[:, None]
+        else:  # see Balancer.sheds_small
+            small = (e[s_r, REPLICAS] > band[s_r, REPLICAS]) & \
+                (sz * ctx.target[s_r, REPLICAS] <= ctx.target[s_r, DISK])
+            src_ok = (((e[s_r, DISK] - sz) >= -band[s_r, DISK]) | small)[:, None]
         within = (e[D, DISK][None, :] + sz[:, None] <= band[D, DISK][None, :]) & \
             src_ok & (est < 0)
         feasible &= ~soft | within

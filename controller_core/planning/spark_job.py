@@ -193,6 +193,7 @@ def _context(bal: Balancer, sources: set[int], dests: set[int], seed: int, choic
     t: Targets = bal.targets
     excess = np.array([[bal.loads[b][m] - t.target[b][m] for m in range(5)] for b in ids])
     band = np.array([list(t.band[b]) for b in ids])
+    target = np.array([list(t.target[b]) for b in ids])
     coef = np.array([2.0 * t.weights[m] / (t.mean[m] ** 2) for m in range(5)])
     racks = sorted({r for r in bal.rack_of.values() if r is not None})
     rack_idx = {r: i for i, r in enumerate(racks)}
@@ -200,6 +201,7 @@ def _context(bal: Balancer, sources: set[int], dests: set[int], seed: int, choic
                      else -1 for b in ids], dtype=np.int64)
     return RoundContext(
         slot_of=slot_of, broker_ids=np.array(ids, dtype=np.int64), excess=excess, band=band,
+        target=target,
         coef=coef,
         free_disk=np.array([bal.capacity[b] - bal.loads[b][DISK] for b in ids], dtype=float),
         rack=rack, n_racks=len(bal.racks),
@@ -341,6 +343,7 @@ def run_plan(spark: Any, snapshot_dir: Path, snapshot: Snapshot, goal: Goal,
             if accepted == 0 and (widen or not new):
                 break
             if accepted and settled(last, now, start, options.min_round_gain, bal.receivers):
+                bal.stalled = True
                 break
             last = now
             # nothing accepted: from now on every broker that can give does

@@ -167,3 +167,38 @@ def test_rounds_stop_when_one_gains_too_little_unless_new_brokers_still_fill() -
     assert not settled(1.0, 0.99, 2.0, 0.002, None)
     assert not settled(1.0, 0.999, 2.0, 0.002, {7})  # filling new brokers goes on
     assert settled(1.0, 1.0, 2.0, 0.002, None)
+
+
+def test_a_broker_full_on_replicas_but_light_on_disk_sheds_small_replicas() -> None:
+    """Broker 0 took many small replicas: above its replica band, below its disk band. It
+    may give a replica no bigger than its mean size (lowering the replica count that
+    max/mean measures) but not a big one; a broker inside its replica band may give neither
+    below its disk band."""
+    brokers = [Broker(i, None, 10**12, 1000.0, 1000.0) for i in range(3)]
+    loads = {0: [1300, 0, 900 * 10**6, 0, 0], 1: [850, 0, 1100 * 10**6, 0, 0],
+             2: [850, 0, 1000 * 10**6, 0, 0]}
+    totals = [float(sum(v[m] for v in loads.values())) for m in range(5)]
+    bal = Balancer(brokers, loads, compute_targets(brokers, {0, 1, 2}, totals),
+                   dest_ids={0, 1, 2}, removed=set())
+
+    def move(pid: int, src: int, size: int) -> Candidate:
+        return Candidate(pid=pid, pos=1, src=src, mandatory=False, dests=(2,), priority=0.0,
+                         replicas=(1, src), leader=1, size=size, bin=0, bout=0)
+
+    assert bal.excess(0, DISK) < -bal.targets.band[0][DISK]
+    big = move(1, 0, 2 * 10**6)  # bigger than its mean (1 MB); it would lower the objective
+    assert bal.replica_move_delta(big, (1, 0), 1, 2) < 0
+    assert not bal.try_replica_move(big)
+    assert bal.try_replica_move(move(2, 0, 10**5))
+    assert bal.changed[2][0] == (1, 2)
+
+
+def test_targets_not_reached_say_whether_the_rounds_stalled() -> None:
+    loads = {0: [10, 5, 5000, 0, 0], 1: [2, 1, 1000, 0, 0], 2: [2, 1, 1000, 0, 0],
+             3: [2, 1, 1000, 0, 0], 4: [2, 1, 1000, 0, 0], 5: [2, 1, 1000, 0, 0]}
+    bal = balancer(loads)
+    assert "disk: brokers 0 stay above target: no further move lowers the imbalance" in \
+        "\n".join(bal.shortfalls())
+    bal.stalled = True
+    assert "disk: brokers 0 stay above target: the moves left lower the imbalance too " \
+        "little" in "\n".join(bal.shortfalls())
