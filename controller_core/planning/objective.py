@@ -115,12 +115,11 @@ def compute_targets(brokers: Sequence[Broker], eligible: set[int],
                       + forced[m] * weight_of[m](b) / rack_share[m][b.rack]
                       for m in range(5))
             # A rack forced above the cluster-wide share is balanced inside itself twice as
-            # tightly on bytes: its brokers already sit above the mean by the rack's excess,
-            # and a full band on top adds to it (1 of 3 racks one broker short on 100
-            # brokers: disk max/mean up to 1.031 · 1.02 = 1.052; with half the band 1.042).
-            # Not on replica counts: a broker light on disk can only shed replicas by swaps.
-            tol = [tolerance[m] / 2 if m in (DISK, NET_IN) and
-                   t[m] > plain[m] * (1 + tolerance[m]) else tolerance[m] for m in range(5)]
+            # tightly: its brokers already sit above the mean by the rack's excess, and a
+            # full band on top adds to it (1 of 3 racks one broker short on 100 brokers:
+            # max/mean up to 1.031 · 1.02 = 1.052; with half the band 1.042).
+            tol = [tolerance[m] / 2 if t[m] > plain[m] * (1 + tolerance[m]) else tolerance[m]
+                   for m in range(5)]
         target[b.id] = t
         # Counts move in whole units: a band is never narrower than one replica/leader.
         band[b.id] = tuple(
