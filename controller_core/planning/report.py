@@ -220,6 +220,14 @@ def write_chart(path: Path, result: PlanResult) -> None:
     same for 6 or 1,000 brokers: brokers ranked by load (most loaded left), the target with
     its tolerance band, the brokers the goal names marked, and the outliers after the plan
     (outside the band) labelled with their ids."""
+    plt: Any = importlib.import_module("matplotlib.pyplot")
+    fig = chart_figure(result)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def chart_figure(result: PlanResult) -> Any:
+    """The matplotlib figure of :func:`write_chart` (Agg backend)."""
     mpl: Any = importlib.import_module("matplotlib")
     mpl.use("Agg")
     plt: Any = importlib.import_module("matplotlib.pyplot")
@@ -258,6 +266,9 @@ def write_chart(path: Path, result: PlanResult) -> None:
             if pts:
                 ax.scatter([x for x, _ in pts], [y for _, y in pts], color=color, marker=shape,
                            s=36, zorder=5, label=f"{what} brokers" if what else None)
+        # headroom above the highest point for the label of the outliers there
+        top = ax.get_ylim()[1] * 1.1
+        ax.set_ylim(0, top)
         outliers = [(i + 1, v, b) for i, (v, b) in enumerate(after)
                     if abs(v - result.targets.target[b][m] / scale) >
                     result.targets.band[b][m] / scale]
@@ -270,6 +281,8 @@ def write_chart(path: Path, result: PlanResult) -> None:
             ids = ", ".join(str(b) for _, _, b in group[:4])
             more = f" +{len(group) - 4}" if len(group) > 4 else ""
             x, y, _ = group[0]
+            if y < 0.15 * top:
+                dy = 6  # a point near the bottom: the label goes above it, inside the panel
             ax.annotate(f"outside band: {ids}{more}", (x, y), textcoords="offset points",
                         xytext=(6 if x <= mid else -6, dy), fontsize="x-small",
                         color="#1f77b4", ha="left" if x <= mid else "right")
@@ -278,7 +291,6 @@ def write_chart(path: Path, result: PlanResult) -> None:
         ax.set_title(f"{label}: max/mean {ratio_b:.2f} → {ratio_a:.2f}", fontsize="medium")
         ax.set_ylabel(label)
         ax.set_xlabel(f"brokers ranked by load (of {n})")
-        ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
         ax.legend(fontsize="x-small", loc="lower left")  # under a descending curve
     for ax in list(axes.flat)[len(panels):]:
@@ -286,5 +298,4 @@ def write_chart(path: Path, result: PlanResult) -> None:
     fig.suptitle(f"{result.goal.describe()}: load per broker before and after "
                  f"({len(result.moves)} partitions in the plan)", fontsize="large")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    return fig

@@ -8,7 +8,7 @@ import pytest
 
 from controller_core.planning.goals import Goal
 from controller_core.planning.objective import DISK, NET_IN, NET_OUT, compute_targets
-from controller_core.planning.report import chart_panels, markdown, write_chart
+from controller_core.planning.report import chart_figure, chart_panels, markdown, write_chart
 from controller_core.planning.result import PlanResult
 from controller_core.planning.snapshot import Broker
 
@@ -44,3 +44,27 @@ def test_the_picture_has_one_size_and_a_panel_per_metric_with_data(tmp_path: Pat
     assert [m for m, _, _ in with_rates][-1] == NET_IN and NET_OUT not in \
         [m for m, _, _ in with_rates]
     assert with_rates[-1][1] == "bytes in (MB/s)"
+
+
+def test_outlier_labels_stay_inside_their_panel() -> None:
+    """At 1,000 brokers the label of the outliers at the top of a curve was drawn across the
+    panel's frame, into the title."""
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    res = result(1000, rates=True)
+    res.loads_after = {b: list(v) for b, v in res.loads_before.items()}  # nothing balanced
+    fig = chart_figure(res)
+    try:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        labels = 0
+        for ax in fig.axes:
+            frame = ax.get_window_extent(renderer)
+            for text in ax.texts:
+                box = text.get_window_extent(renderer)
+                labels += 1
+                assert frame.y0 <= box.y0 and box.y1 <= frame.y1, (ax.get_title(), text)
+        assert labels >= 4
+    finally:
+        plt.close(fig)
