@@ -68,3 +68,15 @@ def test_outlier_labels_stay_inside_their_panel() -> None:
         assert labels >= 4
     finally:
         plt.close(fig)
+
+
+def test_report_says_where_the_figures_come_from_or_that_nobody_recorded_it() -> None:
+    res = result(6, rates=False)
+    md = markdown(res, [], None, "demo")
+    assert "## Where the figures come from\n\nNot recorded: the snapshot's snapshot.json has " \
+        "no `sources`" in md
+    res.sources = {"sizeBytes": "DescribeLogDirs (the leader's partition size)",
+                   "custom": "a tool of ours"}
+    md = markdown(res, [], None, "demo")
+    assert "- replica sizes (disk): DescribeLogDirs (the leader's partition size)\n" \
+        "- custom: a tool of ours\n" in md
