@@ -487,22 +487,33 @@ def test_a_snapshot_write_cut_before_its_rename_leaves_nothing_behind(
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"log-{0:020d}.log"]
 
 
-def test_a_crash_between_a_snapshot_rename_and_its_new_segment_recovers(tmp_path: Path) -> None:
-    """The old segment stays last: its batches below the snapshot are skipped, and appends
-    after recovery go on in it."""
+def test_a_crash_right_after_a_snapshot_rename_recovers_and_appends_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Killed after the rename, before the next segment and pruning: the old segment stays
+    last, its batches below the snapshot are skipped, and appends go on in it."""
     log = fresh_log(tmp_path)
     log.append([ClusterRecord("a")], epoch=0, timestamp_ms=1)
     log.append([ClusterRecord("b")], epoch=0, timestamp_ms=2)
-    log.write_snapshot([["C", "a"], ["C", "b"]], timestamp_ms=2)
+
+    def killed(directory: Path) -> None:
+        raise SystemExit("killed")
+
+    monkeypatch.setattr(metadata_log, "fsync_dir", killed)  # the call right after the rename
+    with pytest.raises(SystemExit):
+        log.write_snapshot([["C", "a"], ["C", "b"]], timestamp_ms=2)
+    monkeypatch.undo()
     log.close()
-    (tmp_path / f"log-{2:020d}.log").unlink()  # the crash came before the new segment
+    assert names(tmp_path, "snapshot-*.snap") == [2] and names(tmp_path, "log-*.log") == [0]
     log = MetadataLog(tmp_path)
     rec = log.recover()
     assert (rec.snapshot_offset, rec.batches, log.next_offset) == (2, [], 2)
     log.append([ClusterRecord("c")], epoch=0, timestamp_ms=3)
     log.close()
-    rec = MetadataLog(tmp_path).recover()
-    assert (rec.snapshot_offset, rec.batches) == (2, [(2, [["C", "c"]])])
+    assert names(tmp_path, "log-*.log") == [0]
+    log = MetadataLog(tmp_path)
+    rec = log.recover()
+    log.close()
+    assert (rec.snapshot_offset, rec.batches, rec.last_timestamp_ms) == (2, [(2, [["C", "c"]])], 3)
 
 
 def test_a_damaged_segment_wholly_inside_the_snapshot_is_not_read(tmp_path: Path) -> None:
