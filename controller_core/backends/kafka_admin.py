@@ -624,11 +624,13 @@ def _stop_half_built(client: Any) -> None:
     connections and its IO thread, as ``close()`` would). Left running, every failed connect
     keeps a thread reconnecting for the life of the process, and a process that forks later
     (a worker, a test runner) can inherit a lock that thread held and block forever."""
-    for part, stop in (("_metrics", "close"), ("_client", "close"), ("_net", "stop")):
-        target = getattr(client, part, None)
-        if target is not None:
+    for part in ("_metrics", "_client"):
+        if hasattr(client, part):
             with contextlib.suppress(Exception):
-                getattr(target, stop)(*((5000,) if stop == "stop" else ()))
+                getattr(client, part).close()
+    if hasattr(client, "_net"):
+        with contextlib.suppress(Exception):
+            client._net.stop(timeout_ms=5000)  # joins the IO thread (bounded)
 
 
 def open_kafka_admin(bootstrap_servers: str, secret_data: Mapping[str, str | bytes] | None = None,
