@@ -47,7 +47,7 @@ def use_mutants() -> None:
     if getattr(trampoline, "_kraftsman_names", False):
         return
     active = trampoline.get_mutant_under_test
-    record = trampoline.record_trampoline_hit
+    record = getattr(trampoline, "record_trampoline_hit")  # noqa: B009 (not exported)
 
     def get_mutant_under_test() -> str:
         name = active()
@@ -59,6 +59,6 @@ def use_mutants() -> None:
     def record_trampoline_hit(name: str, caller: str | None = None, **kw: Any) -> None:
         record(as_path_name(name) or name, caller=as_path_name(caller), **kw)
 
-    trampoline.get_mutant_under_test = get_mutant_under_test  # type: ignore[assignment]
-    trampoline.record_trampoline_hit = record_trampoline_hit
+    trampoline.get_mutant_under_test = get_mutant_under_test
+    setattr(trampoline, "record_trampoline_hit", record_trampoline_hit)  # noqa: B010
     trampoline._kraftsman_names = True  # type: ignore[attr-defined]
