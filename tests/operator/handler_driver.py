@@ -22,7 +22,7 @@ from kopf._core.engines import posting  # kopf's Event queue (set up by kopf.ope
 
 from kraftsman.handlers import Runtime, build_registry
 from kraftsman.handlers.common import PLURALS
-from kraftsman.handlers.opstate import saved_state
+from kraftsman.handlers.opstate import encode, saved_state
 from kraftsman.resources import API_VERSION
 
 # The embedded cluster of test_operator_kmock.py, smaller: 6 brokers, 6 partitions of 1 MB.
@@ -146,3 +146,13 @@ def outbox(obj: dict[str, Any]) -> list[tuple[str, str, bool]]:
     """The milestone Events the pass queued (rt.settings is None here: nothing is posted)."""
     state = saved_state(obj["status"]) or {}
     return [(reason, message, warning) for _, reason, message, warning in state.get("outbox", [])]
+
+
+def deliver_events(obj: dict[str, Any]) -> None:
+    """As if a later pass had posted the queued Events (opstate.post_events, which needs a
+    real API server, is exercised by test_operator_kmock.py): the outbox empties."""
+    state = saved_state(obj["status"])
+    assert state is not None
+    state["outbox"] = []
+    state["rev"] = int(state.get("rev", 0)) + 1  # newer than the operator's own copy
+    obj["status"]["operationState"] = encode(state)
