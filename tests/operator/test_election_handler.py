@@ -249,3 +249,23 @@ async def test_only_continuous_elections_have_a_timer(d: Driver) -> None:
     assert timer.when(spec=cont) is True and on_create.when(spec=cont) is False
     assert timer.when(spec=None) is False
 
+
+
+async def test_a_cluster_without_a_controller_is_retried_with_backoff(d: Driver) -> None:
+    cluster = d.rt.clusters[("default", "demo")].cluster
+    for node in (0, 1, 2):
+        cluster.fail_controller(node)
+    le = d.create("LeaderElection", "el", {**REF, "allTopicPartitions": True})
+    assert await run(d, le) == 1.0
+    assert conds(le)["Progressing"] == (
+        "True", "Retrying", "NOT_CONTROLLER: no controller is active: the metadata quorum has "
+        "no leader (a majority of controllers may be down); retrying in 1s")
+    assert await run(d, le) == 1.0  # waits out the backoff, untried
+    d.now += 1
+    assert await run(d, le) == 2.0
+    for node in (0, 1, 2):
+        cluster.restore_controller(node)
+    d.now += 2
+    await d.call(d.objects[("KafkaCluster", "demo")], "reconcile")
+    assert await run(d, le) == 1.0  # elected; its Events wait
+    assert le["status"]["phase"] == "Completed" and d.rt.backoff.failures == {}

@@ -389,3 +389,44 @@ async def test_the_index_lists_only_running_reassignments(d: Driver) -> None:
     bad = d.create("PartitionReassignment", "bad", {**REF, "partitions": []})
     bad["status"]["phase"] = "Invalid"
     assert await d.index("preas_users") == {}
+
+
+NO_CONTROLLER = ("NOT_CONTROLLER: no controller is active: the metadata quorum has no leader "
+                 "(a majority of controllers may be down)")
+
+
+async def test_a_cluster_without_a_controller_is_retried_with_backoff(d: Driver) -> None:
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES[:2]})
+    await d.tick(pr)
+    cluster = d.rt.clusters[("default", "demo")].cluster
+    for node in (0, 1, 2):
+        cluster.fail_controller(node)
+    await d.call(pr, "reconcile")
+    assert pr["status"]["phase"] == "Moving"
+    assert conds(pr)["Progressing"] == ("True", "Retrying", f"{NO_CONTROLLER}; retrying in 1s")
+    before = dict(pr["status"])
+    await d.call(pr, "reconcile")  # within the backoff: not tried
+    assert pr["status"] == before
+    d.now += 1
+    await d.call(pr, "reconcile")
+    assert conds(pr)["Progressing"][2] == f"{NO_CONTROLLER}; retrying in 2s"
+    for node in (0, 1, 2):
+        cluster.restore_controller(node)
+    d.now += 2
+    await run_until(d, pr, {"Completed"})  # resumed where it stood
+    assert [r for r, _, _ in outbox(pr)] == ["Started", "Completed"]
+    assert d.rt.backoff.failures == {}
+
+
+async def test_a_state_file_of_an_older_version_is_resumed(d: Driver, tmp_path: Path) -> None:
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES[:1]})
+    await d.tick(pr)
+    state = saved_state(pr["status"])
+    assert state is not None
+    fresh = Driver(tmp_path)  # the old version kept the state on the volume, not in status
+    fresh.objects, fresh.now = d.objects, d.now
+    fresh.rt.save_op(pr["metadata"]["uid"], state)
+    del pr["status"]["operationState"]
+    await fresh.call(d.objects[("KafkaCluster", "demo")], "reconcile")
+    await run_until(fresh, pr, {"Completed"})
+    assert [r for r, _, _ in outbox(pr)] == ["Started", "Completed"]
