@@ -14,7 +14,13 @@ from harness import Api
 from kopf._cogs.clients import auth  # kopf's authenticated requests read this vault
 from kopf._cogs.structs import credentials
 
-from kraftsman.handlers.opstate import MAX_EVENT_MESSAGE, Outbox, event_name, post_events
+from kraftsman.handlers.opstate import (
+    MAX_EVENT_MESSAGE,
+    Outbox,
+    event_name,
+    has_outbox,
+    post_events,
+)
 
 BODY = {"apiVersion": "kraftsman.io/v1alpha1", "kind": "PartitionReassignment",
         "metadata": {"name": "move", "namespace": "team-a", "uid": "0123456789abcdef"}}
@@ -99,3 +105,18 @@ def test_event_names_fit_the_api_limit() -> None:
     assert len(event_name(body, 1, "Started")) == 253
     assert event_name({"metadata": {"name": "A", "uid": "ABCDEFGHIJ"}}, 3, "Done") == \
         "a.abcdefgh.3.done"
+
+
+async def test_an_object_without_a_namespace_posts_to_default(
+        api: Api, settings: kopf.OperatorSettings) -> None:
+    body = {**BODY, "metadata": {"name": "move", "uid": "0123456789abcdef"}}
+    assert await post_events(body, [[1, "Started", "go", False]], settings,
+                             logging.getLogger("test")) == {1}
+    got = await events(api)
+    assert got[0]["metadata"]["namespace"] == "default"
+    assert got[0]["involvedObject"]["namespace"] == "default"
+
+
+def test_a_hand_edited_state_of_the_wrong_type_has_no_outbox() -> None:
+    assert has_outbox({"operationState": {"outbox": [1]}}) is False
+    assert has_outbox(None) is False

@@ -10,16 +10,19 @@ from pathlib import Path
 from typing import Any
 
 import kopf
+import pytest
 
 from controller_core.config import EmbeddedClusterSpec
+from controller_core.errors import ErrorCode
 from controller_core.model import ElectionType, TopicPartition
-from controller_core.orchestration.reassignment import Limits, Phase
+from controller_core.orchestration.reassignment import Limits, Phase, PlanProblem, dry_run
 from controller_core.orchestration.voters import WalkPhase
 from controller_core.raft.describe import QuorumStatus, ReplicaStatus
 from kraftsman.handlers import configure
 from kraftsman.handlers.common import generation, parse_spec, publish, settled
 from kraftsman.handlers.opstate import Outbox, encode
 from kraftsman.handlers.quorum import Pass, fill, milestones, nodes_of, problem_reason, quorum_pass
+from kraftsman.handlers.reassignment import problem_messages, problems_reason, summary
 from kraftsman.handlers.runtime import Backoff, Runtime, default_priority, spec_digest
 from kraftsman.reconcile import election_of, executor_for, limits_of, plan_of
 from kraftsman.resources import LeaderElectionSpec, PartitionReassignmentSpec
@@ -389,3 +392,81 @@ def test_runtime_defaults(tmp_path: Path) -> None:
     assert rt.ops_dir == tmp_path / "operations" and rt.settings is None
     assert rt.kafka_retry.total_seconds == 10.0 and rt.executors == {}
 
+
+
+def test_a_pending_target_of_another_tool_is_not_taken_for_done(tmp_path: Path) -> None:
+    c = embedded(tmp_path)
+    c.alter_quorum([0, 1, 2, 3])  # KIP-853 target set elsewhere, not walked yet
+    st = KafkaQuorumStatus()
+    done = quorum_pass(c, [0, 1, 2], st)
+    assert done.phase is not WalkPhase.COMPLETED
+    assert done.action != "voters are as desired"
+
+
+def test_a_voter_removal_shows_in_this_pass_s_status(tmp_path: Path) -> None:
+    c = embedded(tmp_path)
+    st = KafkaQuorumStatus()
+    done = quorum_pass(c, [0, 1], st)
+    assert (done.phase, done.action) == (WalkPhase.RUNNING, "removing voter 2")
+    assert st.current_voters == [0, 1]
+
+
+def test_describe_values_at_zero_are_kept_and_below_minus_one_clamped() -> None:
+    st = KafkaQuorumStatus()
+    fill(st, quorum([replica(0, "Leader", leo=-5, lag_ms=0, fetch=0, caught=0)]))
+    row = st.replicas[0]
+    assert (row.log_end_offset, row.lag_time_ms) == (-1, 0)
+    assert (row.last_fetch_timestamp, row.last_caught_up_timestamp) == (0, 0)
+
+
+def test_a_leader_change_is_announced_from_the_first_pass_and_to_node_zero() -> None:
+    now = KafkaQuorumStatus(current_voters=[0, 1, 2], leader_id=1, leader_epoch=3)
+    first = Pass(before=[0, 1, 2], before_leader=0)
+    assert milestones(KafkaQuorumStatus(), first, now) == [
+        ("LeaderChanged", "quorum leader 0 -> 1 (epoch 3)")]
+    to_zero = KafkaQuorumStatus(current_voters=[0, 1, 2], leader_id=0, leader_epoch=4)
+    old = KafkaQuorumStatus(current_voters=[0, 1, 2], leader_id=1)
+    assert milestones(old, Pass(), to_zero) == [
+        ("LeaderChanged", "quorum leader 1 -> 0 (epoch 4)")]
+
+
+def test_plan_problems_name_the_spec_index_and_the_kafka_error() -> None:
+    spec = preas([(0, [3, 4, 5]), (1, [3, 4, 5])])
+    err = ErrorCode(39, "INVALID_REPLICA_ASSIGNMENT", False)
+    one = [PlanProblem(TP1, err, "orders-1: broker 9 is unknown")]
+    assert problem_messages(spec, one) == (
+        "spec.partitions[1] (orders-1): broker 9 is unknown [INVALID_REPLICA_ASSIGNMENT]; "
+        "fix the plan")
+    stranger = [PlanProblem(TopicPartition("x", 3), err, "bad: x-3: why")]
+    assert problem_messages(spec, stranger) == (
+        "spec.partitions[?] (x-3): bad: x-3: why [INVALID_REPLICA_ASSIGNMENT]; fix the plan")
+    five = [PlanProblem(TP0, err, "a")] * 5
+    assert problem_messages(spec, five) == "; ".join(
+        ["spec.partitions[0] (orders-0): a [INVALID_REPLICA_ASSIGNMENT]"] * 5) + "; fix the plan"
+    assert problem_messages(spec, five * 2).endswith(" (and 5 more); fix the plan")
+    assert problems_reason(one + stranger) == "InvalidReplicaAssignment"
+    assert problems_reason([PlanProblem(TP0, ErrorCode(1, "", False), "?")]) == "InvalidPlan"
+
+
+def test_a_dry_run_summary_rounds_the_estimate_to_a_tenth(tmp_path: Path) -> None:
+    c = embedded(tmp_path)
+    plan, _ = plan_of(preas([(0, [3, 4, 5])], throttleBytesPerSecond=7))
+    report = dry_run(c, plan)
+    assert report.estimated_seconds is not None and report.estimated_seconds % 1
+    got = summary(report)
+    assert got.estimated_seconds is not None
+    assert got.estimated_seconds == pytest.approx(report.estimated_seconds, abs=0.05)
+    assert got.estimated_seconds * 10 == int(got.estimated_seconds * 10)
+
+
+def test_the_priority_is_the_start_time_in_ms_before_2100_then_a_random_tiebreak() -> None:
+    base = (4_102_444_800_000 - 1_000_000) * 1000
+    seen = {default_priority(1_000.0) - base for _ in range(3000)}
+    assert min(seen) >= 0 and max(seen) <= 999 and len(seen) > 900
+
+
+def test_state_files_go_to_a_volume_that_may_not_exist_yet(tmp_path: Path) -> None:
+    rt = Runtime(tmp_path / "not" / "yet")
+    rt.save_op("a", {"n": 1})
+    rt.save_op("a", {"n": 2})
+    assert rt.load_op("a") == {"n": 2}
