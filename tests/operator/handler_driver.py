@@ -36,6 +36,7 @@ CLUSTER = {"embedded": {
     "replicationBytesPerSecond": 1_000_000,
 }}
 REF = {"clusterRef": {"name": "demo"}}
+CALL_TIMEOUT = 60.0  # seconds; a pass takes well under one
 INDEXES = {"kafkaclusters": "KafkaCluster", "preas_users": "PartitionReassignment",
            "le_users": "LeaderElection", "kq_users": "KafkaQuorum"}
 
@@ -104,10 +105,12 @@ class Driver:
              posting.event_queue_loop_var.set(asyncio.get_running_loop()))]
         meta = obj["metadata"]
         try:
-            return await fn(spec=obj["spec"], status=obj["status"], meta=meta, body=obj,
-                            patch=patch, uid=meta["uid"], name=meta["name"],
-                            namespace=meta["namespace"], logger=logging.getLogger("test"),
-                            **{**indexes, **extra})
+            # Bounded: a handler that awaits forever fails its test instead of hanging the
+            # run (mutmut's timeout counts CPU seconds, and an await uses none).
+            return await asyncio.wait_for(fn(
+                spec=obj["spec"], status=obj["status"], meta=meta, body=obj, patch=patch,
+                uid=meta["uid"], name=meta["name"], namespace=meta["namespace"],
+                logger=logging.getLogger("test"), **{**indexes, **extra}), CALL_TIMEOUT)
         finally:
             for var, token in reversed(tokens):
                 var.reset(token)
