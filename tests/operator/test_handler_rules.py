@@ -75,17 +75,33 @@ def test_executor_for_starts_resumes_and_retargets(tmp_path: Path) -> None:
     ex.step()
     assert set(ex.moving) == {TP0}
     state = ex.state.model_dump(mode="json")
+    assert state["started_ms"] is not None
+    c.advance(1)
     # Same moves: resume the saved state; the controls (pause) apply at once.
     resumed, problems, retargeted = executor_for(c, preas(
         [(0, [3, 4, 5]), (1, [3, 4, 5])], paused=True, maxConcurrentMoves=1), state, spec)
     assert problems == [] and retargeted is False
     assert resumed.state.paused is True and set(resumed.moving) == {TP0}
+    assert resumed.state.started_ms == state["started_ms"]  # resumed, not started afresh
     # Changed moves while in flight: dropped moves are cancelled, the rest re-targeted.
+    c.alter_partition_reassignments({TP1: [3, 4, 5]})  # both in flight now
     new = preas([(1, [3, 4, 5])])
     ex2, problems, retargeted = executor_for(c, new, state, spec)
     assert problems == [] and retargeted is True
-    assert TP0 not in c.list_partition_reassignments()
+    assert set(c.list_partition_reassignments()) == {TP1}
     assert ex2.plan.moves == {TP1: (3, 4, 5)}
+    assert ex2.plan.additional is True  # its own move in flight is not refused as overlap
+
+
+def test_a_saved_state_without_the_spec_it_ran_for_starts_afresh(tmp_path: Path) -> None:
+    c = embedded(tmp_path)
+    spec = preas([(0, [3, 4, 5])])
+    ex, _, _ = executor_for(c, spec, None, None)
+    ex.step()
+    state = ex.state.model_dump(mode="json")
+    again, problems, retargeted = executor_for(c, preas([(1, [3, 4, 5])]), state, None)
+    assert problems == []
+    assert retargeted is False and again.plan.moves == {TP1: (3, 4, 5)}
 
 
 def test_executor_for_a_dry_run_or_a_cancel(tmp_path: Path) -> None:
