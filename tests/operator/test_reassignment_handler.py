@@ -59,6 +59,10 @@ async def test_a_reassignment_moves_in_batches_and_completes_with_its_milestones
     assert rows[0]["currentReplicas"] == [0, 1, 2, 3, 4, 5]
     assert rows[0]["targetReplicas"] == [3, 4, 5] and rows[0]["state"] == "Moving"
     assert rows[0]["bytesToMove"] == 3_000_000 and rows[0]["bytesMoved"] == 0
+    await d.tick(pr, 0.5)  # half-way through the first batch: the copied bytes show per row
+    row = {r["partition"]: r for r in pr["status"]["partitions"]}[0]
+    assert 0 < row["bytesMoved"] < row["bytesToMove"] == 3_000_000
+    assert row["currentReplicas"] == [0, 1, 2, 3, 4, 5] and row["error"] is None
     await run_until(d, pr, {"Completed"})
     st = pr["status"]
     msg = "6 partitions moved (18000000 bytes)"
