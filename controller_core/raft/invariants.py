@@ -1,9 +1,14 @@
 """The safety properties of SPEC §3, checked against a :class:`SimulatedQuorum` after every event.
 
 Kafka's randomised Raft simulation checks the same: SingleLeader, MonotonicEpoch,
-MonotonicHighWatermark, MajorityReachedHighWatermark and ConsistentCommittedData. We add
-that every configuration that can be in force overlaps (as a quorum) with the committed one,
-that voter changes are single-server steps, and that DescribeQuorum tells the truth.
+MonotonicHighWatermark, MajorityReachedHighWatermark (on the live leader, against its last
+voter set or the one at its high watermark, as Kafka's KIP-853 version does) and
+ConsistentCommittedData. We add that the
+committed end stays on nodes that every majority of some configuration in force meets (it
+cannot be lost by an election, though after a truncated voter addition it may sit on only half
+of an even configuration), that every configuration that can be in force overlaps (as a
+quorum) with the committed one, that voter changes are single-server steps, and that
+DescribeQuorum tells the truth.
 
 After every single event (not only when the driver calls :meth:`InvariantChecker.check`) it
 also follows the votes: a node never votes twice in an epoch (across restarts too), every
