@@ -23,6 +23,8 @@ from typing import Any, Literal
 import orjson
 
 from controller_core.units import format_bytes, format_duration
+from kraftsman.proposal import PARTS_KEY, SUMMARY_KEY
+from kraftsman.proposal import index_name as _index_name
 from kraftsman.resources import KafkaRebalanceSpec
 from kraftsman.status import (
     DEGRADED,
@@ -37,8 +39,6 @@ from kraftsman.status import (
 
 ANNOTATION = "kraftsman.io/rebalance"
 ACTIONS = ("approve", "refresh", "reject")
-LABEL_REBALANCE = "kraftsman.io/rebalance"
-LABEL_PROPOSAL = "kraftsman.io/proposal-id"
 LABEL_NAMESPACE = "kraftsman.io/rebalance-namespace"
 
 PROPOSAL_READY = "ProposalReady"
@@ -59,7 +59,7 @@ def job_name(name: str, proposal_id: int) -> str:
 
 
 def index_name(name: str, proposal_id: int) -> str:
-    return f"{name}-proposal-{proposal_id}"
+    return _index_name(name, str(proposal_id))
 
 
 def step_name(name: str, proposal_id: int, index: int) -> str:
@@ -93,13 +93,13 @@ def parse_index(cm_name: str, data: Mapping[str, Any]) -> Proposal:
     if data.get("error"):
         return Proposal(error=str(data["error"]).strip().splitlines()[0])
     where = f"ConfigMap {cm_name}"
-    if "summary.json" not in data or "parts" not in data:
-        missing = [k for k in ("summary.json", "parts") if k not in data]
+    if SUMMARY_KEY not in data or PARTS_KEY not in data:
+        missing = [k for k in (SUMMARY_KEY, PARTS_KEY) if k not in data]
         return Proposal(error=f"{where}: no {' or '.join(missing)} in data; the planner wrote "
                         "an incomplete proposal: refresh to plan again")
     try:
-        summary = json.loads(str(data["summary.json"]))
-        parts = json.loads(str(data["parts"]))
+        summary = json.loads(str(data[SUMMARY_KEY]))
+        parts = json.loads(str(data[PARTS_KEY]))
     except ValueError as e:
         return Proposal(error=f"{where}: summary.json or parts is not JSON ({e}); refresh to "
                         "plan again")
