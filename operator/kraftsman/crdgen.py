@@ -23,7 +23,14 @@ import jinja2
 import yaml
 from pydantic import BaseModel
 
-from kraftsman.resources import CANCEL_WITH_DRY_RUN, GROUP, KINDS, VERSION
+from kraftsman.resources import (
+    BROKERS_REFUSED,
+    BROKERS_REQUIRED,
+    CANCEL_WITH_DRY_RUN,
+    GROUP,
+    KINDS,
+    VERSION,
+)
 from kraftsman.status import STATUS_MODELS
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -174,10 +181,12 @@ MODEL_RULES: dict[str, list[dict[str, str]]] = {
          "message": CANCEL_WITH_DRY_RUN},
     ],
     "KafkaRebalanceSpec": [
+        {"rule": "!(has(self.goal) && (self.goal == 'add-brokers' || "
+                 "self.goal == 'remove-brokers')) || has(self.brokers)",
+         "message": BROKERS_REQUIRED},
         {"rule": "(has(self.goal) && (self.goal == 'add-brokers' || "
-                 "self.goal == 'remove-brokers')) == has(self.brokers)",
-         "message": "spec.brokers: required for goals add-brokers and remove-brokers (the "
-                    "brokers to fill or drain), refused for rebalance and leader-balance"},
+                 "self.goal == 'remove-brokers')) || !has(self.brokers)",
+         "message": BROKERS_REFUSED},
     ],
     "LeaderElectionSpec": [
         {"rule": "(has(self.partitions) ? 1 : 0) + (has(self.topics) ? 1 : 0) + "

@@ -158,16 +158,10 @@ GOALS_WITH_BROKERS = ("add-brokers", "remove-brokers")
 Approval = Literal["Pending", "Approved", "Rejected"]
 
 
-def brokers_rule_message(goal: str, has_brokers: bool) -> str | None:
-    """Why spec.brokers does not fit spec.goal, or None (shared by the model and the CEL rule's
-    wording)."""
-    if goal in GOALS_WITH_BROKERS and not has_brokers:
-        return (f"spec.brokers: required for goal {goal}; list the broker ids to "
-                f"{'add' if goal == 'add-brokers' else 'remove'}, e.g. brokers: [6, 7]")
-    if goal not in GOALS_WITH_BROKERS and has_brokers:
-        return (f"spec.brokers: only for goals add-brokers and remove-brokers, not {goal}; "
-                "remove spec.brokers or change spec.goal")
-    return None
+BROKERS_REQUIRED = ("spec.brokers: required for goals add-brokers and remove-brokers; list the "
+                    "broker ids to add or remove, e.g. brokers: [6, 7]")
+BROKERS_REFUSED = ("spec.brokers: only for goals add-brokers and remove-brokers; remove "
+                   "spec.brokers or change spec.goal")
 
 
 class KafkaRebalanceSpec(CamelModel):
@@ -201,9 +195,10 @@ class KafkaRebalanceSpec(CamelModel):
 
     @model_validator(mode="after")
     def _brokers_fit_goal(self) -> KafkaRebalanceSpec:
-        problem = brokers_rule_message(self.goal, self.brokers is not None)
-        if problem:
-            raise ValueError(problem)
+        if self.goal in GOALS_WITH_BROKERS and self.brokers is None:
+            raise ValueError(BROKERS_REQUIRED)
+        if self.goal not in GOALS_WITH_BROKERS and self.brokers is not None:
+            raise ValueError(f"{BROKERS_REFUSED} (goal is {self.goal})")
         if self.brokers is not None and len(set(self.brokers)) != len(self.brokers):
             raise ValueError("spec.brokers lists a broker twice; list each broker once")
         return self

@@ -17,8 +17,8 @@ from kraftsman.rebalance_flow import (
     CancelReassignment,
     CreateJob,
     CreateReassignment,
-    DeleteProposal,
     Decision,
+    DeleteProposal,
     Observed,
     decide,
     parse_index,
@@ -195,7 +195,7 @@ def test_malformed_index_is_an_error_naming_the_config_map(data: dict[str, str],
 
 @pytest.mark.parametrize(("raw", "field", "fix"), [
     ({"clusterRef": {"name": "demo"}, "goal": "add-brokers"}, "spec.brokers",
-     "list the broker ids to add"),
+     "list the broker ids to add or remove"),
     ({"clusterRef": {"name": "demo"}, "goal": "rebalance", "brokers": [1]}, "spec.brokers",
      "remove spec.brokers or change spec.goal"),
     ({"clusterRef": {"name": "demo"}, "goal": "shuffle"}, "spec.goal",
@@ -447,7 +447,7 @@ def test_no_image_or_an_emptydir_state_volume_is_a_clear_error() -> None:
     with pytest.raises(PlannerUnavailable, match="--planner-image"):
         planner_job(PlannerConfig(image=None), name="rb", namespace="d", uid="u",
                     proposal_id=1, embedded=False, spark_master=None)
-    with pytest.raises(PlannerUnavailable, match="state.type=persistentVolumeClaim"):
+    with pytest.raises(PlannerUnavailable, match=r"state\.type=persistentVolumeClaim"):
         planner_job(PlannerConfig(image="i"), name="rb", namespace="d", uid="u",
                     proposal_id=1, embedded=True, spark_master=None)
 
