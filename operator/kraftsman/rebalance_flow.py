@@ -488,6 +488,7 @@ def _done(p: _Pass, msg: str) -> Decision:
     s = p.st
     s.phase = "Ready"
     s.current = s.current_progress = None
+    s.progress = f"{sum(1 for x in s.steps if x.state == 'Completed')}/{len(s.steps)}"
     s.completed_at = p.now
     p.cond(READY, "True", "Completed", msg)
     p.cond(PROGRESSING, "False", "Completed", msg)

@@ -314,6 +314,7 @@ def test_steps_run_one_after_another_until_ready() -> None:
     s = last.status
     assert s.phase == "Ready" and last.actions == []
     assert [x.state for x in s.steps] == ["Completed", "Completed"]
+    assert (s.progress, s.current) == ("2/2", None)
     assert cond(s, "Ready")[:2] == ("True", "Completed")
     assert "Completed" in [e.reason for e in last.events]
 
