@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -29,6 +30,7 @@ from controller_core.planning.snapshot import Snapshot, SnapshotError
 from kraftsman.resources import KafkaClusterSpec, ObjectRef, format_validation_error
 
 log = logging.getLogger("kraftsman.planner")
+_GOAL_FLAG = re.compile(r"--goal ([a-z-]+)( [0-9,]+)?")
 
 
 class ProposeError(Exception):
@@ -103,8 +105,8 @@ def goal_of(name: str, spec: RebalanceSpec) -> Goal:
 def check_goal_fits(name: str, goal: Goal, snapshot: Snapshot) -> None:
     problems = check_goal(goal, snapshot)
     if problems:
-        # the shared checks speak of the CLI's --goal; here the fields are the spec's
-        text = "; ".join(p.replace(f"--goal {goal.kind}", f"spec.goal {goal.kind}, spec.brokers")
+        # the shared checks speak of the CLI's --goal KIND IDS; here the field is spec.brokers
+        text = "; ".join(_GOAL_FLAG.sub(lambda m: f"spec.brokers{m[2] or ''} (goal {m[1]})", p)
                          for p in problems)
         raise ProposeError(f"KafkaRebalance {name}: {text}")
 
