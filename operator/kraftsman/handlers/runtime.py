@@ -29,6 +29,7 @@ from controller_core.backends import KafkaAdmin, RetryPolicy, open_kafka_admin
 from controller_core.config import EmbeddedClusterSpec
 from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.storage.framing import write_atomically
+from kraftsman.rebalance_job import PlannerConfig
 
 T = TypeVar("T")
 ClusterKey = tuple[str, str]  # (namespace, name)
@@ -117,8 +118,11 @@ class Runtime:
     def __init__(self, state_dir: Path, *, tick_seconds: float = 1.0, time_scale: float = 1.0,
                  checkpoint_seconds: float = 5.0, fsync: bool = True,
                  clock: Callable[[], float] = time.monotonic,
-                 kafka_retry: RetryPolicy = KAFKA_RETRY) -> None:
+                 kafka_retry: RetryPolicy = KAFKA_RETRY,
+                 planner: PlannerConfig | None = None) -> None:
         self.state_dir = state_dir
+        # How KafkaRebalance planner Jobs are made (the chart passes the image and the rest).
+        self.planner = planner or PlannerConfig(image=None)
         self.tick = tick_seconds
         self.time_scale = time_scale
         self.checkpoint_seconds = checkpoint_seconds
