@@ -31,7 +31,7 @@ from kraftsman.handlers.common import PLURALS
 from kraftsman.resources import API_VERSION, GROUP, VERSION
 
 SHORT = {"KafkaCluster": ["kc"], "KafkaQuorum": ["kq"], "PartitionReassignment": ["preas"],
-         "LeaderElection": ["le"]}
+         "LeaderElection": ["le"], "KafkaRebalance": ["kr"]}
 
 
 def declare(kmock: Any) -> None:
@@ -48,6 +48,13 @@ def declare(kmock: Any) -> None:
     res["v1/events"].verbs = {"create", "list"}
     res["v1/secrets"].kind, res["v1/secrets"].namespaced = "Secret", True
     res["v1/secrets"].verbs = {"get", "create", "patch", "delete"}
+    # KafkaRebalance: the planner Jobs (the test plays kubelet and job controller) and the
+    # proposal ConfigMaps they write.
+    res["batch/v1/jobs"].kind, res["batch/v1/jobs"].namespaced = "Job", True
+    res["batch/v1/jobs"].verbs = {"list", "watch", "get", "create", "patch", "delete"}
+    res["batch/v1/jobs"].subresources = {"status"}
+    res["v1/configmaps"].kind, res["v1/configmaps"].namespaced = "ConfigMap", True
+    res["v1/configmaps"].verbs = {"list", "get", "create", "patch", "update", "delete"}
     for kind, plural in PLURALS.items():
         key = f"{GROUP}/{VERSION}/{plural}"
         res[key].kind, res[key].namespaced = kind, True

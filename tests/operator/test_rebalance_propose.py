@@ -87,13 +87,7 @@ class Kube:
             await self.handler.__aenter__()
             self.server = kmock.Server(self.handler)
             await self.server.__aenter__()
-            declare(self.handler)
-            res = self.handler.resources
-            key = f"{GROUP}/{VERSION}/kafkarebalances"
-            res[key].kind, res[key].namespaced = "KafkaRebalance", True
-            res[key].verbs = {"list", "watch", "get", "patch", "create", "delete"}
-            res["v1/configmaps"].kind, res["v1/configmaps"].namespaced = "ConfigMap", True
-            res["v1/configmaps"].verbs = {"list", "get", "create", "patch", "delete"}
+            declare(self.handler)  # our kinds, Secrets and ConfigMaps
 
         self._run(up())
         self.url = str(self.handler.url).rstrip("/")
@@ -429,19 +423,20 @@ def test_bad_goal_or_brokers(kube: Kube, kubeconfig: Path, tmp_path: Path, spec:
 
 
 @pytest.mark.parametrize(("spec", "expected"), [
-    ({"goal": "add-brokers"}, "spec.brokers: required with goal add-brokers"),
-    ({"goal": "remove-brokers", "brokers": []}, "spec.brokers: required with goal remove"),
-    ({"goal": "rebalance", "brokers": [1]}, "spec.brokers: only with goal add-brokers"),
+    ({"goal": "add-brokers"}, "spec.brokers: required for goals add-brokers and remove"),
+    ({"goal": "remove-brokers", "brokers": []}, "spec.brokers: List should have at least 1"),
+    ({"goal": "rebalance", "brokers": [1]}, "spec.brokers: only for goals add-brokers"),
     ({"goal": "remove-brokers", "brokers": [2, 2]}, "lists a broker twice"),
-    ({"goal": "remove-brokers", "brokers": [-1]}, "broker ids are >= 0"),
+    ({"goal": "remove-brokers", "brokers": [-1]}, "spec.brokers[0]: Input should be greater"),
     ({"goal": "leader-balance", "balance": True}, "spec.balance: only with goal"),
-    ({"goal": "rebalance", "maxConcurrentMoves": 0}, "spec.maxConcurrentMoves"),
+    ({"goal": "rebalance", "maxConcurrentMoves": 0}, "spec.maxConcurrentMoves: Input should"),
+    ({"goal": "rebalance", "throttle": 5}, "spec.throttle: unknown field"),
     ({"goal": "rebalance"}, None),
     ({"goal": "remove-brokers", "brokers": [3], "balance": True}, None),
 ])
 def test_spec_checks(spec: dict[str, Any], expected: str | None) -> None:
     """The same checks in-process (each also reached by the console script above)."""
-    doc = {"clusterRef": {"name": "c"}, "unknownFieldOfTheOperator": 1, **spec}
+    doc = {"clusterRef": {"name": "c"}, "approval": "Approved", **spec}
     if expected is None:
         goal = goal_of("r", parse_rebalance("r", doc))
         assert (goal.kind, goal.brokers, goal.balance) == (
