@@ -359,9 +359,8 @@ def kafka(kube: Kube, kubeconfig: Path, served: str,
 @pytest.mark.spark
 def test_kafka_backend_proposal(kube: Kube, kafka: dict[str, Any],
                                 embedded: dict[str, Any]) -> None:
-    """Same assignment as the embedded test's cluster: the same fingerprint through the kafka
-    backend; sizes from DescribeLogDirs, so the same documents as `kraftsman plan` on the
-    embedded snapshot (capacities and rates aside, which this tiny plan does not need)."""
+    """The credentials come from the KafkaCluster's Secret (SCRAM); the assignment is the
+    embedded test's, so the fingerprint is the same through the kafka backend as in-process."""
     summary, _ = check_proposal(kube, "prod-spread", kafka["uid"], "prod")
     assert summary["fingerprint"] == kafka["fingerprint"] == embedded["fingerprint"]
     assert summary["sources"]["brokers"] == f"Metadata (DescribeCluster) of {kafka['bootstrap']}"
