@@ -497,3 +497,27 @@ def test_an_update_removes_keys_the_new_data_lacks() -> None:
     assert data_patch({"error": "e"}, {"summary.json": "{}", "parts": "[]"}) == {
         "error": None, "summary.json": "{}", "parts": "[]"}
     assert data_patch(None, {"error": "e"}) == {"error": "e"}
+
+
+def test_kubeconfig_credentials_reach_the_client(tmp_path: Path) -> None:
+    """Embedded certificate data (base64 in a kubeconfig) becomes files for the client; a
+    token becomes the Bearer header; a CA path is used as it is."""
+    import base64
+
+    import kopf
+
+    from kraftsman.kube_client import configuration
+
+    enc = {k: base64.b64encode(v.encode()).decode() for k, v in
+           {"ca": "CA PEM", "crt": "CERT PEM", "key": "KEY PEM"}.items()}
+    cfg = configuration(kopf.ConnectionInfo(
+        server="https://api.example:6443/", ca_data=enc["ca"], certificate_data=enc["crt"],
+        private_key_data=enc["key"], token="t0ken"), tmp_path)
+    assert cfg.host == "https://api.example:6443" and cfg.verify_ssl
+    assert [Path(p).read_text() for p in (cfg.ssl_ca_cert, cfg.cert_file, cfg.key_file)] == [
+        "CA PEM", "CERT PEM", "KEY PEM"]
+    assert cfg.get_api_key_with_prefix("authorization") == "Bearer t0ken"
+    plain = configuration(kopf.ConnectionInfo(server="https://h", ca_path="/ca.crt",
+                                              insecure=True), tmp_path)
+    assert plain.ssl_ca_cert == "/ca.crt" and not plain.verify_ssl
+    assert plain.get_api_key_with_prefix("authorization") is None
