@@ -476,6 +476,57 @@ def test_unreachable_cluster(kube: Kube, kubeconfig: Path, tmp_path: Path) -> No
     assert "check the address" in line
 
 
+@pytest.mark.parametrize(("case", "expected"), [
+    ("invalid-cluster", "KafkaCluster invalid-cluster-c: spec: set exactly one of spec.embedded"),
+    ("no-secret", "spec.authSecretRef.name: Secret team-a/absent not found; create it"),
+    ("bad-secret", "spec.authSecretRef.name: Secret 'bad-secret-s': "),
+    ("no-topics", "partitions.parquet: no partitions; nothing to plan"),
+])
+def test_cluster_problems(kube: Kube, kubeconfig: Path, tmp_path: Path, case: str,
+                          expected: str) -> None:
+    cname = f"{case}-c"
+    if case == "invalid-cluster":
+        kube.create("KafkaCluster", cname, {"embedded": CLUSTER, "bootstrapServers": "h:9092"})
+    elif case == "no-secret":
+        kube.create("KafkaCluster", cname, {"bootstrapServers": "127.0.0.1:9",
+                                            "authSecretRef": {"name": "absent"}})
+    elif case == "bad-secret":
+        kube.secret(f"{case}-s", {"sasl.mechanism": "GSSAPI"})
+        kube.create("KafkaCluster", cname, {"bootstrapServers": "127.0.0.1:9",
+                                            "authSecretRef": {"name": f"{case}-s"}})
+    else:
+        bare = {**CLUSTER, "topics": []}
+        uid = kube.create("KafkaCluster", cname, {"embedded": bare})
+        EmbeddedCluster.open(embedded_cluster_dir(tmp_path, (NS, cname), uid),
+                             EmbeddedClusterSpec.model_validate(bare), fsync=False).close()
+    kube.create("KafkaRebalance", case, {"clusterRef": {"name": cname}, "goal": "rebalance"})
+    line = failed(kube, propose(kubeconfig, case, "1", tmp_path), case)
+    assert expected in line, line
+
+
+def test_no_credentials(tmp_path: Path) -> None:
+    """Nothing can be written without a login: exit 2, one line saying what is missing."""
+    run = propose(tmp_path / "missing-kubeconfig", "any", "1", tmp_path)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.strip().splitlines() == [
+        f"error: kubeconfig {tmp_path / 'missing-kubeconfig'}: cannot be read (No such file or "
+        "directory); pass an existing file to --kubeconfig or KUBECONFIG"]
+
+
+def test_refusals_by_the_api_name_the_rbac_fix() -> None:
+    from kraftsman.kube_client import KubeError
+    from kraftsman.planner_job import _kube_problem
+
+    what = "KafkaCluster team-a/x"
+    assert str(_kube_problem(KubeError(403, "Forbidden"), what, "fix", "get on kafkaclusters")
+               ) == (f"{what}: the Job's service account may not read it (HTTP 403); grant get "
+                     "on kafkaclusters to the planner ServiceAccount")
+    assert str(_kube_problem(KubeError(404, "Not Found"), what, "create it", "get")) == (
+        f"{what} not found; create it")
+    assert "cannot be read (HTTP 500 boom)" in str(_kube_problem(KubeError(500, "boom"), what,
+                                                                 "x", "y"))
+
+
 # ---------------------------------------------------------------------------------------
 # the ConfigMap format, pure
 
