@@ -180,6 +180,12 @@ def embedded_state(state_dir: Path, name: str, uid: str) -> EmbeddedClusterSpec:
     return spec
 
 
+def files(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``root`` with its size and modification time."""
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in root.rglob("*") if p.is_file()}
+
+
 def documents(kube: Kube, index: dict[str, Any]) -> list[str]:
     """The PartitionReassignment documents in apply order: parts as listed, keys sorted."""
     out: list[str] = []
@@ -258,10 +264,10 @@ def embedded(kube: Kube, kubeconfig: Path, tmp_path_factory: pytest.TempPathFact
             "apiVersion": "v1", "kind": "ConfigMap", "data": data, "metadata": {
                 "name": name, "namespace": NS, "labels": {"kraftsman.io/rebalance": "spread",
                                                           "kraftsman.io/proposal-id": "1"}}})
-    before = sorted(p.name for p in state.rglob("*"))
+    before = files(state)
     run = propose(kubeconfig, "spread", "1", state, *SPARK)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert sorted(p.name for p in state.rglob("*")) == before  # read-only: nothing written
+    assert files(state) == before  # read-only: nothing written
     # the same snapshot, taken in-process with the same code, planned by `kraftsman plan`
     c = EmbeddedCluster.open_read_only(embedded_cluster_dir(state, (NS, "demo"), cluster_uid),
                                        spec)
@@ -416,9 +422,11 @@ def test_bad_goal_or_brokers(kube: Kube, kubeconfig: Path, tmp_path: Path, spec:
     cluster_uid = kube.create("KafkaCluster", f"{name}-c", {"embedded": CLUSTER})
     embedded_state(tmp_path, f"{name}-c", cluster_uid)
     kube.create("KafkaRebalance", name, {"clusterRef": {"name": f"{name}-c"}, **spec})
+    before = files(tmp_path)
     line = failed(kube, propose(kubeconfig, name, "1", tmp_path), name)
     assert expected in line, line
     assert f"KafkaRebalance {name}" in line
+    assert files(tmp_path) == before  # the snapshot (add-brokers: taken) wrote nothing
 
 
 @pytest.mark.parametrize(("spec", "expected"), [
