@@ -116,9 +116,10 @@ class KubeClient:
                 raise
         current = _json(self._call(self.core.read_namespaced_config_map, name, ns,
                                    _preload_content=False))
-        patch = {"metadata": {"labels": meta.get("labels") or {},
-                              "ownerReferences": meta.get("ownerReferences")},
-                 "data": data_patch(current.get("data"), obj["data"])}
+        patch_meta: dict[str, Any] = {"labels": meta.get("labels") or {}}
+        if meta.get("ownerReferences"):
+            patch_meta["ownerReferences"] = meta["ownerReferences"]
+        patch = {"metadata": patch_meta, "data": data_patch(current.get("data"), obj["data"])}
         self._call(self.core.patch_namespaced_config_map, name, ns, patch,
                    _content_type=MERGE_PATCH)
 

@@ -13,22 +13,28 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from pydantic.alias_generators import to_camel
+from pydantic import ValidationError
 
 from controller_core.planning.fingerprint import table_fingerprint
 from controller_core.planning.goals import GOAL_KINDS, Goal, GoalError, check_goal
 from controller_core.planning.snapshot import Snapshot, SnapshotError
-from kraftsman.resources import KafkaClusterSpec, ObjectRef, format_validation_error
+from kraftsman.resources import (
+    GOALS_WITH_BROKERS,
+    KafkaClusterSpec,
+    KafkaRebalanceSpec,
+    format_validation_error,
+)
 
 log = logging.getLogger("kraftsman.planner")
+_GOAL_FLAG = re.compile(r"--goal ([a-z-]+)( [0-9,]+)?")
 
 
 class ProposeError(Exception):
@@ -36,22 +42,6 @@ class ProposeError(Exception):
     ``owner_uid``: the KafkaRebalance's uid when it was read (the error ConfigMap's owner)."""
 
     owner_uid: str | None = None
-
-
-class RebalanceSpec(BaseModel):
-    """The fields of a KafkaRebalance's spec the planner reads (the CRD's model is the
-    operator's; unknown fields are theirs, so they are ignored here)."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
-
-    cluster_ref: ObjectRef
-    goal: Literal["rebalance", "add-brokers", "remove-brokers", "leader-balance"]
-    brokers: list[int] = Field(default_factory=list)
-    balance: bool = False
-    throttle_bytes_per_second: int | None = Field(default=None, ge=1)
-    max_concurrent_moves: int = Field(default=10, ge=1)
-    max_partitions_per_resource: int = Field(default=1000, ge=1)
-    spark_master: str | None = None
 
 
 @dataclass
@@ -67,44 +57,32 @@ class ProposeRequest:
     service_account_dir: Path | None = None
 
 
-def parse_rebalance(name: str, spec: Any) -> RebalanceSpec:
+def parse_rebalance(name: str, spec: Any) -> KafkaRebalanceSpec:
+    """The operator's own model of the spec (the CRD's schema), problems in one line."""
     try:
-        model = RebalanceSpec.model_validate(dict(spec or {}))
+        return KafkaRebalanceSpec.model_validate(dict(spec or {}))
     except ValidationError as e:
-        problems = format_validation_error(f"KafkaRebalance {name}", e)
-        raise ProposeError("; ".join(problems)
-                           + (f" (goals: {', '.join(GOAL_KINDS)})" if "goal" in str(e) else "")
-                           ) from None
-    return model
+        problems = format_validation_error(f"KafkaRebalance {name}", e, KafkaRebalanceSpec)
+        hint = f" (goals: {', '.join(GOAL_KINDS)})" if any(
+            err["loc"] == ("goal",) for err in e.errors()) else ""
+        raise ProposeError(one_line(problems) + hint) from None
 
 
-def goal_of(name: str, spec: RebalanceSpec) -> Goal:
-    """The plan's goal, every mistake named by its spec field."""
-    where = f"KafkaRebalance {name}"
-    needs = spec.goal in ("add-brokers", "remove-brokers")
-    if needs and not spec.brokers:
-        raise ProposeError(f"{where}: spec.brokers: required with goal {spec.goal}; list the "
-                           "broker ids, e.g. brokers: [7, 8]")
-    if not needs and spec.brokers:
-        raise ProposeError(f"{where}: spec.brokers: only with goal add-brokers or "
-                           f"remove-brokers (goal is {spec.goal}); remove it")
-    if spec.balance and not needs:
-        raise ProposeError(f"{where}: spec.balance: only with goal add-brokers or "
+def goal_of(name: str, spec: KafkaRebalanceSpec) -> Goal:
+    """The plan's goal (the model already checked brokers against the goal)."""
+    brokers = tuple(spec.brokers or ())
+    if spec.balance and spec.goal not in GOALS_WITH_BROKERS:
+        raise ProposeError(f"KafkaRebalance {name}: spec.balance: only with goal add-brokers or "
                            f"remove-brokers (goal is {spec.goal}, which already balances or "
                            "moves no data); remove it")
-    if len(set(spec.brokers)) != len(spec.brokers):
-        raise ProposeError(f"{where}: spec.brokers {spec.brokers} lists a broker twice; list "
-                           "each once")
-    if any(b < 0 for b in spec.brokers):
-        raise ProposeError(f"{where}: spec.brokers {spec.brokers}: broker ids are >= 0")
-    return Goal(spec.goal, tuple(spec.brokers), spec.balance)
+    return Goal(spec.goal, brokers, spec.balance)
 
 
 def check_goal_fits(name: str, goal: Goal, snapshot: Snapshot) -> None:
     problems = check_goal(goal, snapshot)
     if problems:
-        # the shared checks speak of the CLI's --goal; here the fields are the spec's
-        text = "; ".join(p.replace(f"--goal {goal.kind}", f"spec.goal {goal.kind}, spec.brokers")
+        # the shared checks speak of the CLI's --goal KIND IDS; here the field is spec.brokers
+        text = "; ".join(_GOAL_FLAG.sub(lambda m: f"spec.brokers{m[2] or ''} (goal {m[1]})", p)
                          for p in problems)
         raise ProposeError(f"KafkaRebalance {name}: {text}")
 
@@ -195,7 +173,7 @@ def kafka_snapshot(req: ProposeRequest, cluster_name: str, spec: KafkaClusterSpe
 # the command
 
 
-def plan(req: ProposeRequest, name: str, spec: RebalanceSpec, snap: Snapshot,
+def plan(req: ProposeRequest, name: str, spec: KafkaRebalanceSpec, snap: Snapshot,
          goal: Goal) -> tuple[dict[str, Any], list[str]]:
     """Run ``kraftsman plan``'s pipeline on ``snap`` in a temporary directory: the summary
     and the PartitionReassignment documents in apply order."""

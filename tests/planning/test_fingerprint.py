@@ -76,3 +76,15 @@ def test_embedded_and_kafka_backends_agree_during_a_move(tmp_path: Path) -> None
             assert admin_fingerprint(admin) == embedded
         finally:
             admin.close()
+
+
+def test_importing_it_needs_no_spark() -> None:
+    """The operator calls it; the operator's process never loads Spark or pyarrow."""
+    import subprocess
+    import sys
+
+    code = ("import sys, controller_core.planning.fingerprint; "
+            "print(sorted(m for m in ('pyspark', 'pyarrow', 'pandas') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120)
+    assert out.stdout.strip() == "[]"
