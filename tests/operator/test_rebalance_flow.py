@@ -487,3 +487,18 @@ def test_a_bad_document_names_the_config_map_and_key(text: str, expected: str) -
     with pytest.raises(ProposalError, match=expected.replace(".", r"\.")):
         reassignment_body(text, "ConfigMap rb-proposal-1-1 key resource-0001.yaml",
                           "rb-1-0001", "default", "rb", "uid-1", 1, spec())
+
+
+def test_an_api_refusal_names_the_call_and_the_grant() -> None:
+    """What lands in status (Degraded, ApiError) when the API server refuses a call."""
+    from kopf._cogs.clients import errors as kopf_errors
+
+    from kraftsman.handlers.kube import _explain
+
+    forbidden = kopf_errors.APIForbiddenError("jobs.batch is forbidden", status=403, headers={})
+    assert str(_explain("create", "Job kraftsman-system/rb-plan-1", forbidden)) == (
+        "create Job kraftsman-system/rb-plan-1: forbidden; grant the operator's ServiceAccount "
+        "`create` on it (the chart's and manifests/' RBAC do)")
+    other = kopf_errors.APIServerError("etcd timeout", status=500, headers={})
+    assert str(_explain("get", "ConfigMap default/rb-proposal-1", other)).startswith(
+        "get ConfigMap default/rb-proposal-1: APIServerError:")
