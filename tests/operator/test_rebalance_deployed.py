@@ -151,46 +151,25 @@ async def preas_of(api: Api) -> dict[str, dict[str, Any]]:
             and not o["metadata"].get("deletionTimestamp")}
 
 
-async def test_proposal_stale_refresh_approve_and_execute_in_order(
-        api: Api, kubelet: Kubelet) -> None:
-    """The whole flow: propose (the real planner on Spark), a stale proposal refused, refresh,
-    GitOps approval, the PartitionReassignments created one at a time, Ready."""
-    await api.create("KafkaRebalance", "rb", REBALANCE)
-    done = await kubelet.play("rb-plan-1")
+async def propose(api: Api, kubelet: Kubelet, job: str, proposal_id: int) -> dict[str, Any]:
+    """Play the planner Job (the real command, on Spark) and wait for its proposal."""
+    done = await kubelet.play(job)
     assert done.returncode == 0, done.stderr
-    obj = await api.wait("KafkaRebalance", "rb", phase("ProposalReady"), timeout=30)
+    obj = await api.wait("KafkaRebalance", "rb", lambda o: phase("ProposalReady")(o)
+                         and o["status"]["proposalId"] == proposal_id and annotation_gone(o))
     st = obj["status"]
-    assert st["proposalId"] == 1 and st["moves"] > 0 and st["data"].endswith("B")
+    assert st["moves"] > 0 and st["data"].endswith("B") and st["eta"]
     assert st["proposal"]["fingerprint"] and st["proposal"]["partitionsTotal"] == 6
     assert st["proposal"]["balance"]["replicas"]["after"] < \
         st["proposal"]["balance"]["replicas"]["before"]
     assert len(st["steps"]) == st["proposal"]["resources"] >= 2
     assert cond_is("ProposalReady", "True", "ProposalReady")(obj)
-    print(kubectl_get([obj], "KafkaRebalance"))
-    assert await preas_of(api) == {}  # nothing happens before approval
+    return obj
 
-    # The cluster changes under the proposal: approving it is refused as stale.
-    await api.create("PartitionReassignment", "manual", {
-        **REF, "partitions": [{"topic": "orders", "partition": 0, "replicas": [2, 1, 0]}]})
-    await api.wait("PartitionReassignment", "manual", cond_is("Succeeded", "True"), timeout=60)
-    await annotate(api, "rb", "approve")
-    obj = await api.wait("KafkaRebalance", "rb", lambda o: phase("Stale")(o)
-                         and annotation_gone(o))
-    assert cond_is("Degraded", "True", "StaleProposal")(obj)
-    assert await preas_of(api) == {}
 
-    # refresh: a new proposal from the cluster as it is now; the old Job goes.
-    await annotate(api, "rb", "refresh")
-    done = await kubelet.play("rb-plan-2")
-    assert done.returncode == 0, done.stderr
-    obj = await api.wait("KafkaRebalance", "rb", lambda o: phase("ProposalReady")(o)
-                         and o["status"]["proposalId"] == 2 and annotation_gone(o))
-    assert await kubelet.get("rb-plan-1") is None
-    steps = [s["name"] for s in obj["status"]["steps"]]
-    assert steps[0] == "rb-2-0001"
-
-    # GitOps approval; the reassignments run one after another.
-    await api.set_spec("KafkaRebalance", "rb", {"approval": "Approved"})
+async def execute(api: Api, steps: list[str]) -> dict[str, Any]:
+    """Watch the approved proposal run: never two of its reassignments unfinished at once,
+    created in the proposal's order; returns the KafkaRebalance once it ends."""
     deadline = time.monotonic() + 120
     seen: list[str] = []
     while time.monotonic() < deadline:
@@ -210,9 +189,52 @@ async def test_proposal_stale_refresh_approve_and_execute_in_order(
     assert st["progress"] == f"{len(steps)}/{len(steps)}"
     assert all(o["metadata"]["ownerReferences"][0]["uid"] == obj["metadata"]["uid"]
                for o in (await preas_of(api)).values())
-    events = await api.wait_events("rb", "ProposalReady", "Stale", "Approved", "Completed")
+    return obj
+
+
+async def test_proposal_approved_by_annotation_executes_in_order(api: Api,
+                                                                 kubelet: Kubelet) -> None:
+    """Propose (the real planner on Spark), figures in status, nothing before approval;
+    `kraftsman.io/rebalance=approve` passes the staleness check (the planner's and the
+    operator's fingerprints agree) and the reassignments run one at a time, to Ready."""
+    await api.create("KafkaRebalance", "rb", REBALANCE)
+    obj = await propose(api, kubelet, "rb-plan-1", 1)
+    print(kubectl_get([obj], "KafkaRebalance"))
+    assert await preas_of(api) == {}  # nothing happens before approval
+    steps = [s["name"] for s in obj["status"]["steps"]]
+    assert steps[0] == "rb-1-0001"
+    await annotate(api, "rb", "approve")
+    obj = await execute(api, steps)
+    assert annotation_gone(obj) and obj["status"]["decidedBy"] == "annotation"
+    events = await api.wait_events("rb", "ProposalReady", "Approved", "Completed")
     assert [e["reason"] for e in events].count("ReassignmentCreated") == len(steps)
     print(kubectl_get([obj], "KafkaRebalance", wide=True))
+
+
+@pytest.mark.slow  # two Spark runs: minutes on a loaded 2-core machine (--soak runs it)
+async def test_stale_proposal_refresh_and_gitops_approval(api: Api, kubelet: Kubelet) -> None:
+    """A proposal the cluster moved away from is refused as stale; refresh makes a new one
+    from the cluster as it is; `spec.approval: Approved` (GitOps) executes it."""
+    await api.create("KafkaRebalance", "rb", REBALANCE)
+    await propose(api, kubelet, "rb-plan-1", 1)
+    await api.create("PartitionReassignment", "manual", {
+        **REF, "partitions": [{"topic": "orders", "partition": 0, "replicas": [2, 1, 0]}]})
+    await api.wait("PartitionReassignment", "manual", cond_is("Succeeded", "True"), timeout=60)
+    await annotate(api, "rb", "approve")
+    obj = await api.wait("KafkaRebalance", "rb", lambda o: phase("Stale")(o)
+                         and annotation_gone(o))
+    assert cond_is("Degraded", "True", "StaleProposal")(obj)
+    assert await preas_of(api) == {}
+
+    await annotate(api, "rb", "refresh")  # a new proposal; the old Job goes
+    obj = await propose(api, kubelet, "rb-plan-2", 2)
+    assert await kubelet.get("rb-plan-1") is None
+    steps = [s["name"] for s in obj["status"]["steps"]]
+    assert steps[0] == "rb-2-0001"
+    await api.set_spec("KafkaRebalance", "rb", {"approval": "Approved"})
+    obj = await execute(api, steps)
+    assert obj["status"]["decidedBy"] == "spec.approval"
+    await api.wait_events("rb", "Stale", "ProposalRequested", "Approved", "Completed")
 
 
 async def test_planner_error_lands_in_status(api: Api, kubelet: Kubelet) -> None:
