@@ -80,13 +80,20 @@ class Controller:
         if unknown:
             return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT,
                              f"topic {name!r}: assignment names unknown broker(s) {unknown}")
+        # As ReplicationControlManager.createTopic: the ISR is the live replicas and the first
+        # of them leads; a partition none of whose brokers is live is refused, not created
+        # leaderless.
+        isrs = [tuple(r for r in replicas if r in live) for replicas in assignment]
+        offline = [i for i, isr in enumerate(isrs) if not isr]
+        if offline:
+            return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT,
+                             f"topic {name!r}: all brokers specified in the manual partition "
+                             f"assignment for partition {offline[0]} are fenced "
+                             f"{list(assignment[offline[0]])}; assign live brokers")
         topic_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
         self._emit(TopicRecord(name, topic_id, message_bytes, produce_bytes_per_second))
-        live_ids = set(live)
-        for i, replicas in enumerate(assignment):
-            isr = tuple(r for r in replicas if r in live_ids)
-            leader = isr[0] if isr else NO_LEADER
-            self._emit(PartitionRecord(name, i, tuple(replicas), isr or tuple(replicas), leader))
+        for i, (replicas, isr) in enumerate(zip(assignment, isrs, strict=True)):
+            self._emit(PartitionRecord(name, i, tuple(replicas), isr, isr[0]))
         return OK
 
     def fence_broker(self, broker_id: int) -> None:

@@ -1,0 +1,244 @@
+"""Rules of the metadata controller that the mutation run of ``controller_core/metadata``
+found unpinned (docs/mutation.md). Each test states what Kafka does and cites the class."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from pathlib import Path
+
+import orjson
+import pytest
+
+from controller_core import errors
+from controller_core.errors import ApiResult
+from controller_core.metadata import partition_change as pc
+from controller_core.metadata.controller import Controller
+from controller_core.metadata.image import MetadataImage
+from controller_core.metadata.placement import assign_replicas, rack_alternated
+from controller_core.metadata.records import (
+    BrokerFencingRecord,
+    PartitionRecord,
+    Record,
+    RegisterBrokerRecord,
+    TopicRecord,
+    encode_record,
+)
+from controller_core.model import NO_LEADER, PartitionRegistration, TopicPartition
+from controller_core.storage.framing import read_frames
+from controller_core.storage.metadata_log import MetadataLog
+
+TP = TopicPartition("orders", 0)
+
+
+class Harness:
+    """A controller over an image; ``log`` is every record it emitted, in order."""
+
+    def __init__(self, brokers: dict[int, str | None], fenced: Sequence[int] = ()) -> None:
+        self.image = MetadataImage()
+        self.log: list[Record] = []
+        self.controller = Controller(self.image, self._emit)
+        for b, rack in brokers.items():
+            self.controller.register_broker(b, rack)
+        for b in fenced:
+            self.controller.fence_broker(b)
+
+    def _emit(self, record: Record) -> None:
+        self.image.apply(record)
+        self.log.append(record)
+
+    def emitted_by(self, action: object) -> list[Record]:
+        """The records emitted while running ``action()``."""
+        start = len(self.log)
+        assert callable(action)
+        action()
+        return self.log[start:]
+
+
+def seed_with_start(n: int, start: int, shift: int) -> int:
+    """A seed whose first two draws are Kafka's ``fixedStartIndex`` for ``n`` brokers: the
+    placement takes a seeded RNG, AdminUtils' tests pass the start index directly."""
+    for seed in range(100_000):
+        r = random.Random(seed)
+        if (r.randrange(n), r.randrange(n)) == (start, shift):
+            return seed
+    raise AssertionError("no such seed")
+
+
+# -- placement (AdminUtils.assignReplicasToBrokers) -------------------------------------------
+def test_rack_alternated_broker_list_is_kafkas() -> None:
+    """AdminUtils.getRackAlternatedBrokerList: racks in name order, one broker of each in
+    turn, brokers of a rack in id order; a rack that runs out is skipped."""
+    assert rack_alternated({0: "rack1", 1: "rack3", 2: "rack3", 3: "rack2", 4: "rack2",
+                            5: "rack1"}) == [0, 3, 1, 5, 4, 2]
+    three = {b: f"rack{b // 3 + 1}" for b in range(9)}
+    assert rack_alternated(three) == [0, 3, 6, 1, 4, 7, 2, 5, 8]
+    uneven = {0: "a", 1: "a", 2: "a", 3: "b"}
+    assert rack_alternated(uneven) == [0, 3, 1, 2]
+
+
+def test_rack_aware_assignment_is_kafkas_worked_example() -> None:
+    """The example of AdminUtils.assignReplicasToBrokers' javadoc (start index 0): the
+    rack-alternated list 0,3,1,5,4,2 assigned round robin; partition 6 starts the second
+    round with the followers shifted (0,4,2 instead of repeating 0,3,1)."""
+    racks: dict[int, str | None] = {0: "rack1", 1: "rack3", 2: "rack3", 3: "rack2",
+                                    4: "rack2", 5: "rack1"}
+    got = assign_replicas(racks, 7, 3, random.Random(seed_with_start(6, 0, 0)))
+    assert got == [[0, 3, 1], [3, 1, 5], [1, 5, 4], [5, 4, 2], [4, 2, 0], [2, 0, 3],
+                   [0, 4, 2]]
+
+
+def test_rack_unaware_assignment_is_kafkas_table() -> None:
+    """AdminUtils' javadoc table for 5 brokers, 10 partitions, 3 replicas (start index 0):
+    first replicas round robin, followers at an increasing shift, the shift growing by one
+    after each full round."""
+    brokers: dict[int, str | None] = {b: None for b in range(5)}
+    got = assign_replicas(brokers, 10, 3, random.Random(seed_with_start(5, 0, 0)))
+    assert got == [[0, 1, 2], [1, 2, 3], [2, 3, 4], [3, 4, 0], [4, 0, 1],
+                   [0, 2, 3], [1, 3, 4], [2, 4, 0], [3, 0, 1], [4, 1, 2]]
+
+
+def test_the_start_index_and_shift_come_from_the_rng() -> None:
+    """AdminUtils draws the start index and the first shift at random (RAND.nextInt): a
+    different draw rotates the leaders and the followers."""
+    brokers: dict[int, str | None] = {b: None for b in range(5)}
+    got = assign_replicas(brokers, 2, 3, random.Random(seed_with_start(5, 2, 1)))
+    # first replica at index 2; followers at shift 1 + (1 + j) % 4 = 2, 3
+    assert got == [[2, 4, 0], [3, 0, 1]]
+
+
+@pytest.mark.parametrize(("racks", "rf"), [("ab", 2), ("abc", 3), ("abc", 2), ("ab", 3)])
+def test_rack_aware_placement_uses_every_rack_before_repeating_one(racks: str, rf: int) -> None:
+    """AdminUtils.assignReplicasToBrokersRackAware: a partition gets replicas on distinct
+    brokers, on distinct racks until every rack holds one; leaders spread evenly."""
+    brokers: dict[int, str | None] = {b: racks[b % len(racks)] for b in range(6)}
+    for seed in range(20):
+        got = assign_replicas(brokers, 12, rf, random.Random(seed))
+        for replicas in got:
+            assert len(replicas) == len(set(replicas)) == rf
+            on = [brokers[r] for r in replicas]
+            assert len(set(on)) == min(rf, len(racks)), (seed, replicas)
+        leaders = [replicas[0] for replicas in got]
+        assert sorted(leaders) == sorted(list(range(6)) * 2), (seed, leaders)
+
+
+def test_one_broker_gets_every_replica_and_too_few_brokers_are_refused() -> None:
+    """AdminUtils refuses a replication factor above the broker count, naming both."""
+    assert assign_replicas({7: "a"}, 3, 1, random.Random(0)) == [[7], [7], [7]]
+    with pytest.raises(ValueError, match="replication factor 4 exceeds 3 brokers"):
+        assign_replicas({0: None, 1: None, 2: None}, 1, 4, random.Random(0))
+    assert assign_replicas({0: None, 1: None, 2: None}, 1, 3, random.Random(0))[0] != []
+
+
+# -- topics (ReplicationControlManager.createTopic) ---------------------------------------------
+def test_created_partitions_have_the_live_replicas_in_sync_and_the_first_leading() -> None:
+    """ReplicationControlManager.createTopic: the ISR is the assigned replicas that are
+    active, and buildPartitionRegistration makes the first of them the leader (epoch 0)."""
+    h = Harness({0: "a", 1: "b", 2: "c"}, fenced=[0])
+    assert h.controller.create_topic("orders", 2, 3, rng=random.Random(1),
+                                     assignment=[[0, 1, 2], [2, 0, 1]]).ok
+    assert h.image.partition(TopicPartition("orders", 0)) == PartitionRegistration(
+        (0, 1, 2), (1, 2), 1, 0, 0)
+    assert h.image.partition(TopicPartition("orders", 1)) == PartitionRegistration(
+        (2, 0, 1), (2, 1), 2, 0, 0)
+
+
+def test_a_manual_assignment_onto_fenced_brokers_only_is_refused() -> None:
+    """ReplicationControlManager.createTopic answers INVALID_REPLICA_ASSIGNMENT ("All brokers
+    specified in the manual partition assignment for partition N are fenced ...") instead of
+    creating a partition with no leader; nothing is written."""
+    h = Harness({0: "a", 1: "b", 2: "c"}, fenced=[1, 2])
+    before = len(h.log)
+    r = h.controller.create_topic("orders", 2, 2, rng=random.Random(1),
+                                  assignment=[[0, 1], [1, 2]])
+    assert r.error == errors.INVALID_REPLICA_ASSIGNMENT
+    assert "partition 1" in r.message and "[1, 2]" in r.message and "fenced" in r.message
+    assert len(h.log) == before and "orders" not in h.image.topics
+
+
+def test_create_topic_refusals_name_the_problem() -> None:
+    """ReplicationControlManager.createTopic: TOPIC_ALREADY_EXISTS, INVALID_REPLICATION_FACTOR
+    counted against the live (unfenced) brokers, INVALID_REPLICA_ASSIGNMENT for a broker
+    that is not registered; none of them writes a record."""
+    h = Harness({0: "a", 1: "b", 2: "c"}, fenced=[2])
+    rng = random.Random(3)
+    assert h.controller.create_topic("orders", 1, 2, rng=rng).ok
+    before = len(h.log)
+    again = h.controller.create_topic("orders", 1, 2, rng=rng)
+    assert again.error == errors.TOPIC_ALREADY_EXISTS and "'orders'" in again.message
+    too_many = h.controller.create_topic("billing", 1, 3, rng=rng)
+    assert too_many.error == errors.INVALID_REPLICATION_FACTOR
+    assert "replication factor 3 exceeds the 2 live brokers" in too_many.message
+    unknown = h.controller.create_topic("billing", 1, 2, rng=rng, assignment=[[0, 9, 8]])
+    assert unknown.error == errors.INVALID_REPLICA_ASSIGNMENT
+    assert "[8, 9]" in unknown.message
+    assert len(h.log) == before
+
+
+def test_automatic_placement_uses_live_brokers_only_and_keeps_the_topic_figures() -> None:
+    """ReplicationControlManager places new replicas on usable (unfenced) brokers only; the
+    topic record carries its id (a UUID drawn from the seeded RNG) and the size figures."""
+    h = Harness({0: "a", 1: "b", 2: "c", 3: "a"}, fenced=[3])
+    assert h.controller.create_topic("orders", 6, 3, rng=random.Random(5), message_bytes=512,
+                                     produce_bytes_per_second=2.5).ok
+    topic = h.image.topics["orders"]
+    assert (topic.message_bytes, topic.produce_bytes_per_second) == (512, 2.5)
+    assert all(3 not in p.replicas for p in topic.partitions)
+    assert all(p.isr == p.replicas and p.leader == p.replicas[0] for p in topic.partitions)
+    other = Harness({0: "a", 1: "b", 2: "c", 3: "a"}, fenced=[3])
+    assert other.controller.create_topic("orders", 6, 3, rng=random.Random(5)).ok
+    assert other.image.topics["orders"].topic_id == topic.topic_id  # same seed, same id
+    assert len(topic.topic_id) == 36 and topic.topic_id[14] == "4"  # a version-4 UUID
+
+
+# -- brokers (ClusterControlManager / ReplicationControlManager.handleBrokerFenced) ------------
+def test_fencing_an_unknown_or_already_fenced_broker_writes_nothing() -> None:
+    """ClusterControlManager only writes a BrokerRegistrationChangeRecord for a change: a
+    broker that is not registered, or is already fenced, gets none (and no ISR changes)."""
+    h = Harness({0: "a", 1: "b"}, fenced=[1])
+    assert h.emitted_by(lambda: h.controller.fence_broker(9)) == []
+    assert h.emitted_by(lambda: h.controller.fence_broker(1)) == []
+    assert h.emitted_by(lambda: h.controller.unfence_broker(0)) == []
+    assert h.emitted_by(lambda: h.controller.unfence_broker(9)) == []
+    assert h.emitted_by(lambda: h.controller.fence_broker(0)) == [
+        BrokerFencingRecord(0, fenced=True)]
+
+
+def test_registering_a_broker_again_writes_only_a_changed_rack() -> None:
+    """ClusterControlManager.registerBroker: the same registration again changes nothing; a
+    new rack is a new registration."""
+    h = Harness({0: "a"})
+    assert h.emitted_by(lambda: h.controller.register_broker(0, "a")) == []
+    assert h.emitted_by(lambda: h.controller.register_broker(0, "b")) == [
+        RegisterBrokerRecord(0, "b", fenced=False)]
+    assert h.image.brokers[0].rack == "b"
+
+
+# -- elections (PartitionChangeBuilder, ReplicationControlManager.electLeader) ----------------
+def test_an_unclean_election_with_no_live_replica_names_the_partition_and_replicas() -> None:
+    """ReplicationControlManager.electLeader answers ELIGIBLE_LEADERS_NOT_AVAILABLE when no
+    replica is alive; the message says which partition and which replicas."""
+    p = PartitionRegistration((1, 2, 3), (1,), NO_LEADER, 4)
+    r = pc.elect_unclean(TP, p, frozenset({7}))
+    assert isinstance(r, ApiResult) and r.error == errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
+    assert r.message == "orders-0: none of the replicas [1, 2, 3] is alive"
+
+
+# -- the on-disk batch ------------------------------------------------------------------------
+def test_both_ways_of_appending_write_the_same_documented_batch(tmp_path: Path) -> None:
+    """A batch is one frame {o, e, t, q, r} (records.py: the shape of a Raft log entry, so
+    the quorum can carry it): appending records and appending the rows the quorum already
+    encoded write the same bytes."""
+    records = [TopicRecord("orders", "id-1"), PartitionRecord("orders", 0, (1, 2), (1, 2), 1)]
+    a, b = MetadataLog(tmp_path / "a", fsync=False), MetadataLog(tmp_path / "b", fsync=False)
+    a.recover()
+    b.recover()
+    a.append(records, epoch=3, timestamp_ms=1234, quorum_end=9)
+    b.append_encoded(orjson.dumps([encode_record(r) for r in records]), len(records), epoch=3,
+                     timestamp_ms=1234, quorum_end=9)
+    a.close()
+    b.close()
+    [(_, written)] = read_frames(next((tmp_path / "a").glob("*.log"))).frames
+    [(_, carried)] = read_frames(next((tmp_path / "b").glob("*.log"))).frames
+    assert written == carried == (b'{"o":0,"e":3,"t":1234,"q":9,"r":[["T","orders","id-1",1024,'
+                                  b'0.0],["P","orders",0,[1,2],[1,2],1,0,0,[],[]]]}')
