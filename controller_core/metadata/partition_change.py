@@ -59,10 +59,17 @@ def _eligible_leader(order: Sequence[int], isr: Sequence[int], live: Set[int]) -
     return NO_LEADER
 
 
-def _record(tp: TopicPartition, p: PartitionRegistration, *, replicas: tuple[int, ...],
-            isr: tuple[int, ...], leader: int, adding: tuple[int, ...],
-            removing: tuple[int, ...], bump_leader_epoch: bool) -> PartitionChangeRecord | None:
-    """A record carrying only the fields that change; ``None`` when nothing does."""
+def _record(tp: TopicPartition, p: PartitionRegistration, *, leader: int,
+            isr: tuple[int, ...] | None = None, replicas: tuple[int, ...] | None = None,
+            adding: tuple[int, ...] | None = None, removing: tuple[int, ...] | None = None,
+            bump_leader_epoch: bool = False) -> PartitionChangeRecord | None:
+    """A record carrying only the fields that change; ``None`` when nothing does. A field
+    not given keeps the partition's value; the leader epoch bumps with every leader change
+    (as PartitionChangeBuilder does) and, with ``bump_leader_epoch``, also without one."""
+    replicas = p.replicas if replicas is None else replicas
+    isr = p.isr if isr is None else isr
+    adding = p.adding if adding is None else adding
+    removing = p.removing if removing is None else removing
     replicas_set = set(replicas)
     isr = tuple(r for r in isr if r in replicas_set)
     assert leader == NO_LEADER or leader in isr, "a leader must be in the ISR"
@@ -198,8 +205,7 @@ def elect_preferred(tp: TopicPartition, p: PartitionRegistration,
     if preferred not in p.isr:
         return ApiResult(errors.PREFERRED_LEADER_NOT_AVAILABLE,
                          f"{tp}: preferred replica {preferred} is not in the ISR {list(p.isr)}")
-    change = _record(tp, p, replicas=p.replicas, isr=p.isr, leader=preferred, adding=p.adding,
-                     removing=p.removing, bump_leader_epoch=True)
+    change = _record(tp, p, leader=preferred)  # a new leader: the epoch bumps
     assert change is not None
     return change
 
@@ -220,8 +226,7 @@ def elect_unclean(tp: TopicPartition, p: PartitionRegistration,
             return ApiResult(errors.ELIGIBLE_LEADERS_NOT_AVAILABLE,
                              f"{tp}: none of the replicas {list(p.replicas)} is alive")
         isr = (leader,)
-    change = _record(tp, p, replicas=p.replicas, isr=isr, leader=leader, adding=p.adding,
-                     removing=p.removing, bump_leader_epoch=True)
+    change = _record(tp, p, isr=isr, leader=leader)  # a new leader: the epoch bumps
     assert change is not None
     return change
 
@@ -234,8 +239,7 @@ def expand_isr(tp: TopicPartition, p: PartitionRegistration, broker: int,
         return None
     isr = (*p.isr, broker)
     leader = p.leader if p.leader != NO_LEADER else _eligible_leader(p.replicas, isr, live)
-    return _record(tp, p, replicas=p.replicas, isr=isr, leader=leader, adding=p.adding,
-                   removing=p.removing, bump_leader_epoch=False)
+    return _record(tp, p, isr=isr, leader=leader)
 
 
 def shrink_isr(tp: TopicPartition, p: PartitionRegistration, broker: int,
@@ -255,8 +259,7 @@ def shrink_isr(tp: TopicPartition, p: PartitionRegistration, broker: int,
         if p.leader == NO_LEADER:
             return None
         isr, leader = p.isr, NO_LEADER
-    return _record(tp, p, replicas=p.replicas, isr=isr, leader=leader, adding=p.adding,
-                   removing=p.removing, bump_leader_epoch=False)
+    return _record(tp, p, isr=isr, leader=leader)
 
 
 def elect_if_leaderless(tp: TopicPartition, p: PartitionRegistration,
@@ -267,5 +270,4 @@ def elect_if_leaderless(tp: TopicPartition, p: PartitionRegistration,
     leader = _eligible_leader(p.replicas, p.isr, live)
     if leader == NO_LEADER:
         return None
-    return _record(tp, p, replicas=p.replicas, isr=p.isr, leader=leader, adding=p.adding,
-                   removing=p.removing, bump_leader_epoch=False)
+    return _record(tp, p, leader=leader)
