@@ -122,6 +122,16 @@ def test_rack_aware_placement_uses_every_rack_before_repeating_one(racks: str, r
         assert sorted(leaders) == sorted(list(range(6)) * 2), (seed, leaders)
 
 
+def test_brokers_without_a_rack_among_racked_ones_get_rack_unaware_placement() -> None:
+    """AdminUtils refuses to place rack-aware when only some brokers have a rack; kraftsman
+    then places as Kafka does with rack awareness disabled: the racks are ignored."""
+    mixed: dict[int, str | None] = {0: "a", 1: None, 2: "b", 3: "a", 4: "c"}
+    plain: dict[int, str | None] = dict.fromkeys(mixed)
+    for seed in range(10):
+        assert (assign_replicas(mixed, 10, 4, random.Random(seed))
+                == assign_replicas(plain, 10, 4, random.Random(seed)))
+
+
 def test_one_broker_gets_every_replica_and_too_few_brokers_are_refused() -> None:
     """AdminUtils refuses a replication factor above the broker count, naming both."""
     assert assign_replicas({7: "a"}, 3, 1, random.Random(0)) == [[7], [7], [7]]
