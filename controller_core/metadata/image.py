@@ -160,6 +160,8 @@ class MetadataImage:
                     partitions[part] = reg
                 if adding or removing:
                     self.reassigning.add(TopicPartition(topic, part))
+                elif self.reassigning:  # a replaced partition may have been moving
+                    self.reassigning.discard(TopicPartition(topic, part))
                 self.next_offset += 1
             elif row[0] == PARTITION_BLOCK_TAG:
                 self._apply_block(row)
@@ -173,6 +175,9 @@ class MetadataImage:
         moves = {i: (tuple(adding), tuple(removing)) for i, adding, removing in moving}
         partitions = self.topics[topic].partitions
         del partitions[first:]
+        if self.reassigning:  # the replaced partitions' moves go with them
+            self.reassigning -= {tp for tp in self.reassigning
+                                 if tp.topic == topic and tp.partition >= first}
         append = partitions.append
         pos = 0
         for i, n in enumerate(counts):

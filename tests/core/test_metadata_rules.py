@@ -12,15 +12,19 @@ import pytest
 
 from controller_core import errors
 from controller_core.errors import ApiResult
+from controller_core.metadata import image as image_module
 from controller_core.metadata import partition_change as pc
 from controller_core.metadata.controller import Controller
 from controller_core.metadata.image import MetadataImage
 from controller_core.metadata.placement import assign_replicas, rack_alternated
 from controller_core.metadata.records import (
     BrokerFencingRecord,
+    ClusterRecord,
+    ConfigRecord,
     PartitionRecord,
     Record,
     RegisterBrokerRecord,
+    RemoveTopicRecord,
     TopicRecord,
     encode_record,
 )
@@ -252,3 +256,115 @@ def test_both_ways_of_appending_write_the_same_documented_batch(tmp_path: Path) 
     [(_, carried)] = read_frames(next((tmp_path / "b").glob("*.log"))).frames
     assert written == carried == (b'{"o":0,"e":3,"t":1234,"q":9,"r":[["T","orders","id-1",1024,'
                                   b'0.0],["P","orders",0,[1,2],[1,2],1,0,0,[],[]]]}')
+
+
+# -- the image and its snapshot (KRaft's MetadataImage, ImageWriter, MetadataLoader) ----------
+def _busy_image() -> MetadataImage:
+    """Brokers (one fenced, one without a rack), two topics, a partition in the ISR-shrunk
+    state, one leaderless, one mid-move, and configs of both resource types."""
+    img = MetadataImage()
+    for r in [ClusterRecord("c-1"), RegisterBrokerRecord(0, "a", False),
+              RegisterBrokerRecord(1, "b", False), RegisterBrokerRecord(2, None, False),
+              RegisterBrokerRecord(3, "a", False), BrokerFencingRecord(3, True),
+              TopicRecord("orders", "id-o", 512, 3.5), TopicRecord("billing", "id-b"),
+              PartitionRecord("orders", 0, (0, 1, 2), (0, 1, 2), 0, 4, 7),
+              PartitionRecord("orders", 1, (1, 2, 0), (1, 2), 1, 2, 3),
+              PartitionRecord("orders", 2, (2, 0, 3), (3,), NO_LEADER, 9, 11),
+              PartitionRecord("orders", 3, (1, 2, 3, 0), (0, 1, 2), 0, 5, 6, (1,), (0,)),
+              PartitionRecord("orders", 4, (0, 2, 1), (0, 2, 1), 2, 1, 1),
+              PartitionRecord("billing", 0, (2, 1), (2, 1), 2),
+              ConfigRecord("BROKER", "1", "follower.replication.throttled.rate", "100"),
+              ConfigRecord("TOPIC", "orders", "follower.replication.throttled.replicas", "3:1"),
+              ]:
+        img.apply(r)
+    return img
+
+
+def _state(img: MetadataImage) -> tuple[object, ...]:
+    return (img.cluster_id, img.brokers, img.topics, img.configs, img.reassigning)
+
+
+@pytest.mark.parametrize("block", [50_000, 2, 1])
+def test_a_snapshot_rebuilds_exactly_the_image_it_was_taken_from(
+        monkeypatch: pytest.MonkeyPatch, block: int) -> None:
+    """A KRaft snapshot holds the records that rebuild the image (ImageWriter), replayed by
+    MetadataLoader into an equal image; kraftsman writes a topic's partitions in columnar
+    blocks, so topics larger than one block (here blocks of 1 and 2) must round-trip too."""
+    monkeypatch.setattr(image_module, "SNAPSHOT_BLOCK", block)
+    img = _busy_image()
+    rebuilt = MetadataImage()
+    rebuilt.apply_rows(list(img.snapshot_rows()))
+    assert _state(rebuilt) == _state(img)
+    assert rebuilt.reassigning == {TopicPartition("orders", 3)}
+    assert list(rebuilt.to_records()) == list(img.to_records())
+    assert rebuilt.live_brokers() == {0, 1, 2}
+
+
+def test_a_snapshot_applied_over_an_image_replaces_its_partitions(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading a snapshot replaces what the image held (MetadataLoader starts from the
+    snapshot): partitions are overwritten from each block's first index, none left over, and
+    a move the snapshot does not hold is not listed any more."""
+    monkeypatch.setattr(image_module, "SNAPSHOT_BLOCK", 2)
+    img = _busy_image()
+    stale = _busy_image()
+    stale.apply(PartitionRecord("orders", 5, (0, 1), (0,), 0, 0, 0, (1,), ()))  # extra, moving
+    stale.apply(PartitionRecord("orders", 1, (0, 1), (0,), 0, 0, 0, (), (1,)))  # moving
+    stale.apply_rows(list(img.snapshot_rows()))
+    assert stale.topics == img.topics
+    assert stale.reassigning == img.reassigning == {TopicPartition("orders", 3)}
+
+
+def test_the_record_rows_of_a_log_batch_build_the_same_image_as_the_records() -> None:
+    """The metadata log replays encoded rows; PartitionRecord rows take a fast path that
+    must agree with applying the decoded records, offsets and moves included."""
+    records = [
+        *_busy_image().to_records(),
+        PartitionRecord("orders", 3, (1, 2, 0), (1, 2), 1, 6, 7),  # the move completed
+        PartitionRecord("billing", 1, (1, 2, 0), (1, 2, 0), 1, 0, 0, (0,), ()),
+    ]
+    by_record, by_row = MetadataImage(), MetadataImage()
+    for r in records:
+        by_record.apply(r)
+    by_row.apply_rows([encode_record(r) for r in records])
+    assert _state(by_row) == _state(by_record)
+    assert by_row.next_offset == by_record.next_offset == len(records)
+    assert by_row.reassigning == {TopicPartition("billing", 1)}
+    assert by_row.topics["orders"].partitions[0].isr is by_row.topics["orders"].partitions[
+        0].replicas  # an unshrunk ISR shares the replica tuple (a million partitions)
+
+
+def test_deleting_a_config_and_removing_a_topic_leave_nothing_behind() -> None:
+    """ConfigurationControlManager: deleting a resource's last dynamic config leaves it with
+    none (describe shows nothing); deleting a topic drops its partitions, its moves and its
+    topic configs (ReplicationControlManager.deleteTopic)."""
+    img = _busy_image()
+    img.apply(ConfigRecord("BROKER", "1", "leader.replication.throttled.rate", "5"))
+    img.apply(ConfigRecord("BROKER", "1", "follower.replication.throttled.rate", None))
+    assert img.config("BROKER", "1") == {"leader.replication.throttled.rate": "5"}
+    img.apply(ConfigRecord("BROKER", "1", "leader.replication.throttled.rate", None))
+    assert img.config("BROKER", "1") == {} and ("BROKER", "1") not in img.configs
+    img.apply(ConfigRecord("BROKER", "2", "leader.replication.throttled.rate", None))
+    assert ("BROKER", "2") not in img.configs
+    offset = img.next_offset
+    img.apply(RemoveTopicRecord("orders"))
+    assert "orders" not in img.topics and img.reassigning == set()
+    assert ("TOPIC", "orders") not in img.configs and img.partition(TP) is None
+    assert img.next_offset == offset + 1
+    assert img.partition_count() == 1
+
+
+def test_partition_lookups_and_scans() -> None:
+    """What the controller reads: a partition by index (none past the end or below 0), the
+    partitions with a replica or an ISR member on a broker, in topic and index order."""
+    img = _busy_image()
+    assert img.partition(TopicPartition("orders", 4)) is not None
+    assert img.partition(TopicPartition("orders", 5)) is None
+    assert img.partition(TopicPartition("orders", -1)) is None
+    assert img.partition(TopicPartition("ghost", 0)) is None
+    on_3 = [tp for tp, _ in img.partitions_on(3)]
+    assert on_3 == [TopicPartition("orders", 2), TopicPartition("orders", 3)]
+    assert [tp for tp, _ in img.partitions_on(3, isr_only=True)] == [TopicPartition("orders", 2)]
+    assert [tp for tp, _ in img.iter_partitions()] == [
+        *(TopicPartition("orders", i) for i in range(5)), TopicPartition("billing", 0)]
+    assert img.partition_count() == 6
