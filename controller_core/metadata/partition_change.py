@@ -45,10 +45,12 @@ def then_complete(tp: TopicPartition, p: PartitionRegistration, c: PartitionChan
     if done is None:
         return c
     final = after(mid, done)
+    # One record bumps the leader epoch once (PartitionChangeBuilder.build), however many
+    # reasons it has: here the change and the completion that drops replicas.
     merged = _record(tp, p, replicas=final.replicas, isr=final.isr, leader=final.leader,
                      adding=final.adding, removing=final.removing, bump_leader_epoch=True)
     assert merged is not None
-    return merged._replace(leader_epoch=final.leader_epoch)
+    return merged
 
 
 def _eligible_leader(order: Sequence[int], isr: Sequence[int], live: Set[int]) -> int:

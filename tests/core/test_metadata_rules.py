@@ -14,7 +14,11 @@ from controller_core import errors
 from controller_core.errors import ApiResult
 from controller_core.metadata import image as image_module
 from controller_core.metadata import partition_change as pc
-from controller_core.metadata.controller import Controller
+from controller_core.metadata.controller import (
+    Controller,
+    format_throttled_replicas,
+    parse_throttled_replicas,
+)
 from controller_core.metadata.image import MetadataImage
 from controller_core.metadata.placement import assign_replicas, rack_alternated
 from controller_core.metadata.records import (
@@ -368,3 +372,136 @@ def test_partition_lookups_and_scans() -> None:
     assert [tp for tp, _ in img.iter_partitions()] == [
         *(TopicPartition("orders", i) for i in range(5)), TopicPartition("billing", 0)]
     assert img.partition_count() == 6
+
+
+# -- requests to the controller (ReplicationControlManager, ConfigurationControlManager) -------
+def _with_topic(fenced: Sequence[int] = ()) -> Harness:
+    h = Harness({0: "a", 1: "b", 2: "c", 3: "a"})
+    assert h.controller.create_topic("orders", 2, 3, rng=random.Random(0),
+                                     assignment=[[0, 1, 2], [1, 2, 0]]).ok
+    for b in fenced:
+        h.controller.fence_broker(b)
+    return h
+
+
+def test_reassignment_targets_are_validated_before_anything_changes() -> None:
+    """ReplicationControlManager.alterPartitionReassignments: an unknown topic or partition
+    is UNKNOWN_TOPIC_OR_PARTITION; an empty list, a negative or repeated broker id, or a
+    broker that is not registered is INVALID_REPLICA_ASSIGNMENT (validateManualPartition
+    Assignment); a cancel of a partition not moving is NO_REASSIGNMENT_IN_PROGRESS. Each
+    message names what is wrong; a refused partition writes nothing."""
+    h = _with_topic()
+    before = len(h.log)
+    out = h.controller.alter_partition_reassignments({
+        TopicPartition("ghost", 0): [0, 1, 2],
+        TopicPartition("orders", 7): [0, 1, 2],
+        TopicPartition("orders", 0): [],
+        TopicPartition("orders", 1): [3, -1, -2],
+    })
+    assert {tp.topic + str(tp.partition): r.error for tp, r in out.items()} == {
+        "ghost0": errors.UNKNOWN_TOPIC_OR_PARTITION, "orders7": errors.UNKNOWN_TOPIC_OR_PARTITION,
+        "orders0": errors.INVALID_REPLICA_ASSIGNMENT, "orders1": errors.INVALID_REPLICA_ASSIGNMENT}
+    assert out[TopicPartition("ghost", 0)].message == "ghost-0: unknown topic"
+    assert out[TopicPartition("orders", 7)].message == "orders-7: unknown partition"
+    assert out[TopicPartition("orders", 0)].message == "orders-0: the target replica list is empty"
+    assert out[TopicPartition("orders", 1)].message == "orders-1: negative broker id(s) [-2, -1]"
+    out = h.controller.alter_partition_reassignments({
+        TopicPartition("orders", 0): [3, 1, 3, 1, 2],
+        TopicPartition("orders", 1): [9, 3, 7],
+    })
+    assert out[TopicPartition("orders", 0)].message == (
+        "orders-0: broker id(s) [1, 3] listed more than once")
+    assert out[TopicPartition("orders", 1)].message == (
+        "orders-1: unknown broker id(s) [7, 9]; the cluster has [0, 1, 2, 3]")
+    cancel = h.controller.alter_partition_reassignments({TopicPartition("orders", 0): None})
+    assert cancel[TopicPartition("orders", 0)].error == errors.NO_REASSIGNMENT_IN_PROGRESS
+    assert "no reassignment in progress" in cancel[TopicPartition("orders", 0)].message
+    assert len(h.log) == before
+    assert h.controller.validate_target(TopicPartition("orders", 0), [0]).ok
+
+
+def test_a_move_onto_brokers_holding_the_data_completes_in_the_same_request() -> None:
+    """ReplicationControlManager: a reassignment whose target replicas are all in sync needs
+    no copy, so the request both starts and completes it: one PartitionChangeRecord, which
+    bumps the leader epoch once (PartitionChangeBuilder.build); the removed leader 0 hands
+    over to the first target replica in sync."""
+    h = _with_topic()
+    before = len(h.log)
+    out = h.controller.alter_partition_reassignments({TopicPartition("orders", 0): [2, 1]})
+    assert out[TopicPartition("orders", 0)].ok and len(h.log) == before + 1
+    p = h.image.partition(TopicPartition("orders", 0))
+    assert p == PartitionRegistration((2, 1), (1, 2), 2, 1, 1)
+    assert h.image.reassigning == set()
+
+
+def test_throttled_replica_lists_parse_as_kafka_reads_them() -> None:
+    """Kafka's ThrottledReplicaListValidator: ``*`` or a comma-separated list of
+    ``partition:broker`` (whitespace around entries allowed); anything else is malformed.
+    The list is written back sorted."""
+    assert parse_throttled_replicas(" * ") == "*"
+    assert parse_throttled_replicas("") == set() and parse_throttled_replicas("  ") == set()
+    assert parse_throttled_replicas(" 0:1 , 12:3") == {(0, 1), (12, 3)}
+    for bad in ("0-1", "0:", ":1", "a:1", "1:b", "0:1,", "*,0:1", "-1:2"):
+        assert parse_throttled_replicas(bad) is None, bad
+    assert format_throttled_replicas({(2, 3), (0, 1), (0, 0)}) == "0:0,0:1,2:3"
+    assert format_throttled_replicas([]) == ""
+
+
+def test_dynamic_configs_are_validated_per_resource_all_or_nothing() -> None:
+    """ConfigurationControlManager.incrementalAlterConfigs: a broker resource must name a
+    registered broker (INVALID_REQUEST), a topic one an existing topic (UNKNOWN_TOPIC_OR_
+    PARTITION); only the throttle configs are dynamic here (INVALID_CONFIG otherwise, naming
+    the supported ones); a rate is a whole number and a replica list parses. A resource
+    with one bad entry changes nothing; deleting needs no valid value; the same value again
+    writes no record."""
+    h = _with_topic()
+    rate, marker = "leader.replication.throttled.rate", "kraftsman.throttle"
+    replicas = "follower.replication.throttled.replicas"
+    before = len(h.log)
+    out = h.controller.incremental_alter_configs({
+        ("BROKER", "x"): {rate: "1"},
+        ("BROKER", "9"): {rate: "1"},
+        ("GROUP", "g"): {rate: "1"},
+        ("TOPIC", "ghost"): {replicas: "*"},
+        ("BROKER", "1"): {marker: "run-1", rate: "1.5"},
+        ("TOPIC", "orders"): {replicas: "0:1", rate: "5"},
+    })
+    assert out[("BROKER", "x")] == ApiResult(errors.INVALID_REQUEST,
+                                             "broker 'x' is not registered")
+    assert out[("BROKER", "9")].error == errors.INVALID_REQUEST
+    assert out[("GROUP", "g")] == ApiResult(errors.INVALID_REQUEST,
+                                            "unsupported resource type 'GROUP'")
+    assert out[("TOPIC", "ghost")] == ApiResult(errors.UNKNOWN_TOPIC_OR_PARTITION,
+                                                "unknown topic 'ghost'")
+    assert out[("BROKER", "1")] == ApiResult(
+        errors.INVALID_CONFIG, "leader.replication.throttled.rate='1.5': must be a whole "
+        "number of bytes/second")
+    assert out[("TOPIC", "orders")] == ApiResult(
+        errors.INVALID_CONFIG, "topic orders: 'leader.replication.throttled.rate' is not a "
+        "dynamic config here; supported: ['follower.replication.throttled.replicas', "
+        "'leader.replication.throttled.replicas']")
+    assert len(h.log) == before and h.image.configs == {}
+    bad_list = h.controller.incremental_alter_configs({("TOPIC", "orders"): {replicas: "0-1"}})
+    assert bad_list[("TOPIC", "orders")] == ApiResult(
+        errors.INVALID_CONFIG,
+        "follower.replication.throttled.replicas='0-1': expected '*' or 'partition:broker,...'")
+    ok = h.controller.incremental_alter_configs({
+        ("BROKER", "1"): {marker: "run-1", rate: "100", "follower.replication.throttled.rate":
+                          None},
+        ("TOPIC", "orders"): {replicas: "0:1,1:2"}})
+    assert all(r.ok for r in ok.values())
+    assert h.image.config("BROKER", "1") == {marker: "run-1", rate: "100"}
+    assert h.image.config("TOPIC", "orders") == {replicas: "0:1,1:2"}
+    assert h.emitted_by(lambda: h.controller.incremental_alter_configs(
+        {("BROKER", "1"): {rate: "100", "follower.replication.throttled.rate": None}})) == []
+
+
+def test_isr_reports_for_unknown_partitions_are_ignored() -> None:
+    """ReplicationControlManager.alterPartition answers UNKNOWN_TOPIC_OR_PARTITION for a
+    partition it does not have and changes nothing."""
+    h = _with_topic()
+    ghost = TopicPartition("ghost", 0)
+    assert h.emitted_by(lambda: h.controller.replica_caught_up(ghost, 1)) == []
+    assert h.emitted_by(lambda: h.controller.replica_fell_behind(ghost, 1)) == []
+    assert h.emitted_by(lambda: h.controller.replica_fell_behind(
+        TopicPartition("orders", 5), 1)) == []
