@@ -103,7 +103,7 @@ class Controller:
             return
         self._emit(BrokerFencingRecord(broker_id, fenced=True))
         live = self.image.live_brokers()
-        for tp, p in self.image.partitions_on(broker_id, isr_only=True):
+        for tp, p in self.image.partitions_in_isr_of(broker_id):
             self._change(pc.shrink_isr(tp, p, broker_id, live))
 
     def unfence_broker(self, broker_id: int) -> None:
@@ -112,7 +112,7 @@ class Controller:
             return
         self._emit(BrokerFencingRecord(broker_id, fenced=False))
         live = self.image.live_brokers()
-        for tp, p in self.image.partitions_on(broker_id, isr_only=True):
+        for tp, p in self.image.partitions_in_isr_of(broker_id):
             if p.leader == NO_LEADER:
                 self._change(pc.elect_if_leaderless(tp, p, live))
 

@@ -67,14 +67,23 @@ class MetadataImage:
             for i, p in enumerate(topic.partitions):
                 yield TopicPartition(name, i), p
 
-    def partitions_on(self, broker: int, *, isr_only: bool = False
-                      ) -> list[tuple[TopicPartition, PartitionRegistration]]:
-        """Partitions with a replica (or an ISR member) on ``broker`` — a tight scan that
-        builds no object for the partitions that do not match."""
+    def partitions_on(self, broker: int) -> list[tuple[TopicPartition, PartitionRegistration]]:
+        """Partitions with a replica on ``broker`` — a tight scan that builds no object for
+        the partitions that do not match."""
         out = []
         for name, topic in self.topics.items():
             for i, p in enumerate(topic.partitions):
-                if broker in (p.isr if isr_only else p.replicas):
+                if broker in p.replicas:
+                    out.append((TopicPartition(name, i), p))
+        return out
+
+    def partitions_in_isr_of(self, broker: int
+                             ) -> list[tuple[TopicPartition, PartitionRegistration]]:
+        """Partitions whose ISR holds ``broker`` (what fencing and unfencing it touch)."""
+        out = []
+        for name, topic in self.topics.items():
+            for i, p in enumerate(topic.partitions):
+                if broker in p.isr:
                     out.append((TopicPartition(name, i), p))
         return out
 

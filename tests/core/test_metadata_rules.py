@@ -368,7 +368,7 @@ def test_partition_lookups_and_scans() -> None:
     assert img.partition(TopicPartition("ghost", 0)) is None
     on_3 = [tp for tp, _ in img.partitions_on(3)]
     assert on_3 == [TopicPartition("orders", 2), TopicPartition("orders", 3)]
-    assert [tp for tp, _ in img.partitions_on(3, isr_only=True)] == [TopicPartition("orders", 2)]
+    assert [tp for tp, _ in img.partitions_in_isr_of(3)] == [TopicPartition("orders", 2)]
     assert [tp for tp, _ in img.iter_partitions()] == [
         *(TopicPartition("orders", i) for i in range(5)), TopicPartition("billing", 0)]
     assert img.partition_count() == 6
