@@ -34,11 +34,10 @@ def assign_replicas(brokers: Mapping[int, str | None], partitions: int, replicat
     arranged = rack_alternated(named) if rack_aware else sorted(brokers)
     num_racks = len(set(racks.values()))
     start = rng.randrange(n)
-    shift = rng.randrange(n)
+    first_shift = rng.randrange(n)
     out: list[list[int]] = []
     for p in range(partitions):
-        if p > 0 and p % n == 0:
-            shift += 1
+        shift = first_shift + p // n  # the followers shift by one more every round
         first = (p + start) % n
         leader = arranged[first]
         replicas = [leader]

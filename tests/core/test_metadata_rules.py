@@ -113,6 +113,9 @@ def test_the_start_index_and_shift_come_from_the_rng() -> None:
     got = assign_replicas(brokers, 2, 3, random.Random(seed_with_start(5, 2, 1)))
     # first replica at index 2; followers at shift 1 + (1 + j) % 4 = 2, 3
     assert got == [[2, 4, 0], [3, 0, 1]]
+    three = assign_replicas(dict.fromkeys(range(3)), 9, 2, random.Random(seed_with_start(3, 0, 1)))
+    # the follower of partition p sits 1 + (1 + p // 3) % 2 after its leader: 2, 1, 2 by round
+    assert three == [[0, 2], [1, 0], [2, 1], [0, 1], [1, 2], [2, 0], [0, 2], [1, 0], [2, 1]]
 
 
 @pytest.mark.parametrize(("racks", "rf"), [("ab", 2), ("abc", 3), ("abc", 2), ("ab", 3)])
