@@ -217,19 +217,19 @@ def elect_unclean(tp: TopicPartition, p: PartitionRegistration,
     """Elect any live replica of a leaderless partition, even outside the ISR (data may be lost)."""
     if p.leader != NO_LEADER:
         return ALREADY_LED
-    leader = _eligible_leader(p.replicas, p.isr, live)
-    isr = p.isr
-    if leader == NO_LEADER:
+    clean = _eligible_leader(p.replicas, p.isr, live)
+    if clean != NO_LEADER:  # an in-sync replica is back: a clean election, the ISR stays
+        change = _record(tp, p, leader=clean)
+    else:
         adding = set(p.adding)
         # Prefer a replica that held the data before this move over one still copying it.
-        candidates = [r for r in p.replicas if r not in adding] + [r for r in p.adding]
+        candidates = [r for r in p.replicas if r not in adding] + list(p.adding)
         leader = next((r for r in candidates if r in live), NO_LEADER)
         if leader == NO_LEADER:
             return ApiResult(errors.ELIGIBLE_LEADERS_NOT_AVAILABLE,
                              f"{tp}: none of the replicas {list(p.replicas)} is alive")
-        isr = (leader,)
-    change = _record(tp, p, isr=isr, leader=leader)  # a new leader: the epoch bumps
-    assert change is not None
+        change = _record(tp, p, isr=(leader,), leader=leader)
+    assert change is not None  # a new leader: the epoch bumps
     return change
 
 

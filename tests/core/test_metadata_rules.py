@@ -133,6 +133,28 @@ def test_rack_aware_placement_uses_every_rack_before_repeating_one(racks: str, r
         assert sorted(leaders) == sorted(list(range(6)) * 2), (seed, leaders)
 
 
+def test_the_search_for_a_follower_continues_where_the_previous_one_stopped() -> None:
+    """AdminUtils.assignReplicasToBrokersRackAware keeps one counter k across a partition's
+    followers: a broker skipped for its rack is not reconsidered from the start once every
+    rack holds a replica. Worked by hand with Kafka's loop for start 0, shift 2 (offsets
+    1 + (2 * 2 + k) % 3 from the leader in the rack-alternated list)."""
+    seed = seed_with_start(4, 0, 2)
+    # list 0a 1b 2a 3b: k=0 -> 2 (rack a, skipped), k=1 -> 3 (b), k=2 -> 1 (racks full)
+    assert assign_replicas({0: "a", 1: "b", 2: "a", 3: "b"}, 1, 3, random.Random(seed)) == [
+        [0, 3, 1]]
+    # list 0a 1b 2a 3a: k=0 -> 2, k=1 -> 3 (rack a, skipped), k=2 -> 1 (b), k=3 -> 2
+    assert assign_replicas({0: "a", 1: "b", 2: "a", 3: "a"}, 1, 3, random.Random(seed)) == [
+        [0, 1, 2]]
+
+
+def test_one_rack_places_as_without_racks() -> None:
+    """With a single rack every rack holds a replica from the start, so Kafka's rack-aware
+    loop takes the brokers in round-robin order, as the rack-unaware assignment does."""
+    for seed in range(10):
+        assert (assign_replicas(dict.fromkeys(range(5), "a"), 10, 3, random.Random(seed))
+                == assign_replicas(dict.fromkeys(range(5)), 10, 3, random.Random(seed)))
+
+
 def test_brokers_without_a_rack_among_racked_ones_get_rack_unaware_placement() -> None:
     """AdminUtils refuses to place rack-aware when only some brokers have a rack; kraftsman
     then places as Kafka does with rack awareness disabled: the racks are ignored."""
