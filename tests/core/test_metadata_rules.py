@@ -245,6 +245,9 @@ def test_fencing_an_unknown_or_already_fenced_broker_writes_nothing() -> None:
     assert h.emitted_by(lambda: h.controller.unfence_broker(9)) == []
     assert h.emitted_by(lambda: h.controller.fence_broker(0)) == [
         BrokerFencingRecord(0, fenced=True)]
+    assert h.emitted_by(lambda: h.controller.unfence_broker(1)) == [
+        BrokerFencingRecord(1, fenced=False)]
+    assert h.image.brokers[1].fenced is False and h.image.live_brokers() == {1}
 
 
 def test_registering_a_broker_again_writes_only_a_changed_rack() -> None:
