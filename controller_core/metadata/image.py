@@ -202,7 +202,7 @@ class MetadataImage:
         """The encoded content of a snapshot: the records that rebuild this image, with the
         partitions of a topic in columnar blocks (flat integer arrays parse an order of
         magnitude faster than a million small lists)."""
-        for r in self.to_records(partitions=False):
+        for r in self.records_but_partitions():
             yield encode_record(r)
         for name, t in self.topics.items():
             for first in range(0, len(t.partitions), SNAPSHOT_BLOCK):
@@ -214,19 +214,23 @@ class MetadataImage:
                        [[i, p.adding, p.removing] for i, p in enumerate(block)
                         if p.adding or p.removing]]
 
-    def to_records(self, *, partitions: bool = True) -> Iterator[Record]:
+    def to_records(self) -> Iterator[Record]:
         """The records that rebuild this image from nothing (the content of a snapshot)."""
+        yield from self.records_but_partitions()
+        for t in self.topics.values():
+            for i, p in enumerate(t.partitions):
+                yield PartitionRecord(t.name, i, p.replicas, p.isr, p.leader, p.leader_epoch,
+                                      p.partition_epoch, p.adding, p.removing)
+
+    def records_but_partitions(self) -> Iterator[Record]:
+        """The cluster id, brokers, topics and configs as records: all but the partitions,
+        which a snapshot writes in blocks."""
         if self.cluster_id:
             yield ClusterRecord(self.cluster_id)
         for b in self.brokers.values():
             yield RegisterBrokerRecord(b.id, b.rack, b.fenced)
         for t in self.topics.values():
             yield TopicRecord(t.name, t.topic_id, t.message_bytes, t.produce_bytes_per_second)
-            if partitions:
-                for i, p in enumerate(t.partitions):
-                    yield PartitionRecord(t.name, i, p.replicas, p.isr, p.leader,
-                                          p.leader_epoch, p.partition_epoch, p.adding,
-                                          p.removing)
         for (rtype, rname), entries in self.configs.items():
             for k, v in entries.items():
                 yield ConfigRecord(rtype, rname, k, v)

@@ -330,6 +330,9 @@ def test_a_snapshot_rebuilds_exactly_the_image_it_was_taken_from(
     assert rebuilt.reassigning == {TopicPartition("orders", 3)}
     assert list(rebuilt.to_records()) == list(img.to_records())
     assert rebuilt.live_brokers() == {0, 1, 2}
+    blocks = -(-5 // block) + 1  # orders' 5 partitions, billing's 1
+    assert [row[0] for row in img.snapshot_rows()] == [
+        "C", "B", "B", "B", "B", "T", "T", "CF", "CF", *["PB"] * blocks]
 
 
 def test_a_snapshot_applied_over_an_image_replaces_its_partitions(
