@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from controller_core import errors
-from controller_core.errors import ApiResult
+from controller_core.errors import OK, ApiResult
 from controller_core.metadata import image as image_module
 from controller_core.metadata import partition_change as pc
 from controller_core.metadata.controller import (
@@ -32,7 +32,7 @@ from controller_core.metadata.records import (
     TopicRecord,
     encode_record,
 )
-from controller_core.model import NO_LEADER, PartitionRegistration, TopicPartition
+from controller_core.model import NO_LEADER, ElectionType, PartitionRegistration, TopicPartition
 from controller_core.storage.framing import read_frames
 from controller_core.storage.metadata_log import MetadataLog
 
@@ -525,6 +525,10 @@ def test_dynamic_configs_are_validated_per_resource_all_or_nothing() -> None:
     assert h.image.config("TOPIC", "orders") == {replicas: "0:1,1:2"}
     assert h.emitted_by(lambda: h.controller.incremental_alter_configs(
         {("BROKER", "1"): {rate: "100", "follower.replication.throttled.rate": None}})) == []
+    after_a_delete = h.controller.incremental_alter_configs(
+        {("BROKER", "1"): {marker: None, rate: "fast"}})  # a delete does not end the checks
+    assert after_a_delete[("BROKER", "1")].error == errors.INVALID_CONFIG
+    assert h.image.config("BROKER", "1") == {marker: "run-1", rate: "100"}
 
 
 def test_isr_reports_for_unknown_partitions_are_ignored() -> None:
@@ -536,3 +540,43 @@ def test_isr_reports_for_unknown_partitions_are_ignored() -> None:
     assert h.emitted_by(lambda: h.controller.replica_fell_behind(ghost, 1)) == []
     assert h.emitted_by(lambda: h.controller.replica_fell_behind(
         TopicPartition("orders", 5), 1)) == []
+
+
+def test_elect_leaders_answers_as_replication_control_manager() -> None:
+    """ReplicationControlManager.electLeaders: with a partition set, every named partition is
+    answered once (UNKNOWN_TOPIC_OR_PARTITION for one that does not exist); without one,
+    every partition is attempted but only those that needed an election are answered. A
+    preferred election needs the preferred replica alive and in sync; an unclean one takes
+    a live replica of a leaderless partition even outside the ISR."""
+    h = _with_topic()
+    orders0, orders1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
+    ghost = TopicPartition("ghost", 3)
+    preferred, unclean = ElectionType.PREFERRED, ElectionType.UNCLEAN
+    results, attempted = h.controller.elect_leaders(preferred, [orders1, ghost, orders1])
+    assert attempted == [orders1, ghost]
+    assert results[ghost] == ApiResult(errors.UNKNOWN_TOPIC_OR_PARTITION,
+                                       "ghost-3: unknown topic or partition")
+    assert results[orders1].error == errors.ELECTION_NOT_NEEDED
+    h.controller.fence_broker(0)  # orders-0 moves to 1, orders-1's follower 0 leaves the ISR
+    h.controller.unfence_broker(0)
+    results, attempted = h.controller.elect_leaders(preferred, None)
+    assert attempted == [orders0, orders1]
+    assert results == {orders0: ApiResult(errors.PREFERRED_LEADER_NOT_AVAILABLE,
+                                                 "orders-0: preferred replica 0 is not in the "
+                                                 "ISR [1, 2]")}
+    h.controller.replica_caught_up(orders0, 0)
+    results, _ = h.controller.elect_leaders(preferred, None)
+    assert results == {orders0: OK} and h.image.partition(orders0).leader == 0  # type: ignore
+    assert h.controller.elect_leaders(preferred, None)[0] == {}
+    for b in (1, 2, 0):  # every broker down: the last in-sync replica of each is kept
+        h.controller.fence_broker(b)
+    assert h.controller.elect_leaders(unclean, [orders0])[0] == {orders0: ApiResult(
+        errors.ELIGIBLE_LEADERS_NOT_AVAILABLE, "orders-0: none of the replicas [0, 1, 2] is "
+        "alive")}
+    h.controller.unfence_broker(1)  # 1 is out of both ISRs: no clean leader comes back
+    assert h.image.partition(orders0) == PartitionRegistration((0, 1, 2), (0,), NO_LEADER, 3, 6)
+    assert h.controller.elect_leaders(unclean, [orders0])[0] == {orders0: OK}
+    assert h.image.partition(orders0) == PartitionRegistration((0, 1, 2), (1,), 1, 4, 7)
+    results, attempted = h.controller.elect_leaders(unclean, None)
+    assert attempted == [orders0, orders1] and results == {orders1: OK}
+    assert h.image.partition(orders1) == PartitionRegistration((1, 2, 0), (1,), 1, 3, 4)
