@@ -566,7 +566,8 @@ def test_elect_leaders_answers_as_replication_control_manager() -> None:
                                                  "ISR [1, 2]")}
     h.controller.replica_caught_up(orders0, 0)
     results, _ = h.controller.elect_leaders(preferred, None)
-    assert results == {orders0: OK} and h.image.partition(orders0).leader == 0  # type: ignore
+    assert results == {orders0: OK}
+    assert h.image.partition(orders0) == PartitionRegistration((0, 1, 2), (1, 2, 0), 0, 2, 3)
     assert h.controller.elect_leaders(preferred, None)[0] == {}
     for b in (1, 2, 0):  # every broker down: the last in-sync replica of each is kept
         h.controller.fence_broker(b)
