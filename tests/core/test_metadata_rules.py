@@ -25,6 +25,7 @@ from controller_core.metadata.records import (
     BrokerFencingRecord,
     ClusterRecord,
     ConfigRecord,
+    PartitionChangeRecord,
     PartitionRecord,
     Record,
     RegisterBrokerRecord,
@@ -581,3 +582,30 @@ def test_elect_leaders_answers_as_replication_control_manager() -> None:
     results, attempted = h.controller.elect_leaders(unclean, None)
     assert attempted == [orders0, orders1] and results == {orders1: OK}
     assert h.image.partition(orders1) == PartitionRegistration((1, 2, 0), (1,), 1, 3, 4)
+
+
+# -- reassignment edges (ReplicationControlManager.changePartitionReassignment) --------------
+def test_a_reorder_of_the_replicas_moves_nothing_and_keeps_the_leader_epoch() -> None:
+    """A target with the same replicas in another order copies nothing: the replica list is
+    rewritten at once and, as no replica leaves and the leader stays, PartitionChangeBuilder
+    does not bump the leader epoch."""
+    p = PartitionRegistration((1, 2, 3), (1, 2, 3), 2, 7, 9)
+    q = pc.after(p, _change(pc.start_reassignment(TP, p, [3, 1, 2], frozenset({1, 2, 3}))))
+    assert q == PartitionRegistration((3, 1, 2), (1, 2, 3), 2, 7, 10)
+
+
+def test_retargeting_a_shrinking_move_to_its_full_replica_set_ends_the_move() -> None:
+    """[1,2,3] -> [1,2] waits for 2 to be in sync (3 is being removed); a new target of
+    [1,2,3] again names the current replicas: the move ends with nothing to remove."""
+    p = PartitionRegistration((1, 2, 3), (1, 3), 1, 4, 4)
+    live = frozenset({1, 2, 3})
+    moving = pc.after(p, _change(pc.start_reassignment(TP, p, [1, 2], live)))
+    assert (moving.replicas, moving.adding, moving.removing) == ((1, 2, 3), (), (3,))
+    back = pc.after(moving, _change(pc.start_reassignment(TP, moving, [1, 2, 3], live)))
+    assert (back.replicas, back.isr, back.leader) == ((1, 2, 3), (1, 3), 1)
+    assert not back.is_reassigning
+
+
+def _change(c: object) -> PartitionChangeRecord:
+    assert isinstance(c, PartitionChangeRecord), c
+    return c
