@@ -293,23 +293,27 @@ def test_both_ways_of_appending_write_the_same_documented_batch(tmp_path: Path) 
 
 
 # -- the image and its snapshot (KRaft's MetadataImage, ImageWriter, MetadataLoader) ----------
+# Brokers (one fenced, one without a rack), two topics, a partition in the ISR-shrunk state,
+# one leaderless, one mid-move, and configs of both resource types.
+BUSY: list[Record] = [
+    ClusterRecord("c-1"), RegisterBrokerRecord(0, "a", False),
+    RegisterBrokerRecord(1, "b", False), RegisterBrokerRecord(2, None, False),
+    RegisterBrokerRecord(3, "a", False), BrokerFencingRecord(3, True),
+    TopicRecord("orders", "id-o", 512, 3.5), TopicRecord("billing", "id-b"),
+    PartitionRecord("orders", 0, (0, 1, 2), (0, 1, 2), 0, 4, 7),
+    PartitionRecord("orders", 1, (1, 2, 0), (1, 2), 1, 2, 3),
+    PartitionRecord("orders", 2, (2, 0, 3), (3,), NO_LEADER, 9, 11),
+    PartitionRecord("orders", 3, (1, 2, 3, 0), (0, 1, 2), 0, 5, 6, (1,), (0,)),
+    PartitionRecord("orders", 4, (0, 2, 1), (0, 2, 1), 2, 1, 1),
+    PartitionRecord("billing", 0, (2, 1), (2, 1), 2),
+    ConfigRecord("BROKER", "1", "follower.replication.throttled.rate", "100"),
+    ConfigRecord("TOPIC", "orders", "follower.replication.throttled.replicas", "3:1"),
+]
+
+
 def _busy_image() -> MetadataImage:
-    """Brokers (one fenced, one without a rack), two topics, a partition in the ISR-shrunk
-    state, one leaderless, one mid-move, and configs of both resource types."""
     img = MetadataImage()
-    for r in [ClusterRecord("c-1"), RegisterBrokerRecord(0, "a", False),
-              RegisterBrokerRecord(1, "b", False), RegisterBrokerRecord(2, None, False),
-              RegisterBrokerRecord(3, "a", False), BrokerFencingRecord(3, True),
-              TopicRecord("orders", "id-o", 512, 3.5), TopicRecord("billing", "id-b"),
-              PartitionRecord("orders", 0, (0, 1, 2), (0, 1, 2), 0, 4, 7),
-              PartitionRecord("orders", 1, (1, 2, 0), (1, 2), 1, 2, 3),
-              PartitionRecord("orders", 2, (2, 0, 3), (3,), NO_LEADER, 9, 11),
-              PartitionRecord("orders", 3, (1, 2, 3, 0), (0, 1, 2), 0, 5, 6, (1,), (0,)),
-              PartitionRecord("orders", 4, (0, 2, 1), (0, 2, 1), 2, 1, 1),
-              PartitionRecord("billing", 0, (2, 1), (2, 1), 2),
-              ConfigRecord("BROKER", "1", "follower.replication.throttled.rate", "100"),
-              ConfigRecord("TOPIC", "orders", "follower.replication.throttled.replicas", "3:1"),
-              ]:
+    for r in BUSY:
         img.apply(r)
     return img
 
@@ -330,7 +334,14 @@ def test_a_snapshot_rebuilds_exactly_the_image_it_was_taken_from(
     rebuilt.apply_rows(list(img.snapshot_rows()))
     assert _state(rebuilt) == _state(img)
     assert rebuilt.reassigning == {TopicPartition("orders", 3)}
-    assert list(rebuilt.to_records()) == list(img.to_records())
+    assert list(rebuilt.to_records()) == list(img.to_records()) == [
+        ClusterRecord("c-1"), RegisterBrokerRecord(0, "a", False),
+        RegisterBrokerRecord(1, "b", False), RegisterBrokerRecord(2, None, False),
+        RegisterBrokerRecord(3, "a", True), TopicRecord("orders", "id-o", 512, 3.5),
+        TopicRecord("billing", "id-b"),
+        ConfigRecord("BROKER", "1", "follower.replication.throttled.rate", "100"),
+        ConfigRecord("TOPIC", "orders", "follower.replication.throttled.replicas", "3:1"),
+        *(r for r in BUSY if isinstance(r, PartitionRecord))]
     assert rebuilt.live_brokers() == {0, 1, 2}
     blocks = -(-5 // block) + 1  # orders' 5 partitions, billing's 1
     assert [row[0] for row in img.snapshot_rows()] == [
@@ -347,6 +358,7 @@ def test_a_snapshot_applied_over_an_image_replaces_its_partitions(
     stale = _busy_image()
     stale.apply(PartitionRecord("orders", 5, (0, 1), (0,), 0, 0, 0, (1,), ()))  # extra, moving
     stale.apply(PartitionRecord("orders", 1, (0, 1), (0,), 0, 0, 0, (), (1,)))  # moving
+    stale.apply(PartitionRecord("orders", 4, (0, 1), (0,), 0, 0, 0, (), (1,)))  # a block's first
     stale.apply_rows(list(img.snapshot_rows()))
     assert stale.topics == img.topics
     assert stale.reassigning == img.reassigning == {TopicPartition("orders", 3)}
