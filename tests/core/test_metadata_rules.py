@@ -294,7 +294,7 @@ def test_both_ways_of_appending_write_the_same_documented_batch(tmp_path: Path) 
 
 # -- the image and its snapshot (KRaft's MetadataImage, ImageWriter, MetadataLoader) ----------
 # Brokers (one fenced, one without a rack), two topics, a partition in the ISR-shrunk state,
-# one leaderless, one mid-move, and configs of both resource types.
+# one leaderless, two mid-move, and configs of both resource types.
 BUSY: list[Record] = [
     ClusterRecord("c-1"), RegisterBrokerRecord(0, "a", False),
     RegisterBrokerRecord(1, "b", False), RegisterBrokerRecord(2, None, False),
@@ -306,6 +306,7 @@ BUSY: list[Record] = [
     PartitionRecord("orders", 3, (1, 2, 3, 0), (0, 1, 2), 0, 5, 6, (1,), (0,)),
     PartitionRecord("orders", 4, (0, 2, 1), (0, 2, 1), 2, 1, 1),
     PartitionRecord("billing", 0, (2, 1), (2, 1), 2),
+    PartitionRecord("billing", 1, (2, 1, 0), (2, 1), 2, 0, 0, (), (0,)),  # only removing
     ConfigRecord("BROKER", "1", "follower.replication.throttled.rate", "100"),
     ConfigRecord("TOPIC", "orders", "follower.replication.throttled.replicas", "3:1"),
 ]
@@ -333,7 +334,7 @@ def test_a_snapshot_rebuilds_exactly_the_image_it_was_taken_from(
     rebuilt = MetadataImage()
     rebuilt.apply_rows(list(img.snapshot_rows()))
     assert _state(rebuilt) == _state(img)
-    assert rebuilt.reassigning == {TopicPartition("orders", 3)}
+    assert rebuilt.reassigning == {TopicPartition("orders", 3), TopicPartition("billing", 1)}
     assert list(rebuilt.to_records()) == list(img.to_records()) == [
         ClusterRecord("c-1"), RegisterBrokerRecord(0, "a", False),
         RegisterBrokerRecord(1, "b", False), RegisterBrokerRecord(2, None, False),
@@ -343,7 +344,7 @@ def test_a_snapshot_rebuilds_exactly_the_image_it_was_taken_from(
         ConfigRecord("TOPIC", "orders", "follower.replication.throttled.replicas", "3:1"),
         *(r for r in BUSY if isinstance(r, PartitionRecord))]
     assert rebuilt.live_brokers() == {0, 1, 2}
-    blocks = -(-5 // block) + 1  # orders' 5 partitions, billing's 1
+    blocks = -(-5 // block) + -(-2 // block)  # orders' 5 partitions, billing's 2
     assert [row[0] for row in img.snapshot_rows()] == [
         "C", "B", "B", "B", "B", "T", "T", "CF", "CF", *["PB"] * blocks]
 
@@ -361,7 +362,8 @@ def test_a_snapshot_applied_over_an_image_replaces_its_partitions(
     stale.apply(PartitionRecord("orders", 4, (0, 1), (0,), 0, 0, 0, (), (1,)))  # a block's first
     stale.apply_rows(list(img.snapshot_rows()))
     assert stale.topics == img.topics
-    assert stale.reassigning == img.reassigning == {TopicPartition("orders", 3)}
+    assert stale.reassigning == img.reassigning == {TopicPartition("orders", 3),
+                                                    TopicPartition("billing", 1)}
 
 
 def test_the_record_rows_of_a_log_batch_build_the_same_image_as_the_records() -> None:
@@ -370,7 +372,7 @@ def test_the_record_rows_of_a_log_batch_build_the_same_image_as_the_records() ->
     records = [
         *_busy_image().to_records(),
         PartitionRecord("orders", 3, (1, 2, 0), (1, 2), 1, 6, 7),  # the move completed
-        PartitionRecord("billing", 1, (1, 2, 0), (1, 2, 0), 1, 0, 0, (0,), ()),
+        PartitionRecord("billing", 2, (1, 2, 0), (1, 2, 0), 1, 0, 0, (0,), ()),
     ]
     by_record, by_row = MetadataImage(), MetadataImage()
     for r in records:
@@ -378,7 +380,7 @@ def test_the_record_rows_of_a_log_batch_build_the_same_image_as_the_records() ->
     by_row.apply_rows([encode_record(r) for r in records])
     assert _state(by_row) == _state(by_record)
     assert by_row.next_offset == by_record.next_offset == len(records)
-    assert by_row.reassigning == {TopicPartition("billing", 1)}
+    assert by_row.reassigning == {TopicPartition("billing", 1), TopicPartition("billing", 2)}
     assert by_row.topics["orders"].partitions[0].isr is by_row.topics["orders"].partitions[
         0].replicas  # an unshrunk ISR shares the replica tuple (a million partitions)
 
@@ -397,10 +399,10 @@ def test_deleting_a_config_and_removing_a_topic_leave_nothing_behind() -> None:
     assert ("BROKER", "2") not in img.configs
     offset = img.next_offset
     img.apply(RemoveTopicRecord("orders"))
-    assert "orders" not in img.topics and img.reassigning == set()
+    assert "orders" not in img.topics and img.reassigning == {TopicPartition("billing", 1)}
     assert ("TOPIC", "orders") not in img.configs and img.partition(TP) is None
     assert img.next_offset == offset + 1
-    assert img.partition_count() == 1
+    assert img.partition_count() == 2
 
 
 def test_partition_lookups_and_scans() -> None:
@@ -415,8 +417,9 @@ def test_partition_lookups_and_scans() -> None:
     assert on_3 == [TopicPartition("orders", 2), TopicPartition("orders", 3)]
     assert [tp for tp, _ in img.partitions_in_isr_of(3)] == [TopicPartition("orders", 2)]
     assert [tp for tp, _ in img.iter_partitions()] == [
-        *(TopicPartition("orders", i) for i in range(5)), TopicPartition("billing", 0)]
-    assert img.partition_count() == 6
+        *(TopicPartition("orders", i) for i in range(5)), TopicPartition("billing", 0),
+        TopicPartition("billing", 1)]
+    assert img.partition_count() == 7
 
 
 # -- requests to the controller (ReplicationControlManager, ConfigurationControlManager) -------
@@ -637,3 +640,25 @@ def test_every_record_type_round_trips_through_json_and_an_unknown_tag_is_named(
         records)
     with pytest.raises(ValueError, match="unknown record type 'ZZ'"):
         decode_record(["ZZ", 1])
+
+
+def test_cancelling_keeps_a_leader_that_stays_in_sync_and_names_a_refusal() -> None:
+    """ReplicationControlManager's cancel (PartitionChangeBuilder from the current state):
+    the leader stays when it is an original replica, alive and in sync, even if it is not
+    the first of them; only otherwise is one elected. A cancel of a partition that is not
+    moving, or that no original replica could lead, is refused with a message saying so."""
+    moving = PartitionRegistration((4, 2, 3, 1), (1, 2, 3), 3, 6, 8, (4,), (1,))
+    back = pc.after(moving, _change(pc.cancel_reassignment(TP, moving, frozenset({1, 2, 3}))))
+    assert (back.replicas, back.isr, back.leader, back.leader_epoch) == ((2, 3, 1), (1, 2, 3),
+                                                                         3, 7)
+    led_by_4 = moving._replace(isr=(1, 2, 3, 4), leader=4)
+    moved = pc.after(led_by_4, _change(pc.cancel_reassignment(TP, led_by_4, frozenset({3, 4}))))
+    assert (moved.replicas, moved.leader) == ((2, 3, 1), 3)  # 2 is dead: 3 is the first
+    still = PartitionRegistration((1, 2, 3), (1, 2, 3), 1)
+    assert pc.cancel_reassignment(TP, still, frozenset({1})) == ApiResult(
+        errors.NO_REASSIGNMENT_IN_PROGRESS, "orders-0 is not being reassigned")
+    assert pc.cancel_reassignment(TP, moving, frozenset({4})) == ApiResult(
+        errors.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+        "orders-0: cannot cancel — none of the original replicas [2, 3, 1] is alive and in "
+        "sync, so the rollback would leave the partition leaderless (KAFKA-14424); bring an "
+        "original replica back or let the move finish")
