@@ -66,7 +66,8 @@ def _record(tp: TopicPartition, p: PartitionRegistration, *, leader: int,
             adding: tuple[int, ...] | None = None, removing: tuple[int, ...] | None = None,
             bump_leader_epoch: bool = False) -> PartitionChangeRecord | None:
     """A record carrying only the fields that change; ``None`` when nothing does. A field
-    not given keeps the partition's value; the leader epoch bumps with every leader change
+    not given keeps the partition's value; the ISR keeps only members of the new replica set
+    (so a move's callers leave it to this); the leader epoch bumps with every leader change
     (as PartitionChangeBuilder does) and, with ``bump_leader_epoch``, also without one."""
     replicas = p.replicas if replicas is None else replicas
     isr = p.isr if isr is None else isr
@@ -136,12 +137,12 @@ def start_reassignment(tp: TopicPartition, p: PartitionRegistration, target: Seq
             return None
         # A reorder, or a return to the original replicas: the replicas being added are
         # dropped, so the epoch bumps to fence them.
-        return _record(tp, p, replicas=target, isr=isr, leader=leader, adding=(),
+        return _record(tp, p, replicas=target, leader=leader, adding=(),
                        removing=(), bump_leader_epoch=p.is_reassigning)
-    if _record(tp, p, replicas=replicas, isr=isr, leader=leader, adding=adding,
+    if _record(tp, p, replicas=replicas, leader=leader, adding=adding,
                removing=removing, bump_leader_epoch=False) is None:
         return None  # the same target again: nothing to do, no epoch bump
-    return _record(tp, p, replicas=replicas, isr=isr, leader=leader, adding=adding,
+    return _record(tp, p, replicas=replicas, leader=leader, adding=adding,
                    removing=removing, bump_leader_epoch=True)
 
 
@@ -161,7 +162,7 @@ def cancel_reassignment(tp: TopicPartition, p: PartitionRegistration,
                 f"{tp}: cannot cancel — none of the original replicas {list(original)} is alive "
                 "and in sync, so the rollback would leave the partition leaderless "
                 "(KAFKA-14424); bring an original replica back or let the move finish")
-    change = _record(tp, p, replicas=original, isr=isr, leader=leader, adding=(), removing=(),
+    change = _record(tp, p, replicas=original, leader=leader, adding=(), removing=(),
                      bump_leader_epoch=True)
     assert change is not None
     return change
@@ -187,7 +188,7 @@ def maybe_complete_reassignment(tp: TopicPartition, p: PartitionRegistration,
         leader = _eligible_leader(target, isr, live)
         if leader == NO_LEADER:
             return None  # no live in-sync target replica yet: wait rather than go leaderless
-    return _record(tp, p, replicas=target, isr=isr, leader=leader, adding=(), removing=(),
+    return _record(tp, p, replicas=target, leader=leader, adding=(), removing=(),
                    bump_leader_epoch=True)
 
 
