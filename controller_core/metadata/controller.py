@@ -9,6 +9,7 @@ asks for.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from random import Random
@@ -37,6 +38,7 @@ THROTTLE_REPLICA_KEYS = (
 # What kraftsman placed on a broker (orchestration/throttles.py): kept in the cluster, so an
 # executor that lost its local state still removes exactly its own throttles.
 THROTTLE_MARKER_KEY = "kraftsman.throttle"
+_THROTTLED_REPLICA = re.compile(r"([0-9]+):([0-9]+)")  # Kafka's ThrottledReplicaListValidator
 ALTERABLE_CONFIGS = {"BROKER": {*THROTTLE_RATE_KEYS, THROTTLE_MARKER_KEY},
                      "TOPIC": set(THROTTLE_REPLICA_KEYS)}
 
@@ -280,10 +282,10 @@ def parse_throttled_replicas(value: str) -> set[tuple[int, int]] | str | None:
         return set()
     out: set[tuple[int, int]] = set()
     for item in value.split(","):
-        part, sep, broker = item.strip().partition(":")
-        if not sep or not part.isdigit() or not broker.isdigit():
+        match = _THROTTLED_REPLICA.fullmatch(item.strip())
+        if match is None:
             return None
-        out.add((int(part), int(broker)))
+        out.add((int(match[1]), int(match[2])))
     return out
 
 

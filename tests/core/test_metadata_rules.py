@@ -489,7 +489,7 @@ def test_throttled_replica_lists_parse_as_kafka_reads_them() -> None:
     assert parse_throttled_replicas(" * ") == "*"
     assert parse_throttled_replicas("") == set() and parse_throttled_replicas("  ") == set()
     assert parse_throttled_replicas(" 0:1 , 12:3") == {(0, 1), (12, 3)}
-    for bad in ("0-1", "0:", ":1", "a:1", "1:b", "0:1,", "*,0:1", "-1:2"):
+    for bad in ("0-1", "0:", ":1", "a:1", "1:b", "0:1,", "*,0:1", "-1:2", "0:1:2", "0:\u0661"):
         assert parse_throttled_replicas(bad) is None, bad
     assert format_throttled_replicas({(2, 3), (0, 1), (0, 0)}) == "0:0,0:1,2:3"
     assert format_throttled_replicas([]) == ""
@@ -662,3 +662,14 @@ def test_cancelling_keeps_a_leader_that_stays_in_sync_and_names_a_refusal() -> N
         "orders-0: cannot cancel — none of the original replicas [2, 3, 1] is alive and in "
         "sync, so the rollback would leave the partition leaderless (KAFKA-14424); bring an "
         "original replica back or let the move finish")
+
+
+def test_a_caught_up_replica_of_a_leaderless_partition_joins_the_isr_and_leads() -> None:
+    """PartitionChangeBuilder elects a leader whenever the current one is not in the new ISR
+    (here there is none): the replica joining the ISR, alive, becomes the leader."""
+    p = PartitionRegistration((1, 2, 3), (1,), NO_LEADER, 5, 9)
+    q = pc.after(p, _change(pc.expand_isr(TP, p, 2, frozenset({2, 3}))))
+    assert q == PartitionRegistration((1, 2, 3), (1, 2), 2, 6, 10)
+    led = PartitionRegistration((1, 2, 3), (1,), 1, 5, 9)
+    assert pc.after(led, _change(pc.expand_isr(TP, led, 3, frozenset({1, 3})))) == (
+        PartitionRegistration((1, 2, 3), (1, 3), 1, 5, 10))
