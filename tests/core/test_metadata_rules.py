@@ -444,7 +444,7 @@ def test_reassignment_targets_are_validated_before_anything_changes() -> None:
         TopicPartition("ghost", 0): [0, 1, 2],
         TopicPartition("orders", 7): [0, 1, 2],
         TopicPartition("orders", 0): [],
-        TopicPartition("orders", 1): [3, -1, -2],
+        TopicPartition("orders", 1): [0, -1, -2],
     })
     assert {tp.topic + str(tp.partition): r.error for tp, r in out.items()} == {
         "ghost0": errors.UNKNOWN_TOPIC_OR_PARTITION, "orders7": errors.UNKNOWN_TOPIC_OR_PARTITION,
@@ -673,3 +673,16 @@ def test_a_caught_up_replica_of_a_leaderless_partition_joins_the_isr_and_leads()
     led = PartitionRegistration((1, 2, 3), (1,), 1, 5, 9)
     assert pc.after(led, _change(pc.expand_isr(TP, led, 3, frozenset({1, 3})))) == (
         PartitionRegistration((1, 2, 3), (1, 3), 1, 5, 10))
+
+
+def test_a_refused_partition_does_not_stop_the_rest_of_the_request() -> None:
+    """ReplicationControlManager.alterPartitionReassignments answers per partition: a cancel
+    that would leave a partition leaderless is refused (ELIGIBLE_LEADERS_NOT_AVAILABLE,
+    KAFKA-14424) and the next partition of the same request still starts its move."""
+    h = _with_topic()
+    orders0, orders1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
+    # orders-0 moves 0 -> 3, 3 has caught up and leads, the originals fell out of the ISR
+    h.image.apply(PartitionRecord("orders", 0, (3, 1, 2, 0), (3,), 3, 2, 2, (3,), (0,)))
+    out = h.controller.alter_partition_reassignments({orders0: None, orders1: [1, 0, 3]})
+    assert out[orders0].error == errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
+    assert out[orders1].ok and h.image.reassigning == {orders0, orders1}
