@@ -686,3 +686,19 @@ def test_a_refused_partition_does_not_stop_the_rest_of_the_request() -> None:
     out = h.controller.alter_partition_reassignments({orders0: None, orders1: [1, 0, 3]})
     assert out[orders0].error == errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
     assert out[orders1].ok and h.image.reassigning == {orders0, orders1}
+
+
+def test_refused_retargets_say_what_would_be_lost_and_what_to_do() -> None:
+    """ReplicationControlManager refuses, with ELIGIBLE_LEADERS_NOT_AVAILABLE, a new target
+    that drops every in-sync replica, and one that drops the leader with no live in-sync
+    replica to take over (KAFKA-14808); the message names the replicas and the way out."""
+    p = PartitionRegistration((4, 5, 6, 1, 2, 3), (4,), 4, 7, 9, (4, 5, 6), (1, 2, 3))
+    assert pc.start_reassignment(TP, p, [5, 7, 1], frozenset({4, 5, 7})) == ApiResult(
+        errors.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+        "orders-0: the new target [5, 7, 1] drops every in-sync replica [4]; keep one of them "
+        "in the target, or bring another replica back in sync first")
+    p = p._replace(isr=(4, 1))
+    assert pc.start_reassignment(TP, p, [5, 7, 1], frozenset({4, 5, 7})) == ApiResult(
+        errors.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+        "orders-0: leader 4 would be dropped and none of the replicas it keeps [1] is alive "
+        "and in sync; keep the leader in the target or wait for another replica to catch up")
