@@ -133,10 +133,8 @@ def start_reassignment(tp: TopicPartition, p: PartitionRegistration, target: Seq
                 f"{[r for r in isr if r != p.leader]} is alive and in sync; keep the leader in "
                 "the target or wait for another replica to catch up")
     if not adding and not removing:
-        if target == p.replicas and not p.is_reassigning:
-            return None
-        # A reorder, or a return to the original replicas: the replicas being added are
-        # dropped, so the epoch bumps to fence them.
+        # The same replicas (None: nothing changes), a reorder, or a return to the original
+        # replicas: the replicas being added are dropped, so the epoch bumps to fence them.
         return _record(tp, p, replicas=target, leader=leader, adding=(),
                        removing=(), bump_leader_epoch=p.is_reassigning)
     if _record(tp, p, replicas=replicas, leader=leader, adding=adding,
