@@ -137,11 +137,10 @@ def start_reassignment(tp: TopicPartition, p: PartitionRegistration, target: Seq
         # replicas: the replicas being added are dropped, so the epoch bumps to fence them.
         return _record(tp, p, replicas=target, leader=leader, adding=(),
                        removing=(), bump_leader_epoch=p.is_reassigning)
-    if _record(tp, p, replicas=replicas, leader=leader, adding=adding,
-               removing=removing, bump_leader_epoch=False) is None:
+    change = _record(tp, p, replicas=replicas, leader=leader, adding=adding, removing=removing)
+    if change is None:
         return None  # the same target again: nothing to do, no epoch bump
-    return _record(tp, p, replicas=replicas, leader=leader, adding=adding,
-                   removing=removing, bump_leader_epoch=True)
+    return change._replace(leader_epoch=p.leader_epoch + 1)  # a (re)started move bumps it
 
 
 def cancel_reassignment(tp: TopicPartition, p: PartitionRegistration,
