@@ -360,6 +360,7 @@ def test_a_snapshot_applied_over_an_image_replaces_its_partitions(
     stale.apply(PartitionRecord("orders", 5, (0, 1), (0,), 0, 0, 0, (1,), ()))  # extra, moving
     stale.apply(PartitionRecord("orders", 1, (0, 1), (0,), 0, 0, 0, (), (1,)))  # moving
     stale.apply(PartitionRecord("orders", 4, (0, 1), (0,), 0, 0, 0, (), (1,)))  # a block's first
+    stale.apply(PartitionRecord("orders", 0, (0, 1), (0,), 0, 0, 0, (), (1,)))  # the first's first
     stale.apply_rows(list(img.snapshot_rows()))
     assert stale.topics == img.topics
     assert stale.reassigning == img.reassigning == {TopicPartition("orders", 3),
@@ -713,3 +714,16 @@ def test_retargeting_a_move_to_the_same_replicas_in_another_order_reorders_them(
     q = pc.after(moving, _change(pc.start_reassignment(TP, moving, [2, 4, 3], live)))
     assert q == PartitionRegistration((2, 4, 3, 1), (1, 2, 3), 1, 7, 9, (4,), (1,))
     assert pc.start_reassignment(TP, q, [2, 4, 3], live) is None
+
+
+def test_completing_a_move_keeps_a_leader_that_is_in_the_target_and_in_sync() -> None:
+    """PartitionChangeBuilder keeps the current leader when it stays eligible: completing
+    [1,2,3] -> [4,2,3] while 3 leads leaves 3 leading (not the first target replica 4);
+    dropping 1 bumps the leader epoch once."""
+    p = PartitionRegistration((4, 2, 3, 1), (1, 2, 3, 4), 3, 5, 7, (4,), (1,))
+    done = pc.after(p, _change(pc.maybe_complete_reassignment(TP, p, frozenset({1, 2, 3, 4}))))
+    assert done == PartitionRegistration((4, 2, 3), (2, 3, 4), 3, 6, 8)
+    led_by_1 = p._replace(leader=1)  # the removed leader hands over to the first in the target
+    done = pc.after(led_by_1, _change(pc.maybe_complete_reassignment(TP, led_by_1,
+                                                                     frozenset({1, 2, 3, 4}))))
+    assert (done.leader, done.leader_epoch) == (4, 6)
