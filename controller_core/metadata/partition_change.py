@@ -71,11 +71,9 @@ def _record(tp: TopicPartition, p: PartitionRegistration, *, leader: int,
     (as PartitionChangeBuilder does) and, with ``bump_leader_epoch``, also without one."""
     replicas = p.replicas if replicas is None else replicas
     isr = p.isr if isr is None else isr
-    adding = p.adding if adding is None else adding
-    removing = p.removing if removing is None else removing
     replicas_set = set(replicas)
     isr = tuple(r for r in isr if r in replicas_set)
-    assert leader == NO_LEADER or leader in isr, "a leader must be in the ISR"
+    assert leader == NO_LEADER or leader in isr  # a leader is always in the ISR
     leader_changed = leader != p.leader
     new_epoch = p.leader_epoch + 1 if (leader_changed or bump_leader_epoch) else None
     change = PartitionChangeRecord(
@@ -84,8 +82,8 @@ def _record(tp: TopicPartition, p: PartitionRegistration, *, leader: int,
         isr=isr if isr != p.isr else None,
         leader=leader if leader_changed else None,
         leader_epoch=new_epoch,
-        adding=adding if adding != p.adding else None,
-        removing=removing if removing != p.removing else None,
+        adding=None if adding == p.adding else adding,  # None given: None, unchanged
+        removing=None if removing == p.removing else removing,
     )
     if (change.replicas is None and change.isr is None and change.leader is None
             and change.leader_epoch is None and change.adding is None
