@@ -233,6 +233,9 @@ def test_automatic_placement_uses_live_brokers_only_and_keeps_the_topic_figures(
     other = Harness({0: "a", 1: "b", 2: "c", 3: "a"}, fenced=[3])
     assert other.controller.create_topic("orders", 6, 3, rng=random.Random(5)).ok
     assert other.image.topics["orders"].topic_id == topic.topic_id  # same seed, same id
+    # CreateTopics carries no size figures: such a topic has TopicRecord's defaults
+    assert (other.image.topics["orders"].message_bytes,
+            other.image.topics["orders"].produce_bytes_per_second) == (1024, 0.0)
     assert len(topic.topic_id) == 36 and topic.topic_id[14] == "4"  # a version-4 UUID
 
 
