@@ -94,8 +94,8 @@ class Controller:
                              f"{list(assignment[offline[0]])}; assign live brokers")
         topic_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
         self._emit(TopicRecord(name, topic_id, message_bytes, produce_bytes_per_second))
-        for i, (replicas, isr) in enumerate(zip(assignment, isrs, strict=True)):
-            self._emit(PartitionRecord(name, i, tuple(replicas), isr, isr[0]))
+        for i, isr in enumerate(isrs):
+            self._emit(PartitionRecord(name, i, tuple(assignment[i]), isr, isr[0]))
         return OK
 
     def fence_broker(self, broker_id: int) -> None:
