@@ -730,3 +730,16 @@ def test_completing_a_move_keeps_a_leader_that_is_in_the_target_and_in_sync() ->
     done = pc.after(led_by_1, _change(pc.maybe_complete_reassignment(TP, led_by_1,
                                                                      frozenset({1, 2, 3, 4}))))
     assert (done.leader, done.leader_epoch) == (4, 6)
+
+
+def test_a_topic_named_like_a_record_tag_replays_from_log_rows() -> None:
+    """Topic names are data (Kafka allows "P"); the replay of encoded rows tells records apart
+    by their tag only, so a topic called "P" or "PB" rebuilds like any other."""
+    records: list[Record] = [TopicRecord("P", "id-p"), TopicRecord("PB", "id-pb"),
+                             PartitionRecord("P", 0, (1,), (1,), 1),
+                             PartitionRecord("PB", 0, (1,), (1,), 1)]
+    by_record, by_row = MetadataImage(), MetadataImage()
+    for r in records:
+        by_record.apply(r)
+    by_row.apply_rows([encode_record(r) for r in records])
+    assert _state(by_row) == _state(by_record) and set(by_row.topics) == {"P", "PB"}
