@@ -381,7 +381,7 @@ def test_the_record_rows_of_a_log_batch_build_the_same_image_as_the_records() ->
     by_record, by_row = MetadataImage(), MetadataImage()
     for r in records:
         by_record.apply(r)
-    by_row.apply_rows([encode_record(r) for r in records])
+    by_row.apply_rows(orjson.loads(orjson.dumps([encode_record(r) for r in records])))
     assert _state(by_row) == _state(by_record)
     assert by_row.next_offset == by_record.next_offset == len(records)
     assert by_row.reassigning == {TopicPartition("billing", 1), TopicPartition("billing", 2)}
