@@ -410,6 +410,8 @@ def test_deleting_a_config_and_removing_a_topic_leave_nothing_behind() -> None:
     assert ("TOPIC", "orders") not in img.configs and img.partition(TP) is None
     assert img.next_offset == offset + 1
     assert img.partition_count() == 2
+    img.apply(RemoveTopicRecord("billing"))  # a topic without configs goes as well
+    assert img.topics == {} and img.reassigning == set() and img.partition_count() == 0
 
 
 def test_partition_lookups_and_scans() -> None:
