@@ -11,8 +11,12 @@ from typing import Any
 
 import aiohttp
 import pytest
-from deployed import OperatorProcess, PodTemplate, apply, from_chart, write_kubeconfig
-from harness import Api, Emulator, OperatorThread, declare
+from mutmut_kraftsman import use_mutants
+
+use_mutants()  # before anything imports kraftsman (a no-op outside `mutmut run`)
+
+from deployed import OperatorProcess, PodTemplate, apply, from_chart, write_kubeconfig  # noqa: E402
+from harness import Api, Emulator, OperatorThread, declare  # noqa: E402
 
 # tests/operator is a rootdir of its own (no __init__.py, `from harness import ...`); the
 # kafka-backend tests also use tests.helpers and tests.serve from the repository root.

@@ -264,6 +264,7 @@ class Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
     store_events = True
     # Tests set this to make the API server refuse Events for a while (503).
     refuse_events = False
+    refused_events = 0  # Event posts refused so far
 
     # kmock keeps every version of every object; a benchmark with 10,000-partition specs
     # patched every second would measure that history, so it can keep only the latest.
@@ -286,6 +287,7 @@ class Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
         if getattr(request.resource, "plural", None) == "events" \
                 and "create" in str(request.action).lower():
             if self.refuse_events:
+                self.refused_events += 1
                 return status_error(503, "ServiceUnavailable", "events refused by the test")
             if not self.store_events:
                 return aiohttp.web.json_response(request.data, status=201)
