@@ -1,0 +1,291 @@
+"""The orchestration rules a user sees, each pinned against what Kafka and its tools do.
+
+Elections follow ``LeaderElectionCommand`` (succeeded / "valid replica already elected" /
+failed) over ``ReplicationControlManager.electLeaders``; voter changes follow KIP-853
+(AddRaftVoter / RemoveRaftVoter, one voter at a time); the executor and its throttles follow
+``ReassignPartitionsCommand``. Everything runs against the embedded cluster.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from controller_core import errors
+from controller_core.embedded.cluster import EmbeddedCluster
+from controller_core.errors import ApiResult, KafkaApiError
+from controller_core.model import ElectionType
+from controller_core.orchestration import throttles
+from controller_core.orchestration.election import (
+    ElectionReport,
+    leader_imbalance,
+    run_election,
+)
+from controller_core.orchestration.reassignment import (
+    Limits,
+    Phase,
+    ReassignmentExecutor,
+    ReassignmentPlan,
+)
+from controller_core.orchestration.voters import (
+    VoterChangeWalker,
+    WalkPhase,
+    voter_set_problems,
+)
+from controller_core.raft.describe import QuorumStatus
+from tests.helpers import cluster, run_until, tp
+
+TOPICS = [
+    {"name": "orders", "partitions": 6, "replicationFactor": 3,
+     "sizeBytesPerPartition": 1_000_000, "assignment": [[0, 1, 2], [1, 2, 0], [2, 0, 1]] * 2},
+    {"name": "payments", "partitions": 2, "replicationFactor": 3,
+     "sizeBytesPerPartition": 1_000_000, "assignment": [[2, 0, 1], [0, 1, 2]]},
+]
+
+
+def _preferred_2_led_elsewhere(tmp_path: Path) -> EmbeddedCluster:
+    """Broker 2 fails and comes back in sync: orders-2, orders-5 and payments-0 (preferred
+    replica 2) stay led by another replica until a preferred election."""
+    c = cluster(tmp_path, topics=TOPICS)
+    c.fail_broker(2)
+    run_until(c, lambda: all(d.leader != 2 for d in c.describe_partitions()))
+    c.restore_broker(2)
+    run_until(c, lambda: all(2 in d.isr for d in c.describe_partitions()))
+    return c
+
+
+OFF_PREFERRED = {tp("orders", 2), tp("orders", 5), tp("payments", 0)}
+
+
+# -- elections (LeaderElectionCommand over ReplicationControlManager.electLeaders) ----------------
+def test_a_preferred_election_for_named_partitions_elects_only_those(tmp_path: Path) -> None:
+    """LeaderElectionCommand --path-to-json-file: the request names the partitions; the answer
+    has a row for each and only those, and the other off-preferred partitions keep their
+    leader."""
+    c = _preferred_2_led_elsewhere(tmp_path)
+    report = run_election(c, ElectionType.PREFERRED, partitions=[tp("orders", 2)])
+    assert report.election_type is ElectionType.PREFERRED and not report.attempted_all
+    assert set(report.results) == {tp("orders", 2)} and report.elected == 1
+    leaders = {d.tp: d.leader for d in c.describe_partitions()}
+    assert leaders[tp("orders", 2)] == 2
+    assert leaders[tp("orders", 5)] != 2 and leaders[tp("payments", 0)] != 2
+
+
+def test_a_preferred_election_for_a_topic_elects_its_partitions_and_names_unknown_topics(
+        tmp_path: Path) -> None:
+    """LeaderElectionCommand --topic: every partition of the named topic, nothing of the
+    others; a topic that does not exist is a failure of its own."""
+    c = _preferred_2_led_elsewhere(tmp_path)
+    report = run_election(c, ElectionType.PREFERRED, topics=["orders", "ghost", "orders"])
+    assert report.election_type is ElectionType.PREFERRED
+    assert set(report.results) == {tp("orders", i) for i in range(6)}
+    assert report.elected == 2 and report.not_needed == 4
+    assert report.unknown_topics == ("ghost",) and report.failed == 1
+    leaders = {d.tp: d.leader for d in c.describe_partitions()}
+    assert leaders[tp("orders", 2)] == leaders[tp("orders", 5)] == 2
+    assert leaders[tp("payments", 0)] != 2
+
+
+def test_a_preferred_election_of_everything_reports_only_what_it_elected(
+        tmp_path: Path) -> None:
+    """ElectLeaders with no partition set (--all-topic-partitions): ReplicationControlManager
+    leaves ELECTION_NOT_NEEDED out of the answer, so only the elected partitions appear."""
+    c = _preferred_2_led_elsewhere(tmp_path)
+    report = run_election(c, ElectionType.PREFERRED)
+    assert report.election_type is ElectionType.PREFERRED and report.attempted_all
+    assert set(report.results) == OFF_PREFERRED and report.elected == 3
+    assert all(d.leader == d.replicas[0] for d in c.describe_partitions())
+
+
+def test_an_unclean_election_is_not_needed_where_a_leader_lives(tmp_path: Path) -> None:
+    """An unclean election only elects where there is no leader (LeaderElectionCommand's
+    --election-type unclean): with every partition led, each row says ELECTION_NOT_NEEDED."""
+    c = _preferred_2_led_elsewhere(tmp_path)
+    report = run_election(c, ElectionType.UNCLEAN, topics=["payments"])
+    assert report.election_type is ElectionType.UNCLEAN
+    assert {t: r.error for t, r in report.results.items()} == {
+        tp("payments", 0): errors.ELECTION_NOT_NEEDED, tp("payments", 1):
+        errors.ELECTION_NOT_NEEDED}
+    assert report.failed == 0 and report.failures() == []
+
+
+def test_election_failures_exclude_not_needed_and_are_sorted() -> None:
+    """LeaderElectionCommand sorts rows into succeeded, "valid replica already elected"
+    (ElectionNotNeededException) and failed; only the last make the command fail."""
+    down = ApiResult(errors.PREFERRED_LEADER_NOT_AVAILABLE, "broker 2 is down")
+    report = ElectionReport(ElectionType.PREFERRED, {
+        tp("b", 1): down, tp("a", 3): down, tp("a", 0): ApiResult(),
+        tp("a", 1): ApiResult(errors.ELECTION_NOT_NEEDED)}, ("ghost",))
+    assert report.failures() == [(tp("a", 3), down), (tp("b", 1), down)]
+    assert (report.elected, report.not_needed, report.failed) == (1, 1, 3)
+
+
+def test_leader_imbalance_counts_partitions_off_their_preferred_leader(tmp_path: Path) -> None:
+    """A partition is imbalanced when its leader is not its preferred (first) replica, as
+    ReplicationControlManager's imbalanced-partition set; leaders are counted per broker."""
+    c = _preferred_2_led_elsewhere(tmp_path)
+    before = leader_imbalance(c)
+    assert before.partitions == 8 and before.off_preferred == 3
+    assert before.percent == pytest.approx(37.5)
+    assert sum(before.per_broker.values()) == 8 and 2 not in before.per_broker
+    orders = leader_imbalance(c, ["orders"])
+    assert orders.partitions == 6 and orders.off_preferred == 2
+    assert orders.per_broker == {b: n for b, n in orders.per_broker.items() if n} and \
+        sum(orders.per_broker.values()) == 6
+    run_election(c, ElectionType.PREFERRED)
+    after = leader_imbalance(c)
+    assert after.off_preferred == 0 and after.percent == 0.0
+    assert after.per_broker == {0: 3, 1: 2, 2: 3}
+    assert leader_imbalance(c, []).percent == 0.0  # no partition: nothing imbalanced
+
+
+def test_a_partition_without_a_leader_is_imbalanced_and_counts_for_no_broker(
+        tmp_path: Path) -> None:
+    """With every replica of a partition down the leader is -1 (NO_LEADER): the partition
+    is off its preferred leader, and no broker is counted as leading it."""
+    c = cluster(tmp_path, topics=[{"name": "solo", "partitions": 1, "replicationFactor": 1,
+                                   "sizeBytesPerPartition": 1000, "assignment": [[4]]}])
+    c.fail_broker(4)
+    run_until(c, lambda: next(iter(c.describe_partitions())).leader < 0)
+    imbalance = leader_imbalance(c)
+    assert imbalance.partitions == 1 and imbalance.off_preferred == 1
+    assert imbalance.per_broker == {}
+
+
+# -- voters (KIP-853 AddRaftVoter / RemoveRaftVoter) ------------------------------------------
+def test_voter_set_problems_name_the_field_and_the_fix() -> None:
+    """Each refusal names ``voters`` and what to change (the CR status shows it as is)."""
+    known, live = {0, 1, 2, 3}, {0, 1, 2, 3}
+    assert voter_set_problems([], known, live) == [
+        "voters: the voter set is empty; name at least one node id"]
+    assert voter_set_problems([0, 0, 1], known, live) == [
+        "voters: [0, 0, 1] lists a node id twice"]
+    assert voter_set_problems([0, 9], known, live) == [
+        "voters: unknown node id(s) [9]; nodes are [0, 1, 2, 3]"]
+    assert voter_set_problems([0, 1, 2], known, live) == []
+
+
+def test_a_new_voter_set_needs_a_live_majority_of_its_own() -> None:
+    """Raft needs floor(n/2)+1 voters to elect a leader (KafkaRaftClient's majority): three
+    voters with two live may be set; four voters with two live may not."""
+    known = {0, 1, 2, 3, 4}
+    assert voter_set_problems([0, 1, 2], known, {0, 1}) == []
+    assert voter_set_problems([0, 1, 2, 3], known, {0, 1, 2}) == []
+    assert voter_set_problems([0, 1, 2, 3], known, {0, 1}) == [
+        "voters: only 2 of [0, 1, 2, 3] are live, fewer than the majority of 3 the new "
+        "quorum needs to elect a leader"]
+    assert voter_set_problems([0, 1, 2, 3, 4], known, {0, 1}) == [
+        "voters: only 2 of [0, 1, 2, 3, 4] are live, fewer than the majority of 3 the new "
+        "quorum needs to elect a leader"]
+
+
+def _matches(p: object, q: QuorumStatus) -> bool:
+    return (getattr(p, "current") == tuple(sorted(q.current_voters))
+            and getattr(p, "leader_id") == q.leader_id
+            and getattr(p, "leader_epoch") == q.leader_epoch
+            and getattr(p, "high_watermark") == q.high_watermark)
+
+
+def test_the_walker_waits_for_a_voter_change_someone_else_started(tmp_path: Path) -> None:
+    """KIP-853: one voter change at a time. While another change is in flight (its target is
+    not the committed set) the walker adds and removes nothing and says why."""
+    c = cluster(tmp_path)
+    assert c.alter_quorum([0, 1, 2, 3]).ok  # another tool's change, not committed yet
+    q = c.describe_quorum()
+    assert q.target_voters is not None and set(q.target_voters) != set(q.current_voters)
+    p = VoterChangeWalker(c, [3, 1, 0]).step()
+    assert p.phase is WalkPhase.RUNNING
+    assert p.action == "waiting for the voter change in flight to commit"
+    assert p.target == (0, 1, 3) and _matches(p, q)
+    assert c.describe_quorum().target_voters == q.target_voters  # nothing changed
+
+
+def test_the_walker_reports_the_quorum_it_saw_and_completes_when_voters_match(
+        tmp_path: Path) -> None:
+    c = cluster(tmp_path)
+    walker = VoterChangeWalker(c, [0, 1, 2, 3])
+    q = c.describe_quorum()
+    p = walker.step()
+    assert (p.phase, p.action) == (WalkPhase.RUNNING, "adding voter 3")
+    assert _matches(p, q) and p.target == (0, 1, 2, 3)
+    done = walker.step()
+    assert (done.phase, done.action) == (WalkPhase.COMPLETED, "voters are as desired")
+    assert done.current == (0, 1, 2, 3) and _matches(done, c.describe_quorum())
+
+
+def test_the_walker_raises_a_refused_voter_change_with_the_controllers_reason(
+        tmp_path: Path) -> None:
+    """A non-retriable AddRaftVoter error is the user's to fix: raised with its code and the
+    controller's message, prefixed by the step."""
+    c = cluster(tmp_path)
+    with pytest.raises(KafkaApiError) as e:
+        VoterChangeWalker(c, [0, 1, 2, 42]).step()
+    assert e.value.error == errors.INVALID_REQUEST
+    assert "adding voter 42: voters: unknown node id(s) [42]" in str(e.value)
+
+
+class _ResponseLostOnce:
+    """The embedded cluster, but the first AddRaftVoter answer is lost on the way back and
+    the client sees REQUEST_TIMED_OUT (the change itself goes on, as in KIP-853)."""
+
+    def __init__(self, c: EmbeddedCluster) -> None:
+        self.c = c
+        self.lost = False
+
+    def describe_quorum(self) -> QuorumStatus:
+        return self.c.describe_quorum()
+
+    def add_raft_voter(self, node_id: int) -> ApiResult:
+        result = self.c.add_raft_voter(node_id)
+        if self.lost:
+            return result
+        self.lost = True
+        return ApiResult(errors.REQUEST_TIMED_OUT, "no answer within 30000 ms")
+
+    def remove_raft_voter(self, node_id: int) -> ApiResult:
+        return self.c.remove_raft_voter(node_id)
+
+
+def test_the_walker_retries_a_retriable_error_and_goes_on(tmp_path: Path) -> None:
+    c = cluster(tmp_path)
+    walker = VoterChangeWalker(_ResponseLostOnce(c), [0, 1, 2, 3])
+    q = c.describe_quorum()
+    p = walker.step()
+    assert p.phase is WalkPhase.RUNNING and _matches(p, q)
+    assert p.action == "adding voter 3: REQUEST_TIMED_OUT, retrying"
+    assert walker.step().phase is WalkPhase.COMPLETED
+
+
+# -- throttles and the executor's end ---------------------------------------------------------
+def test_the_throttle_markers_are_listed_per_broker_with_their_entries(tmp_path: Path) -> None:
+    """ReassignPartitionsCommand throttles the replicas that hold the data as leaders and the
+    replicas being added as followers; the markers say which entries kraftsman placed."""
+    c = cluster(tmp_path)
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [3, 1, 2])],
+                                          limits=Limits(1_000_000, 1))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    every = throttles.placed(c)
+    assert set(every) == {0, 1, 2, 3}
+    assert every[3].entries == {throttles.Entry("orders", 0, 3, "F")}
+    assert every[0].entries == {throttles.Entry("orders", 0, 0, "L")}
+    assert every[3].rate == "1000000"
+    some = throttles.placed(c, [3, 4])
+    assert set(some) == {3} and some[3].entries == every[3].entries
+
+
+def test_failing_a_run_reports_the_reason_and_removes_its_throttles(tmp_path: Path) -> None:
+    c = cluster(tmp_path)
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [3, 4, 5])],
+                                          limits=Limits(1_000_000, 1))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    assert throttles.placed(c)
+    ex.fail("spec.plan: the plan names topic 'orders' that was deleted")
+    p = ex.progress()
+    assert p.phase is Phase.FAILED
+    assert p.message == "spec.plan: the plan names topic 'orders' that was deleted"
+    assert throttles.placed(c) == {}
