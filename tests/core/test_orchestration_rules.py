@@ -31,6 +31,7 @@ from controller_core.orchestration.reassignment import (
 from controller_core.orchestration.voters import (
     VoterChangeWalker,
     WalkPhase,
+    WalkProgress,
     voter_set_problems,
 )
 from controller_core.raft.describe import QuorumStatus
@@ -180,11 +181,10 @@ def test_a_new_voter_set_needs_a_live_majority_of_its_own() -> None:
         "quorum needs to elect a leader"]
 
 
-def _matches(p: object, q: QuorumStatus) -> bool:
-    return (getattr(p, "current") == tuple(sorted(q.current_voters))
-            and getattr(p, "leader_id") == q.leader_id
-            and getattr(p, "leader_epoch") == q.leader_epoch
-            and getattr(p, "high_watermark") == q.high_watermark)
+def _matches(p: WalkProgress, q: QuorumStatus) -> bool:
+    """The progress shows the quorum as DescribeQuorum answered it."""
+    return (p.current == tuple(sorted(q.current_voters)) and p.leader_id == q.leader_id
+            and p.leader_epoch == q.leader_epoch and p.high_watermark == q.high_watermark)
 
 
 def test_the_walker_waits_for_a_voter_change_someone_else_started(tmp_path: Path) -> None:
