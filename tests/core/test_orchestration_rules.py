@@ -27,6 +27,7 @@ from controller_core.orchestration.reassignment import (
     Phase,
     ReassignmentExecutor,
     ReassignmentPlan,
+    dry_run,
 )
 from controller_core.orchestration.voters import (
     VoterChangeWalker,
@@ -289,3 +290,121 @@ def test_failing_a_run_reports_the_reason_and_removes_its_throttles(tmp_path: Pa
     assert p.phase is Phase.FAILED
     assert p.message == "spec.plan: the plan names topic 'orders' that was deleted"
     assert throttles.placed(c) == {}
+
+
+# -- the dry run (ReassignPartitionsCommand --execute without executing) -----------------------
+MB = 1_000_000
+
+
+def test_the_dry_run_counts_each_kind_of_move_and_skips_refused_partitions(
+        tmp_path: Path) -> None:
+    """A reorder moves no data but is a move; a shrink removes a replica and adds none; an
+    identical target is unchanged; a refused partition (unknown broker, unknown topic) counts
+    nowhere. Leaders move when the leader leaves the replica set, or, with preferred
+    election, when it is not the new first replica (ReassignPartitionsCommand)."""
+    c = cluster(tmp_path, topics=[
+        {"name": "orders", "partitions": 6, "replicationFactor": 3,
+         "sizeBytesPerPartition": 10 * MB, "assignment": [[0, 1, 2], [1, 2, 0], [2, 0, 1]] * 2},
+        {"name": "empty", "partitions": 1, "replicationFactor": 1, "sizeBytesPerPartition": 0,
+         "assignment": [[0]]}])
+    moves = [
+        (tp("orders", 5), [0, 9, 1]),  # unknown broker 9: refused
+        (tp("orders", 0), [0, 1, 2]),  # unchanged
+        (tp("orders", 1), [2, 1, 0]),  # reorder
+        (tp("orders", 2), [3, 0, 1]),  # 2 -> 3, the leader (2) leaves
+        (tp("orders", 3), [0, 1, 2, 4]),  # grows onto 4
+        (tp("orders", 4), [1, 2]),  # shrinks off 0
+        (tp("empty", 0), [5]),  # nothing to copy, the leader (0) leaves
+        (tp("ghost", 0), [1]),  # unknown topic: refused
+    ]
+    for elect, leader_moves in ((True, 3), (False, 2)):
+        plan, _ = ReassignmentPlan.from_moves(moves, limits=Limits(MB, 1),
+                                              elect_preferred_leaders=elect)
+        r = dry_run(c, plan)
+        assert {p.tp for p in r.problems} == {tp("orders", 5), tp("ghost", 0)}
+        assert (r.partitions_unchanged, r.partitions_moving) == (1, 5)
+        assert (r.replica_moves, r.replicas_removed, r.leader_moves) == (3, 3, leader_moves)
+        assert r.bytes_to_move == 20 * MB
+        assert r.per_broker_in_bytes == {3: 10 * MB, 4: 10 * MB, 5: 0}
+        # one at a time: the three moves that copy nothing pass at once, then 10 s + 10 s
+        assert r.estimated_seconds == 20.0
+    assert not c.list_partition_reassignments()
+
+
+def test_the_dry_run_breaks_ties_between_equal_moves_by_partition_like_the_executor(
+        tmp_path: Path) -> None:
+    """The executor starts equal-sized moves in partition order, whatever the plan's order;
+    the estimate follows it (here the slower copy first, then the faster after a pass)."""
+    c = cluster(tmp_path, topics=[
+        {"name": n, "partitions": 1, "replicationFactor": 1, "sizeBytesPerPartition": 3 * MB,
+         "assignment": [[i]]} for i, n in enumerate(("a", "b"))])
+    plan, _ = ReassignmentPlan.from_moves([(tp("b", 0), [4]), (tp("a", 0), [3])],
+                                          limits=Limits(None, 1))
+    speeds = {3: 2 * MB, 4: 3 * MB}  # a-0 copies in 1.5 s, b-0 in 1 s
+    r = dry_run(c, plan, bandwidth=speeds.__getitem__, poll_seconds=1.0)
+    assert r.estimated_seconds == pytest.approx(3.0)  # a-0 until 1.5, next pass at 2, +1
+
+
+# -- the executor: cancel, failures, limits after the end -------------------------------------
+def test_a_rollback_the_controller_refuses_is_said_and_retried_until_it_succeeds(
+        tmp_path: Path) -> None:
+    """ReplicationControlManager refuses to cancel a move when no original replica could lead
+    afterwards (KAFKA-14424). The executor keeps cancelling, says which moves wait and why,
+    rolls back the others at once, and ends Cancelled once the last rollback is accepted."""
+    c = cluster(tmp_path, topics=[
+        {"name": n, "partitions": 1, "replicationFactor": 1, "sizeBytesPerPartition": 50 * MB,
+         "assignment": [[i]]} for i, n in enumerate(("solo", "other"))])
+    plan, _ = ReassignmentPlan.from_moves([(tp("solo", 0), [3]), (tp("other", 0), [4])],
+                                          limits=Limits(MB, 2))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    c.advance(2)
+    c.fail_broker(0)  # solo-0's only original replica
+    run_until(c, lambda: next(iter(c.describe_partitions(partitions=[tp("solo", 0)]))).leader < 0)
+    ex.cancel()
+    p = ex.step()
+    assert p.phase is Phase.CANCELLING
+    assert p.message.startswith("1 move(s) cannot be rolled back yet; retrying: solo-0: ")
+    assert "solo-0: cannot cancel" in p.message
+    assert set(ex.moving) == {tp("solo", 0)} and ex.cancelled == {tp("other", 0)}
+    assert set(c.list_partition_reassignments()) == {tp("solo", 0)}
+    c.restore_broker(0)
+    run_until(c, lambda: next(iter(c.describe_partitions(partitions=[tp("solo", 0)]))).leader == 0)
+    p = ex.step()
+    assert p.phase is Phase.CANCELLED and p.cancelled == 2 and p.message == ""
+    assert not c.list_partition_reassignments() and throttles.placed(c) == {}
+
+
+def test_new_limits_after_the_run_ended_place_no_throttle(tmp_path: Path) -> None:
+    """A run that failed (or completed) owns no throttle any more: changing its limits later
+    must not put rates back on the brokers its abandoned moves touch."""
+    c = cluster(tmp_path)
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [3, 4, 5])],
+                                          limits=Limits(MB, 1))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    ex.fail("spec.plan: invalid now")
+    assert ex.moving and throttles.placed(c) == {}
+    ex.set_limits(Limits(2 * MB, 1))
+    assert throttles.placed(c) == {}
+    pending = ReassignmentExecutor(c, plan)
+    pending.set_limits(Limits(2 * MB, 1))  # not started: nothing to throttle either
+    assert throttles.placed(c) == {} and pending.state.phase is Phase.PENDING
+
+
+def test_moves_another_tool_retargets_are_failed_and_counted(tmp_path: Path) -> None:
+    """A move another tool re-targets is not fought over (ReassignPartitionsCommand would
+    need --additional): each is a failure of its own, counted in the persisted state."""
+    c = cluster(tmp_path)
+    plan, _ = ReassignmentPlan.from_moves(
+        [(tp("orders", i), [3, 4, 5]) for i in range(3)], limits=Limits(MB, 3))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    c.alter_partition_reassignments({tp("orders", 0): [3, 4, 0], tp("orders", 1): [1, 4, 5]})
+    p = ex.step()
+    assert ex.state.failed_count == 2 and p.failed == 2
+    assert set(ex.state.failed) == {"orders-0", "orders-1"}
+    assert "re-targeted to [3, 4, 0] by another tool" in ex.state.failed["orders-0"]
