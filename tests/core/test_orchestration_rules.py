@@ -373,6 +373,7 @@ def test_a_rollback_the_controller_refuses_is_said_and_retried_until_it_succeeds
     run_until(c, lambda: next(iter(c.describe_partitions(partitions=[tp("solo", 0)]))).leader == 0)
     p = ex.step()
     assert p.phase is Phase.CANCELLED and p.cancelled == 2 and p.message == ""
+    assert ex.state.cancelled == 2  # persisted: a restarted operator reports it too
     assert not c.list_partition_reassignments() and throttles.placed(c) == {}
 
 
@@ -408,3 +409,68 @@ def test_moves_another_tool_retargets_are_failed_and_counted(tmp_path: Path) -> 
     assert ex.state.failed_count == 2 and p.failed == 2
     assert set(ex.state.failed) == {"orders-0", "orders-1"}
     assert "re-targeted to [3, 4, 0] by another tool" in ex.state.failed["orders-0"]
+
+
+def test_the_final_preferred_election_covers_the_plan_and_counts_each_outcome(
+        tmp_path: Path) -> None:
+    """At the end the executor elects preferred leaders for the partitions it finished, and
+    only those (LeaderElectionCommand with the plan's partitions): succeeded, not needed and
+    failed are counted apart, as the tool prints them."""
+    c = cluster(tmp_path)
+    plan, _ = ReassignmentPlan.from_moves([
+        (tp("orders", 0), [1, 0, 2]), (tp("orders", 1), [0, 1, 2]),  # reorders: elected
+        (tp("orders", 3), [2, 0, 1]),  # its preferred replica 2 fails: not electable
+        (tp("orders", 4), [1, 2, 0]),  # unchanged, led by 1 already: not needed
+        (tp("orders", 5), [3, 4, 5])], limits=Limits(None, 10), elect_preferred_leaders=True)
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    p = ex.step()
+    c.fail_broker(2)  # orders-2, outside the plan, is led by 0 from now on
+    run_until(c, lambda: all(d.leader != 2 for d in c.describe_partitions()))
+    while not p.phase.terminal:
+        c.advance(1)
+        p = ex.step()
+    assert p.phase is Phase.COMPLETED
+    assert (ex.state.elected, ex.state.election_failed) == (2, 1)
+    leaders = {d.tp.partition: d.leader for d in c.describe_partitions()}
+    assert leaders == {0: 1, 1: 0, 2: 0, 3: 0, 4: 1, 5: 3}
+
+
+def test_without_preferred_election_the_executor_elects_nothing(tmp_path: Path) -> None:
+    c = cluster(tmp_path)
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [1, 0, 2])],
+                                          limits=Limits(None, 1))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    assert ex.step().phase is Phase.COMPLETED
+    assert ex.state.elected is None and ex.state.election_failed is None
+    assert next(iter(c.describe_partitions(partitions=[tp("orders", 0)]))).leader == 0
+
+
+def test_throttles_the_cluster_refuses_are_reported_per_broker(tmp_path: Path) -> None:
+    """A broker refuses a throttle rate that is not a whole number of bytes/second (Kafka's
+    ``leader.replication.throttled.rate`` is a LONG at least 0): the run says which broker
+    refused what, in the controller's words, and tries again at the next pass."""
+    c = cluster(tmp_path)
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [3, 4, 5])],
+                                          limits=Limits(-1, 1))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    p = ex.step()
+    assert p.message.startswith(
+        "could not set throttles: broker 0: leader.replication.throttled.rate='-1': must be "
+        "a whole number of bytes/second; broker 1: ")
+    assert p.message.count("; broker ") == 4  # the first five problems
+
+
+def test_a_marker_keeps_the_entries_it_can_read_and_skips_foreign_ones() -> None:
+    """The ``kraftsman.throttle`` marker may hold items another tool or an older version
+    wrote: an item that is not SIDE:PARTITION:TOPIC with a known side is not ours."""
+    doc = ('{"rate": "5", "previous": {"follower.replication.throttled.rate": null}, '
+           '"replicas": ["L:0:orders", "F:12:t.x", "X:0:orders", "L:x:orders", "F:1:", '
+           '"F:-1:orders"]}')
+    m = throttles.Marker.decode(doc, 3)
+    assert m is not None and m.rate == "5"
+    assert m.previous == {"follower.replication.throttled.rate": None}
+    assert m.entries == {throttles.Entry("orders", 0, 3, "L"), throttles.Entry("t.x", 12, 3, "F")}
+    assert throttles.Marker.decode(m.encode(), 3) == m
