@@ -28,6 +28,7 @@ from controller_core.orchestration.reassignment import (
     ReassignmentExecutor,
     ReassignmentPlan,
     dry_run,
+    validate_plan,
 )
 from controller_core.orchestration.voters import (
     VoterChangeWalker,
@@ -474,3 +475,52 @@ def test_a_marker_keeps_the_entries_it_can_read_and_skips_foreign_ones() -> None
     assert m.previous == {"follower.replication.throttled.rate": None}
     assert m.entries == {throttles.Entry("orders", 0, 3, "L"), throttles.Entry("t.x", 12, 3, "F")}
     assert throttles.Marker.decode(m.encode(), 3) == m
+
+
+# -- plan problems: each names the partition, the field and the fix ---------------------------
+def test_each_bad_target_is_refused_with_what_is_wrong(tmp_path: Path) -> None:
+    """ReassignPartitionsCommand refuses an empty, negative, duplicated or unknown-broker
+    replica list (INVALID_REPLICA_ASSIGNMENT) and a partition it cannot find; kraftsman says
+    which, for every partition at once."""
+    c = cluster(tmp_path)
+    plan, dup = ReassignmentPlan.from_moves([
+        (tp("orders", 0), []), (tp("orders", 1), [3, -1, -2]), (tp("orders", 2), [3, 4, 3, 4]),
+        (tp("orders", 3), [3, 9, 7]), (tp("orders", 4), [3, 4, 5]), (tp("orders", 4), [5]),
+        (tp("orders", 9), [1]), (tp("orders", 5), [5, 4, 3])])
+    assert [(p.tp, p.error, p.message) for p in dup] == [
+        (tp("orders", 4), errors.INVALID_REQUEST,
+         "orders-4 is listed more than once in the plan")]
+    assert plan.moves[tp("orders", 4)] == (5,)  # the last listing is the one kept
+    problems = {p.tp: (p.error, p.message) for p in validate_plan(c, plan)}
+    bad = errors.INVALID_REPLICA_ASSIGNMENT
+    assert problems == {
+        tp("orders", 0): (bad, "orders-0: the target replica list is empty"),
+        tp("orders", 1): (bad, "orders-1: negative broker id(s) [-2, -1]"),
+        tp("orders", 2): (bad, "orders-2: broker id(s) [3, 4] listed more than once"),
+        tp("orders", 3): (bad, "orders-3: unknown broker id(s) [7, 9]; the cluster has "
+                               "[0, 1, 2, 3, 4, 5]"),
+        tp("orders", 9): (errors.UNKNOWN_TOPIC_OR_PARTITION,
+                          "orders-9: unknown topic or partition"),
+    }
+
+
+def test_a_plan_is_refused_while_other_reassignments_are_in_progress_naming_five(
+        tmp_path: Path) -> None:
+    """ReassignPartitionsCommand: "Cannot execute because there is an existing partition
+    assignment" unless --additional. The refusal names the first five, counts the rest, and
+    says the three ways out; moves already heading to this plan's targets are its own."""
+    c = cluster(tmp_path, topics=[{"name": "t", "partitions": 8, "replicationFactor": 1,
+                                   "sizeBytesPerPartition": 10 * MB, "assignment": [[0]] * 8}])
+    c.alter_partition_reassignments({tp("t", i): [1] for i in range(7)})
+    plan, _ = ReassignmentPlan.from_moves([(tp("t", 0), [1]), (tp("t", 7), [2])])
+    problems = validate_plan(c, plan)
+    assert [(p.tp, p.error) for p in problems] == [(tp("t", 1), errors.REASSIGNMENT_IN_PROGRESS)]
+    assert problems[0].message == (
+        "cannot start: 6 partition reassignment(s) already in progress (t-1, t-2, t-3, t-4, "
+        "t-5 and 1 more); wait for them, cancel them, or mark this plan additional to move "
+        "on top of them")
+    c.alter_partition_reassignments({tp("t", 6): None})
+    five = validate_plan(c, plan)[0].message
+    assert "(t-1, t-2, t-3, t-4, t-5);" in five and "more" not in five
+    extra = ReassignmentPlan(plan.moves, additional=True)
+    assert validate_plan(c, extra) == []
