@@ -524,3 +524,58 @@ def test_a_plan_is_refused_while_other_reassignments_are_in_progress_naming_five
     assert "(t-1, t-2, t-3, t-4, t-5);" in five and "more" not in five
     extra = ReassignmentPlan(plan.moves, additional=True)
     assert validate_plan(c, extra) == []
+
+
+# -- progress (what kraftsman shows where kafka-reassign-partitions --verify prints) ------------
+def test_progress_samples_copied_bytes_once_per_instant_and_keeps_the_last_thirty(
+        tmp_path: Path) -> None:
+    """Rate and ETA come from the bytes the adding replicas hold over time; the persisted
+    samples stay small (30) however long the run, and a second pass at the same instant adds
+    no sample (it would divide by zero time)."""
+    c = cluster(tmp_path, topics=[{"name": "big", "partitions": 1, "replicationFactor": 1,
+                                   "sizeBytesPerPartition": 50 * MB, "assignment": [[0]]}])
+    plan, _ = ReassignmentPlan.from_moves([(tp("big", 0), [3])], limits=Limits(None, 1))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    p = ex.step()
+    assert (p.bytes_moved, p.bytes_total, p.rate_bytes_per_second, p.eta_seconds) == (
+        0, 50 * MB, None, None)
+    ex.step()
+    assert len(ex.state.samples) == 1
+    c.advance(1)
+    p = ex.step()
+    assert p.bytes_moved == 1 * MB and p.percent == pytest.approx(2.0)
+    assert p.rate_bytes_per_second == pytest.approx(MB) and p.eta_seconds == pytest.approx(49)
+    for _ in range(34):
+        c.advance(1)
+        p = ex.step()
+    assert p.bytes_moved == 35 * MB and p.eta_seconds == pytest.approx(15)
+    samples = ex.state.samples
+    assert len(samples) == 30 and samples[-1][0] - samples[0][0] == 29_000
+    while not p.phase.terminal:
+        c.advance(1)
+        p = ex.step()
+    assert p.bytes_moved == p.bytes_total == 50 * MB and p.percent == 100.0
+    assert len(ex.state.samples) == 30 and ex.step().phase is Phase.COMPLETED
+
+
+def test_progress_details_list_failures_first_then_moves_in_flight_up_to_a_hundred(
+        tmp_path: Path) -> None:
+    c = cluster(tmp_path, topics=[{"name": "t", "partitions": 102, "replicationFactor": 1,
+                                   "sizeBytesPerPartition": 10 * MB, "assignment": [[0]] * 102}])
+    plan, _ = ReassignmentPlan.from_moves([(tp("t", i), [1]) for i in range(102)],
+                                          limits=Limits(None, 102))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    p = ex.step()
+    assert p.moving == 102 and len(p.details) == 100
+    assert [d.tp for d in p.details] == sorted(tp("t", i) for i in range(102))[:100]
+    assert {(d.state, d.target, d.message) for d in p.details} == {("moving", (1,), "")}
+    c.alter_partition_reassignments({tp("t", 50): [2], tp("t", 7): [2]})  # another tool
+    p = ex.step()
+    assert (p.failed, p.moving, len(p.details)) == (2, 100, 100)
+    assert [(d.tp, d.state) for d in p.details[:3]] == [
+        (tp("t", 7), "failed"), (tp("t", 50), "failed"), (tp("t", 0), "moving")]
+    assert p.details[0].message == ex.state.failed["t-7"] and "another tool" in \
+        p.details[0].message
+    assert p.details[0].target == (1,)
