@@ -579,3 +579,76 @@ def test_progress_details_list_failures_first_then_moves_in_flight_up_to_a_hundr
     assert p.details[0].message == ex.state.failed["t-7"] and "another tool" in \
         p.details[0].message
     assert p.details[0].target == (1,)
+
+
+# -- throttles around an operator's own configs ------------------------------------------------
+RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+
+
+def _configs(c: EmbeddedCluster) -> dict[tuple[str, str], dict[str, str]]:
+    res = [("BROKER", str(b)) for b in sorted(c.image.brokers)] + [
+        ("TOPIC", t) for t in sorted(c.image.topics)]
+    return {r: v for r, v in c.describe_configs(res).items() if v}
+
+
+def test_a_rate_an_operator_set_before_the_run_is_restored_after_it(tmp_path: Path) -> None:
+    """ReassignPartitionsCommand overwrites ``*.replication.throttled.rate`` on the brokers a
+    move touches; kraftsman remembers the value it replaced and puts it back at the end (a
+    key that was unset is unset again)."""
+    c = cluster(tmp_path)
+    c.incremental_alter_configs({("BROKER", "3"): {RATE_KEYS[1]: "500"}})
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [3, 1, 2])],
+                                          limits=Limits(MB, 1))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    during = _configs(c)[("BROKER", "3")]
+    assert {k: during[k] for k in RATE_KEYS} == dict.fromkeys(RATE_KEYS, str(MB))
+    assert throttles.placed(c, [3])[3].previous == {RATE_KEYS[0]: None, RATE_KEYS[1]: "500"}
+    while not ex.step().phase.terminal:
+        c.advance(1)
+    assert _configs(c) == {("BROKER", "3"): {RATE_KEYS[1]: "500"}}
+
+
+def test_a_topic_throttled_with_a_wildcard_is_left_as_the_operator_set_it(
+        tmp_path: Path) -> None:
+    """``*`` throttles every replica of the topic already (Kafka's
+    ``*.replication.throttled.replicas`` wildcard): kraftsman adds no entry to it and removes
+    nothing from it, but still sets and later removes its rates."""
+    c = cluster(tmp_path)
+    c.incremental_alter_configs({("TOPIC", "orders"): {LEADER_REPLICAS: "*"}})
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [3, 1, 2])],
+                                          limits=Limits(MB, 1))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    topic = _configs(c)[("TOPIC", "orders")]
+    assert topic == {LEADER_REPLICAS: "*", FOLLOWER_REPLICAS: "0:3"}
+    assert throttles.placed(c, [0])[0].entries == set()  # the wildcard is not kraftsman's
+    assert _configs(c)[("BROKER", "0")][RATE_KEYS[0]] == str(MB)
+    while not ex.step().phase.terminal:
+        c.advance(1)
+    assert _configs(c) == {("TOPIC", "orders"): {LEADER_REPLICAS: "*"}}
+
+
+def test_an_unthrottled_plan_places_no_throttle_at_all(tmp_path: Path) -> None:
+    """``--throttle`` not given: ReassignPartitionsCommand sets no rate and lists no replica."""
+    c = cluster(tmp_path)
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [3, 1, 2])],
+                                          limits=Limits(None, 1))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    assert ex.moving and _configs(c) == {}
+
+
+def test_a_marker_that_is_not_kraftsmans_json_is_ignored() -> None:
+    """A ``kraftsman.throttle`` value kraftsman cannot read is someone else's: no marker, so
+    nothing of it is removed or restored."""
+    for junk in ("", "not json", "[1, 2]", '{"replicas": 5}', '{"previous": [1]}'):
+        assert throttles.Marker.decode(junk, 1) is None, junk
+    bare = throttles.Marker.decode('{"previous": {"k": 5}, "rate": null}', 1)
+    assert bare == throttles.Marker(None, {"k": "5"}, set())
+    assert throttles.Marker.decode('{"rate": 7}', 1) == throttles.Marker("7", {}, set())
