@@ -8,6 +8,7 @@ failed) over ``ReplicationControlManager.electLeaders``; voter changes follow KI
 
 from __future__ import annotations
 
+from collections import deque
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from controller_core.orchestration.election import (
     run_election,
 )
 from controller_core.orchestration.reassignment import (
+    ExecutorState,
     Limits,
     Phase,
     ReassignmentExecutor,
@@ -652,3 +654,55 @@ def test_a_marker_that_is_not_kraftsmans_json_is_ignored() -> None:
     bare = throttles.Marker.decode('{"previous": {"k": 5}, "rate": null}', 1)
     assert bare == throttles.Marker(None, {"k": "5"}, set())
     assert throttles.Marker.decode('{"rate": 7}', 1) == throttles.Marker("7", {}, set())
+
+
+def test_a_resumed_run_fails_a_partition_deleted_while_it_was_down(tmp_path: Path) -> None:
+    """The executor re-derives its moves from the cluster on resume; a partition of the plan
+    that is gone is a failure with a reason, the rest goes on."""
+    c = cluster(tmp_path)
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [3, 1, 2]), (tp("gone", 0), [1])],
+                                          limits=Limits(None, 2))
+    state = ExecutorState(phase=Phase.RUNNING, started_ms=0)
+    ex = ReassignmentExecutor(c, plan, state)
+    assert ex.start() == []
+    assert ex.state.failed == {"gone-0": "gone-0: the partition no longer exists"}
+    assert ex.state.failed_count == 1 and ex.pending == deque([tp("orders", 0)])
+    while not (p := ex.step()).phase.terminal:
+        c.advance(1)
+    assert p.phase is Phase.FAILED and (p.done, p.failed) == (1, 1)
+    assert p.message == "1 partition(s) failed; 1 moved"
+    again = ReassignmentExecutor(c, plan, ExecutorState(phase=Phase.RUNNING, started_ms=0,
+                                                        failed=dict(ex.state.failed),
+                                                        failed_count=1))
+    again.start()
+    assert again.failed == {tp("gone", 0)} and again.state.failed_count == 1  # not twice
+
+
+def test_pending_moves_start_smallest_first_and_finished_ones_count_as_copied(
+        tmp_path: Path) -> None:
+    """KIP-236: a batch is as slow as its slowest move, so moves start smallest first (by the
+    bytes they copy: size x replicas added). A resumed run counts moves that finished while
+    it was down as copied."""
+    c = cluster(tmp_path, topics=[
+        {"name": "t", "partitions": 3, "replicationFactor": 1, "sizeBytesPerPartition": 4 * MB,
+         "assignment": [[0], [1], [2]]},
+        {"name": "s", "partitions": 1, "replicationFactor": 1, "sizeBytesPerPartition": 3 * MB,
+         "assignment": [[0]]}])
+    plan, _ = ReassignmentPlan.from_moves([
+        (tp("t", 0), [3, 4]),  # 8 MB
+        (tp("t", 1), [4]),  # 4 MB
+        (tp("s", 0), [5]),  # 3 MB
+        (tp("t", 2), [2])], limits=Limits(None, 1))  # already there
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    assert list(ex.pending) == [tp("s", 0), tp("t", 1), tp("t", 0)]
+    assert ex.done == {tp("t", 2)} and ex.state.bytes_total == 15 * MB
+    ex.step()
+    assert set(ex.moving) == {tp("s", 0)}
+    c.advance(10)  # s-0 finishes while nobody watches
+    resumed = ReassignmentExecutor(c, plan, ExecutorState.model_validate_json(
+        ex.state.model_dump_json()))
+    assert resumed.start() == []
+    assert resumed.done == {tp("t", 2), tp("s", 0)} and list(resumed.pending) == [
+        tp("t", 1), tp("t", 0)]
+    assert resumed.state.bytes_done == 3 * MB and resumed.progress().bytes_moved == 3 * MB
