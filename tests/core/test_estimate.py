@@ -198,3 +198,26 @@ def test_a_one_byte_copy_takes_time_and_an_empty_one_none() -> None:
     assert estimate_seconds([one], throttle=1, max_concurrent_moves=1) == pytest.approx(1.0)
     empty = move_cost(0, [0], [1], 0, ("a", 0))
     assert estimate_seconds([empty], throttle=1, max_concurrent_moves=1) == 0.0
+
+
+def test_copies_into_one_broker_share_its_follower_rate_and_its_bandwidth() -> None:
+    """ReplicationQuotaManager: the follower throttle is one budget per receiving broker,
+    shared by every throttled copy into it, from whichever leaders; so is its bandwidth."""
+    into_2 = [move_cost(0, [0], [2], MB, ("a", 0)), move_cost(1, [1], [2], MB, ("b", 0))]
+    assert estimate_seconds(into_2, throttle=MB, max_concurrent_moves=2) == pytest.approx(2.0)
+    assert estimate_seconds(into_2, throttle=None, max_concurrent_moves=2,
+                            bandwidth=lambda b: MB) == pytest.approx(2.0)
+
+
+def test_a_copy_ends_when_its_bytes_are_copied_not_a_second_early() -> None:
+    short = move_cost(0, [0], [3], MB, ("a", 0))
+    longer = move_cost(1, [1], [4], int(1.5 * MB), ("b", 0))  # 0.5 MB left when `short` ends
+    assert estimate_seconds([short, longer], throttle=MB,
+                            max_concurrent_moves=2) == pytest.approx(1.5)
+
+
+def test_a_freed_slot_waits_for_the_next_pass_of_any_poll_interval() -> None:
+    uneven = [move_cost(0, [0], [5], int(2.5 * MB), (0,)), move_cost(1, [1], [6], 5 * MB, (1,))]
+    # 2.5 s -> the pass at 4 s (every 2 s), then 5 s
+    assert estimate_seconds(uneven, throttle=MB, max_concurrent_moves=1,
+                            poll_seconds=2.0) == pytest.approx(9.0)

@@ -308,16 +308,17 @@ def test_the_dry_run_counts_each_kind_of_move_and_skips_refused_partitions(
     c = cluster(tmp_path, topics=[
         {"name": "orders", "partitions": 6, "replicationFactor": 3,
          "sizeBytesPerPartition": 10 * MB, "assignment": [[0, 1, 2], [1, 2, 0], [2, 0, 1]] * 2},
-        {"name": "empty", "partitions": 1, "replicationFactor": 1, "sizeBytesPerPartition": 0,
-         "assignment": [[0]]}])
+        {"name": "empty", "partitions": 2, "replicationFactor": 1, "sizeBytesPerPartition": 0,
+         "assignment": [[0], [0]]}])
     moves = [
         (tp("orders", 5), [0, 9, 1]),  # unknown broker 9: refused
         (tp("orders", 0), [0, 1, 2]),  # unchanged
         (tp("orders", 1), [2, 1, 0]),  # reorder
         (tp("orders", 2), [3, 0, 1]),  # 2 -> 3, the leader (2) leaves
-        (tp("orders", 3), [0, 1, 2, 4]),  # grows onto 4
+        (tp("orders", 3), [0, 1, 2, 3]),  # grows onto 3
         (tp("orders", 4), [1, 2]),  # shrinks off 0
         (tp("empty", 0), [5]),  # nothing to copy, the leader (0) leaves
+        (tp("empty", 1), [0]),  # unchanged
         (tp("ghost", 0), [1]),  # unknown topic: refused
     ]
     for elect, leader_moves in ((True, 3), (False, 2)):
@@ -325,10 +326,10 @@ def test_the_dry_run_counts_each_kind_of_move_and_skips_refused_partitions(
                                               elect_preferred_leaders=elect)
         r = dry_run(c, plan)
         assert {p.tp for p in r.problems} == {tp("orders", 5), tp("ghost", 0)}
-        assert (r.partitions_unchanged, r.partitions_moving) == (1, 5)
+        assert (r.partitions_unchanged, r.partitions_moving) == (2, 5)
         assert (r.replica_moves, r.replicas_removed, r.leader_moves) == (3, 3, leader_moves)
         assert r.bytes_to_move == 20 * MB
-        assert r.per_broker_in_bytes == {3: 10 * MB, 4: 10 * MB, 5: 0}
+        assert r.per_broker_in_bytes == {3: 20 * MB, 5: 0}
         # one at a time: the three moves that copy nothing pass at once, then 10 s + 10 s
         assert r.estimated_seconds == 20.0
     assert not c.list_partition_reassignments()
@@ -706,3 +707,24 @@ def test_pending_moves_start_smallest_first_and_finished_ones_count_as_copied(
     assert resumed.done == {tp("t", 2), tp("s", 0)} and list(resumed.pending) == [
         tp("t", 1), tp("t", 0)]
     assert resumed.state.bytes_done == 3 * MB and resumed.progress().bytes_moved == 3 * MB
+
+
+def test_the_finish_time_is_set_once_when_the_run_ends(tmp_path: Path) -> None:
+    """cleanup() also runs from the operator's finalizer: on a running executor it removes
+    the throttles without ending the run's clock, and a second cleanup after the end keeps
+    the first finish time."""
+    c = cluster(tmp_path)
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [3, 1, 2])],
+                                          limits=Limits(MB, 1))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    ex.cleanup()
+    assert ex.state.finished_ms is None and throttles.placed(c) == {}
+    while not ex.step().phase.terminal:
+        c.advance(1)
+    finished = ex.state.finished_ms
+    assert finished is not None
+    c.advance(30)
+    ex.cleanup()
+    assert ex.state.finished_ms == finished
