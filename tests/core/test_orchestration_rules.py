@@ -728,3 +728,46 @@ def test_the_finish_time_is_set_once_when_the_run_ends(tmp_path: Path) -> None:
     c.advance(30)
     ex.cleanup()
     assert ex.state.finished_ms == finished
+
+
+def test_a_move_another_tool_cancels_is_a_failure_that_names_where_it_ended(
+        tmp_path: Path) -> None:
+    """kafka-reassign-partitions --cancel on one of kraftsman's moves: the partition is back
+    on its original replicas (ReplicationControlManager's PartitionReassignmentRevert takes
+    the adding replicas out of R = TR + RR, so [3, 1, 2, 0] becomes [1, 2, 0]), which is not
+    the plan's target; kraftsman does not start it again but reports where it ended."""
+    c = cluster(tmp_path)
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [3, 1, 2]),
+                                           (tp("orders", 1), [4, 2, 0])],
+                                          limits=Limits(MB, 2))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    assert c.alter_partition_reassignments({tp("orders", 0): None})[tp("orders", 0)].ok
+    p = ex.step()
+    assert ex.state.failed == {"orders-0": "orders-0: the move ended outside kraftsman with "
+                                           "replicas [1, 2, 0], not [3, 1, 2]"}
+    assert p.failed == 1 and set(ex.moving) == {tp("orders", 1)}
+    while not (p := ex.step()).phase.terminal:
+        c.advance(1)
+    assert p.phase is Phase.FAILED and p.done == 1
+    assert c.list_partition_reassignments() == {} and throttles.placed(c) == {}
+
+
+def test_the_executor_looks_past_blocked_moves_a_bounded_distance(tmp_path: Path) -> None:
+    """With a per-broker limit, a pass skips moves whose brokers are busy and starts later
+    ones, but looks at most max(100, 20 x free slots) blocked moves deep (the estimate's
+    SCAN_FACTOR mirrors it)."""
+    topics = [{"name": "chain", "partitions": 102, "replicationFactor": 1,
+               "sizeBytesPerPartition": MB, "assignment": [[0]] * 102},
+              {"name": "big", "partitions": 1, "replicationFactor": 1,
+               "sizeBytesPerPartition": 200 * MB, "assignment": [[2]]}]
+    moves = [(tp("chain", i), [1]) for i in range(102)] + [(tp("big", 0), [3])]
+    for slots, big_starts in ((2, False), (10, True)):
+        c = cluster(tmp_path / str(slots), topics=topics)
+        plan, _ = ReassignmentPlan.from_moves(moves, limits=Limits(None, slots, 1))
+        ex = ReassignmentExecutor(c, plan)
+        assert ex.start() == []
+        ex.step()
+        assert len([t for t in ex.moving if t.topic == "chain"]) == 1
+        assert (tp("big", 0) in ex.moving) is big_starts, slots
