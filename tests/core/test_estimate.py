@@ -221,3 +221,15 @@ def test_a_freed_slot_waits_for_the_next_pass_of_any_poll_interval() -> None:
     # 2.5 s -> the pass at 4 s (every 2 s), then 5 s
     assert estimate_seconds(uneven, throttle=MB, max_concurrent_moves=1,
                             poll_seconds=2.0) == pytest.approx(9.0)
+
+
+def test_an_empty_partition_moved_and_a_reorder_leave_room_for_other_moves_in_their_pass() -> None:
+    """Moving an empty partition copies nothing, like a reorder: its slot frees at the next
+    pass; a second slot in the same pass starts the next move at once."""
+    empty = move_cost(0, [0], [4], 0, ("a", 0))
+    reorder = move_cost(0, [0, 1], [1, 0], 5 * MB, ("a", 1))
+    copy = move_cost(0, [0], [3], int(2.5 * MB), ("b", 0))
+    assert estimate_seconds([empty, copy], throttle=MB, max_concurrent_moves=1,
+                            poll_seconds=1.0) == pytest.approx(3.5)
+    assert estimate_seconds([reorder, copy], throttle=MB, max_concurrent_moves=2,
+                            poll_seconds=1.0) == pytest.approx(2.5)
