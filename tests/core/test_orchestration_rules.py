@@ -353,31 +353,38 @@ def test_the_dry_run_breaks_ties_between_equal_moves_by_partition_like_the_execu
 def test_a_rollback_the_controller_refuses_is_said_and_retried_until_it_succeeds(
         tmp_path: Path) -> None:
     """ReplicationControlManager refuses to cancel a move when no original replica could lead
-    afterwards (KAFKA-14424). The executor keeps cancelling, says which moves wait and why,
-    rolls back the others at once, and ends Cancelled once the last rollback is accepted."""
+    afterwards (KAFKA-14424). The executor keeps cancelling, says which moves wait and why
+    (the first five), rolls back the others at once, and ends Cancelled once the last
+    rollback is accepted."""
     c = cluster(tmp_path, topics=[
-        {"name": n, "partitions": 1, "replicationFactor": 1, "sizeBytesPerPartition": 50 * MB,
-         "assignment": [[i]]} for i, n in enumerate(("solo", "other"))])
-    plan, _ = ReassignmentPlan.from_moves([(tp("solo", 0), [3]), (tp("other", 0), [4])],
-                                          limits=Limits(MB, 2))
+        {"name": "solo", "partitions": 6, "replicationFactor": 1,
+         "sizeBytesPerPartition": 50 * MB, "assignment": [[0]] * 6},
+        {"name": "other", "partitions": 1, "replicationFactor": 1,
+         "sizeBytesPerPartition": 50 * MB, "assignment": [[1]]}])
+    solo = {tp("solo", i) for i in range(6)}
+    plan, _ = ReassignmentPlan.from_moves([(t, [3]) for t in sorted(solo)]
+                                          + [(tp("other", 0), [4])], limits=Limits(MB, 7))
     ex = ReassignmentExecutor(c, plan)
     assert ex.start() == []
     ex.step()
     c.advance(2)
-    c.fail_broker(0)  # solo-0's only original replica
-    run_until(c, lambda: next(iter(c.describe_partitions(partitions=[tp("solo", 0)]))).leader < 0)
+    c.fail_broker(0)  # the only original replica of every solo partition
+    run_until(c, lambda: all(d.leader < 0 for d in c.describe_partitions()
+                             if d.tp.topic == "solo"))
     ex.cancel()
     p = ex.step()
     assert p.phase is Phase.CANCELLING
-    assert p.message.startswith("1 move(s) cannot be rolled back yet; retrying: solo-0: ")
+    assert p.message.startswith("6 move(s) cannot be rolled back yet; retrying: solo-0: ")
     assert "solo-0: cannot cancel" in p.message
-    assert set(ex.moving) == {tp("solo", 0)} and ex.cancelled == {tp("other", 0)}
-    assert set(c.list_partition_reassignments()) == {tp("solo", 0)}
+    assert p.message.count("; solo-") == 4 and "solo-5" not in p.message  # the first five
+    assert set(ex.moving) == solo and ex.cancelled == {tp("other", 0)}
+    assert set(c.list_partition_reassignments()) == solo
     c.restore_broker(0)
-    run_until(c, lambda: next(iter(c.describe_partitions(partitions=[tp("solo", 0)]))).leader == 0)
+    run_until(c, lambda: all(d.leader == 0 for d in c.describe_partitions()
+                             if d.tp.topic == "solo"))
     p = ex.step()
-    assert p.phase is Phase.CANCELLED and p.cancelled == 2 and p.message == ""
-    assert ex.state.cancelled == 2  # persisted: a restarted operator reports it too
+    assert p.phase is Phase.CANCELLED and p.cancelled == 7 and p.message == ""
+    assert ex.state.cancelled == 7  # persisted: a restarted operator reports it too
     assert not c.list_partition_reassignments() and throttles.placed(c) == {}
 
 
