@@ -778,3 +778,20 @@ def test_the_executor_looks_past_blocked_moves_a_bounded_distance(tmp_path: Path
         ex.step()
         assert len([t for t in ex.moving if t.topic == "chain"]) == 1
         assert (tp("big", 0) in ex.moving) is big_starts, slots
+
+
+def test_failures_beyond_a_thousand_are_counted_but_not_recorded(tmp_path: Path) -> None:
+    """The persisted state stays small at any plan size: reasons for the first 1,000
+    failures, a count for all of them."""
+    n = 1001
+    c = cluster(tmp_path, topics=[{"name": "t", "partitions": n, "replicationFactor": 1,
+                                   "sizeBytesPerPartition": MB, "assignment": [[0]] * n}])
+    plan, _ = ReassignmentPlan.from_moves([(tp("t", i), [1]) for i in range(n)],
+                                          limits=Limits(None, n))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    c.alter_partition_reassignments({tp("t", i): [2] for i in range(n)})  # another tool
+    p = ex.step()
+    assert ex.state.failed_count == n and len(ex.state.failed) == 1000
+    assert p.failed == n and "t-1000" not in ex.state.failed
