@@ -795,3 +795,45 @@ def test_failures_beyond_a_thousand_are_counted_but_not_recorded(tmp_path: Path)
     p = ex.step()
     assert ex.state.failed_count == n and len(ex.state.failed) == 1000
     assert p.failed == n and "t-1000" not in ex.state.failed
+
+
+def test_a_resumed_run_takes_moves_heading_to_its_targets_as_its_own(tmp_path: Path) -> None:
+    """On resume the cluster is the truth: a move already heading to the plan's target (here
+    a grow, whose R already equals the target while it copies) is in flight, not done; the
+    plan's other partitions are still pending whatever comes before them in the plan."""
+    c = cluster(tmp_path, topics=[
+        {"name": "orders", "partitions": 2, "replicationFactor": 3,
+         "sizeBytesPerPartition": 10 * MB, "assignment": [[0, 1, 2], [1, 2, 0]]},
+        {"name": "empty", "partitions": 1, "replicationFactor": 1, "sizeBytesPerPartition": 0,
+         "assignment": [[0]]}])
+    moves = [(tp("gone", 0), [1]), (tp("orders", 0), [0, 1, 2, 3]),
+             (tp("orders", 1), [4, 2, 0]), (tp("empty", 0), [5])]
+    plan, _ = ReassignmentPlan.from_moves(moves, limits=Limits(None, 1))
+    assert c.alter_partition_reassignments({tp("orders", 0): [0, 1, 2, 3]})[tp("orders", 0)].ok
+    ex = ReassignmentExecutor(c, plan, ExecutorState(phase=Phase.RUNNING, started_ms=0))
+    assert ex.start() == []
+    assert set(ex.failed) == {tp("gone", 0)} and ex.done == set()
+    assert ex.moving == {tp("orders", 0): (0, 1, 2, 3)}
+    assert list(ex.pending) == [tp("empty", 0), tp("orders", 1)]
+    fresh, _ = ReassignmentPlan.from_moves(moves[2:], limits=Limits(None, 1), additional=True)
+    first = ReassignmentExecutor(c, fresh)
+    assert first.start() == [] and first.state.bytes_total == 10 * MB  # the empty one adds 0
+
+
+def test_a_run_that_ended_or_never_started_does_nothing_when_stepped(tmp_path: Path) -> None:
+    """A reconcile pass on a run that is not running changes nothing in the cluster: before
+    start() the plan is not validated yet; after the end the run must not come back."""
+    c = cluster(tmp_path)
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [3, 4, 5])],
+                                          limits=Limits(MB, 1))
+    unstarted = ReassignmentExecutor(c, plan)
+    assert unstarted.step().phase is Phase.PENDING
+    assert c.list_partition_reassignments() == {} and throttles.placed(c) == {}
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    ex.fail("stopped by the user")
+    c.advance(100)  # the abandoned move completes meanwhile
+    p = ex.step()
+    assert p.phase is Phase.FAILED and p.message == "stopped by the user"
+    assert throttles.placed(c) == {}
