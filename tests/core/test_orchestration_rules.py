@@ -9,14 +9,16 @@ failed) over ``ReplicationControlManager.electLeaders``; voter changes follow KI
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 
 from controller_core import errors
+from controller_core.admin import OngoingReassignment
 from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.errors import ApiResult, KafkaApiError
-from controller_core.model import ElectionType
+from controller_core.model import ElectionType, TopicPartition
 from controller_core.orchestration import throttles
 from controller_core.orchestration.election import (
     ElectionReport,
@@ -837,3 +839,58 @@ def test_a_run_that_ended_or_never_started_does_nothing_when_stepped(tmp_path: P
     p = ex.step()
     assert p.phase is Phase.FAILED and p.message == "stopped by the user"
     assert throttles.placed(c) == {}
+
+
+class _Requests:
+    """The embedded cluster, logging what each ListPartitionReassignments and each replica
+    size request (DescribeLogDirs on Kafka) asks for."""
+
+    def __init__(self, c: EmbeddedCluster) -> None:
+        self.c = c
+        self.listed: list[list[TopicPartition] | None] = []
+        self.sized: list[list[tuple[TopicPartition, int]]] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.c, name)
+
+    def list_partition_reassignments(self, partitions: Iterable[TopicPartition] | None = None
+                                     ) -> dict[TopicPartition, OngoingReassignment]:
+        asked = None if partitions is None else sorted(partitions)
+        self.listed.append(asked)
+        return self.c.list_partition_reassignments(asked)
+
+    def replica_log_sizes(self, replicas: Iterable[tuple[TopicPartition, int]]
+                          ) -> dict[tuple[TopicPartition, int], int]:
+        asked = sorted(replicas)
+        self.sized.append(asked)
+        return self.c.replica_log_sizes(asked)
+
+    def take(self) -> tuple[list[list[TopicPartition] | None],
+                            list[list[tuple[TopicPartition, int]]]]:
+        out = (self.listed, self.sized)
+        self.listed, self.sized = [], []
+        return out
+
+
+def test_a_pass_asks_only_about_moves_whose_copies_look_complete(tmp_path: Path) -> None:
+    """At a million partitions a pass cannot list every move: it asks for the adding
+    replicas' sizes once, and lists (KIP-455 ListPartitionReassignments with a partition set)
+    only the moves whose every adding replica holds what the partition held at the start."""
+    c = cluster(tmp_path, topics=[{"name": n, "partitions": 1, "replicationFactor": 1,
+                                   "sizeBytesPerPartition": s * MB, "assignment": [[0]]}
+                                  for n, s in (("small", 1), ("big", 50))])
+    small, big = tp("small", 0), tp("big", 0)
+    plan, _ = ReassignmentPlan.from_moves([(small, [3]), (big, [4])], limits=Limits(None, 2))
+    log = _Requests(c)
+    ex = ReassignmentExecutor(log, plan)  # type: ignore[arg-type]
+    assert ex.start() == []
+    log.take()
+    ex.step()
+    assert log.take() == ([[big, small]], [])  # not fought over: nobody else moves them
+    c.advance(1)
+    ex.step()  # small has copied its 1 MB, big 1 of 50
+    assert log.take() == ([[small]], [[(big, 4), (small, 3)]])
+    for seconds in (10, 30):
+        c.advance(seconds - c.now)
+        ex.step()
+        assert log.take() == ([], [[(big, 4)]]), seconds
