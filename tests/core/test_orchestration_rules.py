@@ -894,3 +894,26 @@ def test_a_pass_asks_only_about_moves_whose_copies_look_complete(tmp_path: Path)
         c.advance(seconds - c.now)
         ex.step()
         assert log.take() == ([], [[(big, 4)]]), seconds
+
+
+def test_a_move_held_by_a_target_replica_out_of_the_isr_stays_in_flight(tmp_path: Path) -> None:
+    """KRaft completes a reassignment only when every target replica is in the ISR
+    (PartitionReassignmentReplicas: ``newTargetIsr.containsAll(newTargetReplicas)``). The new
+    replica has copied everything but a kept replica is down: the move is still the
+    executor's, in flight, not failed, and completes once that replica is back."""
+    c = cluster(tmp_path)
+    t = tp("orders", 0)
+    c.fail_broker(1)
+    run_until(c, lambda: 1 not in next(iter(c.describe_partitions(partitions=[t]))).isr)
+    plan, _ = ReassignmentPlan.from_moves([(t, [3, 1, 2])], limits=Limits(None, 1))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    c.advance(15)  # 10 MB at 1 MB/s: replica 3 holds it all
+    p = ex.step()
+    assert (p.phase, p.moving, p.failed) == (Phase.RUNNING, 1, 0)
+    assert c.list_partition_reassignments()[t].target == (3, 1, 2)
+    c.restore_broker(1)
+    while not (p := ex.step()).phase.terminal:
+        c.advance(1)
+    assert p.phase is Phase.COMPLETED and p.done == 1
