@@ -384,8 +384,10 @@ def test_a_rollback_the_controller_refuses_is_said_and_retried_until_it_succeeds
     c.restore_broker(0)
     run_until(c, lambda: all(d.leader == 0 for d in c.describe_partitions()
                              if d.tp.topic == "solo"))
+    c.alter_partition_reassignments({tp("solo", 0): None})  # another tool is quicker
     p = ex.step()
     assert p.phase is Phase.CANCELLED and p.cancelled == 7 and p.message == ""
+    assert ex.cancelled == solo | {tp("other", 0)}
     assert ex.state.cancelled == 7  # persisted: a restarted operator reports it too
     assert not c.list_partition_reassignments() and throttles.placed(c) == {}
 
@@ -817,6 +819,12 @@ def test_a_resumed_run_takes_moves_heading_to_its_targets_as_its_own(tmp_path: P
     assert set(ex.failed) == {tp("gone", 0)} and ex.done == set()
     assert ex.moving == {tp("orders", 0): (0, 1, 2, 3)}
     assert list(ex.pending) == [tp("empty", 0), tp("orders", 1)]
+    elsewhere, _ = ReassignmentPlan.from_moves(
+        [(tp("orders", 0), [3, 1, 2]), (tp("orders", 1), [4, 2, 0])], limits=Limits(None, 1),
+        additional=True)  # on top of the move in flight: re-target it, keep the rest pending
+    other = ReassignmentExecutor(c, elsewhere, ExecutorState(phase=Phase.RUNNING, started_ms=0))
+    assert other.start() == []
+    assert other.retarget == [tp("orders", 0)] and list(other.pending) == [tp("orders", 1)]
     fresh, _ = ReassignmentPlan.from_moves(moves[2:], limits=Limits(None, 1), additional=True)
     first = ReassignmentExecutor(c, fresh)
     assert first.start() == [] and first.state.bytes_total == 10 * MB  # the empty one adds 0
