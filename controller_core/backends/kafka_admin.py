@@ -11,6 +11,7 @@ bootstrap servers is raised. Secrets never appear in a message or a log line.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import ssl
@@ -618,6 +619,20 @@ def _server_words(e: BaseException) -> str:
     return re.sub(r"^(\[Error \d+\] )?(\w+Error: )*", "", str(e)) or type(e).__name__
 
 
+def _stop_half_built(client: Any) -> None:
+    """Stop what a KafkaAdminClient whose bootstrap failed had started (its metrics, its
+    connections and its IO thread, as ``close()`` would). Left running, every failed connect
+    keeps a thread reconnecting for the life of the process, and a process that forks later
+    (a worker, a test runner) can inherit a lock that thread held and block forever."""
+    for part in ("_metrics", "_client"):
+        if hasattr(client, part):
+            with contextlib.suppress(Exception):
+                getattr(client, part).close()
+    if hasattr(client, "_net"):
+        with contextlib.suppress(Exception):
+            client._net.stop(timeout_ms=5000)  # joins the IO thread (bounded)
+
+
 def open_kafka_admin(bootstrap_servers: str, secret_data: Mapping[str, str | bytes] | None = None,
                      *, retry: RetryPolicy = RetryPolicy(), client_id: str = "kraftsman",
                      **client_options: Any) -> KafkaAdmin:
@@ -630,14 +645,21 @@ def open_kafka_admin(bootstrap_servers: str, secret_data: Mapping[str, str | byt
     settings = connection_settings(secret_data)
     timeout_ms = int(retry.total_seconds * 1000)
     watch = _AuthFailureWatch()
+    # kafka-python starts the client's IO thread before bootstrapping and leaves it running
+    # when bootstrapping fails: build the client in two steps so a failure can stop it.
+    client = KafkaAdminClient.__new__(KafkaAdminClient)
     try:
         with watch:
-            client = KafkaAdminClient(
-                bootstrap_servers=bootstrap_servers, client_id=client_id,
-                request_timeout_ms=retry.request_timeout_ms, bootstrap_timeout_ms=timeout_ms,
-                retry_backoff_ms=int(retry.initial_backoff_seconds * 1000),
-                reconnect_backoff_max_ms=int(retry.max_backoff_seconds * 1000),
-                **settings, **client_options)
+            try:
+                client.__init__(
+                    bootstrap_servers=bootstrap_servers, client_id=client_id,
+                    request_timeout_ms=retry.request_timeout_ms, bootstrap_timeout_ms=timeout_ms,
+                    retry_backoff_ms=int(retry.initial_backoff_seconds * 1000),
+                    reconnect_backoff_max_ms=int(retry.max_backoff_seconds * 1000),
+                    **settings, **client_options)
+            except BaseException:
+                _stop_half_built(client)
+                raise
     except kerr.SaslAuthenticationFailedError as e:
         raise _refusal(bootstrap_servers, e) from None
     except (_FatalBootstrap, kerr.KafkaTimeoutError, kerr.KafkaConnectionError) as e:

@@ -7,6 +7,7 @@ orchestrator with a deadline — never a fixed sleep standing in for the core.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -174,3 +175,17 @@ def test_kafka_backend_errors_name_the_bootstrap_servers(tmp_path: Path) -> None
     with pytest.raises(KafkaApiError) as e:
         open_kafka_admin("127.0.0.1:1", retry=RetryPolicy(total_seconds=1.0))
     assert "127.0.0.1:1" in str(e.value) and e.value.error.name == "NETWORK_EXCEPTION"
+
+
+def test_a_failed_connect_leaves_no_client_thread_behind() -> None:
+    """kafka-python starts its IO thread before bootstrapping; a failed bootstrap must stop it
+    (else each failed connect leaks a thread, and a later fork, such as mutmut's, can hang)."""
+    def io_threads() -> list[str]:
+        return [t.name for t in threading.enumerate() if t.name.startswith("kafka-io-")]
+
+    before = io_threads()
+    with pytest.raises(KafkaApiError):
+        open_kafka_admin("127.0.0.1:1", retry=RetryPolicy(total_seconds=0.5),
+                         client_id="kraftsman-failed-connect")
+    assert "kafka-io-kraftsman-failed-connect" not in io_threads()
+    assert io_threads() == before
