@@ -30,6 +30,7 @@ from controller_core.orchestration.reassignment import (
     Limits,
     Phase,
     ReassignmentExecutor,
+    FULL_CHECK_MS,
     ReassignmentPlan,
     dry_run,
     validate_plan,
@@ -898,10 +899,44 @@ def test_a_pass_asks_only_about_moves_whose_copies_look_complete(tmp_path: Path)
     c.advance(1)
     ex.step()  # small has copied its 1 MB, big 1 of 50
     assert log.take() == ([[small]], [[(big, 4), (small, 3)]])
-    for seconds in (10, 30):
+    for seconds in (5, 9):
         c.advance(seconds - c.now)
         ex.step()
         assert log.take() == ([], [[(big, 4)]]), seconds
+    c.advance(FULL_CHECK_MS / 1000 + 1 - c.now)
+    ex.step()  # ... and every move at least every FULL_CHECK_MS
+    assert log.take() == ([[big]], [[(big, 4)]])
+
+
+class _Retention(_Requests):
+    """A real cluster whose retention deleted most of the partition during the move: its
+    replicas report a tenth of what the partition held when the move started."""
+
+    def replica_log_sizes(self, replicas: Iterable[tuple[TopicPartition, int]]
+                          ) -> dict[tuple[TopicPartition, int], int]:
+        return {k: v // 10 for k, v in super().replica_log_sizes(replicas).items()}
+
+
+def test_a_move_finished_after_retention_shrank_the_partition_still_ends(
+        tmp_path: Path) -> None:
+    """ReassignPartitionsCommand --verify asks the controller (ListPartitionReassignments),
+    not the log sizes: a move whose new replica holds less than the partition did at the start
+    (retention or compaction ran meanwhile) has still finished once the controller says so, and
+    must free its slot instead of holding the run in Running for ever."""
+    c = cluster(tmp_path, topics=[{"name": "logs", "partitions": 1, "replicationFactor": 1,
+                                   "sizeBytesPerPartition": 5 * MB, "assignment": [[0]]}])
+    t = tp("logs", 0)
+    plan, _ = ReassignmentPlan.from_moves([(t, [3])], limits=Limits(None, 1))
+    ex = ReassignmentExecutor(_Retention(c), plan)  # type: ignore[arg-type]
+    assert ex.start() == []
+    ex.step()
+    run_until(c, lambda: t not in c.list_partition_reassignments())  # the controller is done
+    p = ex.step()
+    while not p.phase.terminal and c.now < 60:
+        c.advance(1)
+        p = ex.step()
+    assert p.phase is Phase.COMPLETED and p.done == 1, (p.phase, c.now)
+    assert c.now <= FULL_CHECK_MS / 1000 + 1
 
 
 def test_a_move_held_by_a_target_replica_out_of_the_isr_stays_in_flight(tmp_path: Path) -> None:
