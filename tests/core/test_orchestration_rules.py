@@ -26,11 +26,11 @@ from controller_core.orchestration.election import (
     run_election,
 )
 from controller_core.orchestration.reassignment import (
+    FULL_CHECK_MS,
     ExecutorState,
     Limits,
     Phase,
     ReassignmentExecutor,
-    FULL_CHECK_MS,
     ReassignmentPlan,
     dry_run,
     validate_plan,
