@@ -9,6 +9,7 @@ asks for.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from random import Random
@@ -37,6 +38,7 @@ THROTTLE_REPLICA_KEYS = (
 # What kraftsman placed on a broker (orchestration/throttles.py): kept in the cluster, so an
 # executor that lost its local state still removes exactly its own throttles.
 THROTTLE_MARKER_KEY = "kraftsman.throttle"
+_THROTTLED_REPLICA = re.compile(r"([0-9]+):([0-9]+)")  # Kafka's ThrottledReplicaListValidator
 ALTERABLE_CONFIGS = {"BROKER": {*THROTTLE_RATE_KEYS, THROTTLE_MARKER_KEY},
                      "TOPIC": set(THROTTLE_REPLICA_KEYS)}
 
@@ -80,13 +82,20 @@ class Controller:
         if unknown:
             return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT,
                              f"topic {name!r}: assignment names unknown broker(s) {unknown}")
+        # As ReplicationControlManager.createTopic: the ISR is the live replicas and the first
+        # of them leads; a partition none of whose brokers is live is refused, not created
+        # leaderless.
+        isrs = [tuple(r for r in replicas if r in live) for replicas in assignment]
+        offline = [i for i, isr in enumerate(isrs) if not isr]
+        if offline:
+            return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT,
+                             f"topic {name!r}: all brokers specified in the manual partition "
+                             f"assignment for partition {offline[0]} are fenced "
+                             f"{list(assignment[offline[0]])}; assign live brokers")
         topic_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
         self._emit(TopicRecord(name, topic_id, message_bytes, produce_bytes_per_second))
-        live_ids = set(live)
-        for i, replicas in enumerate(assignment):
-            isr = tuple(r for r in replicas if r in live_ids)
-            leader = isr[0] if isr else NO_LEADER
-            self._emit(PartitionRecord(name, i, tuple(replicas), isr or tuple(replicas), leader))
+        for i, isr in enumerate(isrs):
+            self._emit(PartitionRecord(name, i, tuple(assignment[i]), isr, isr[0]))
         return OK
 
     def fence_broker(self, broker_id: int) -> None:
@@ -96,7 +105,7 @@ class Controller:
             return
         self._emit(BrokerFencingRecord(broker_id, fenced=True))
         live = self.image.live_brokers()
-        for tp, p in self.image.partitions_on(broker_id, isr_only=True):
+        for tp, p in self.image.partitions_in_isr_of(broker_id):
             self._change(pc.shrink_isr(tp, p, broker_id, live))
 
     def unfence_broker(self, broker_id: int) -> None:
@@ -105,7 +114,7 @@ class Controller:
             return
         self._emit(BrokerFencingRecord(broker_id, fenced=False))
         live = self.image.live_brokers()
-        for tp, p in self.image.partitions_on(broker_id, isr_only=True):
+        for tp, p in self.image.partitions_in_isr_of(broker_id):
             if p.leader == NO_LEADER:
                 self._change(pc.elect_if_leaderless(tp, p, live))
 
@@ -273,10 +282,10 @@ def parse_throttled_replicas(value: str) -> set[tuple[int, int]] | str | None:
         return set()
     out: set[tuple[int, int]] = set()
     for item in value.split(","):
-        part, sep, broker = item.strip().partition(":")
-        if not sep or not part.isdigit() or not broker.isdigit():
+        match = _THROTTLED_REPLICA.fullmatch(item.strip())
+        if match is None:
             return None
-        out.add((int(part), int(broker)))
+        out.add((int(match[1]), int(match[2])))
     return out
 
 

@@ -67,14 +67,23 @@ class MetadataImage:
             for i, p in enumerate(topic.partitions):
                 yield TopicPartition(name, i), p
 
-    def partitions_on(self, broker: int, *, isr_only: bool = False
-                      ) -> list[tuple[TopicPartition, PartitionRegistration]]:
-        """Partitions with a replica (or an ISR member) on ``broker`` — a tight scan that
-        builds no object for the partitions that do not match."""
+    def partitions_on(self, broker: int) -> list[tuple[TopicPartition, PartitionRegistration]]:
+        """Partitions with a replica on ``broker`` — a tight scan that builds no object for
+        the partitions that do not match."""
         out = []
         for name, topic in self.topics.items():
             for i, p in enumerate(topic.partitions):
-                if broker in (p.isr if isr_only else p.replicas):
+                if broker in p.replicas:
+                    out.append((TopicPartition(name, i), p))
+        return out
+
+    def partitions_in_isr_of(self, broker: int
+                             ) -> list[tuple[TopicPartition, PartitionRegistration]]:
+        """Partitions whose ISR holds ``broker`` (what fencing and unfencing it touch)."""
+        out = []
+        for name, topic in self.topics.items():
+            for i, p in enumerate(topic.partitions):
+                if broker in p.isr:
                     out.append((TopicPartition(name, i), p))
         return out
 
@@ -160,6 +169,8 @@ class MetadataImage:
                     partitions[part] = reg
                 if adding or removing:
                     self.reassigning.add(TopicPartition(topic, part))
+                elif self.reassigning:  # a replaced partition may have been moving
+                    self.reassigning.discard(TopicPartition(topic, part))
                 self.next_offset += 1
             elif row[0] == PARTITION_BLOCK_TAG:
                 self._apply_block(row)
@@ -173,6 +184,9 @@ class MetadataImage:
         moves = {i: (tuple(adding), tuple(removing)) for i, adding, removing in moving}
         partitions = self.topics[topic].partitions
         del partitions[first:]
+        if self.reassigning:  # the replaced partitions' moves go with them
+            self.reassigning -= {tp for tp in self.reassigning
+                                 if tp.topic == topic and tp.partition >= first}
         append = partitions.append
         pos = 0
         for i, n in enumerate(counts):
@@ -188,7 +202,7 @@ class MetadataImage:
         """The encoded content of a snapshot: the records that rebuild this image, with the
         partitions of a topic in columnar blocks (flat integer arrays parse an order of
         magnitude faster than a million small lists)."""
-        for r in self.to_records(partitions=False):
+        for r in self.records_but_partitions():
             yield encode_record(r)
         for name, t in self.topics.items():
             for first in range(0, len(t.partitions), SNAPSHOT_BLOCK):
@@ -200,19 +214,23 @@ class MetadataImage:
                        [[i, p.adding, p.removing] for i, p in enumerate(block)
                         if p.adding or p.removing]]
 
-    def to_records(self, *, partitions: bool = True) -> Iterator[Record]:
+    def to_records(self) -> Iterator[Record]:
         """The records that rebuild this image from nothing (the content of a snapshot)."""
+        yield from self.records_but_partitions()
+        for t in self.topics.values():
+            for i, p in enumerate(t.partitions):
+                yield PartitionRecord(t.name, i, p.replicas, p.isr, p.leader, p.leader_epoch,
+                                      p.partition_epoch, p.adding, p.removing)
+
+    def records_but_partitions(self) -> Iterator[Record]:
+        """The cluster id, brokers, topics and configs as records: all but the partitions,
+        which a snapshot writes in blocks."""
         if self.cluster_id:
             yield ClusterRecord(self.cluster_id)
         for b in self.brokers.values():
             yield RegisterBrokerRecord(b.id, b.rack, b.fenced)
         for t in self.topics.values():
             yield TopicRecord(t.name, t.topic_id, t.message_bytes, t.produce_bytes_per_second)
-            if partitions:
-                for i, p in enumerate(t.partitions):
-                    yield PartitionRecord(t.name, i, p.replicas, p.isr, p.leader,
-                                          p.leader_epoch, p.partition_epoch, p.adding,
-                                          p.removing)
         for (rtype, rname), entries in self.configs.items():
             for k, v in entries.items():
                 yield ConfigRecord(rtype, rname, k, v)

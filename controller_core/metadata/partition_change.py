@@ -45,10 +45,12 @@ def then_complete(tp: TopicPartition, p: PartitionRegistration, c: PartitionChan
     if done is None:
         return c
     final = after(mid, done)
+    # One record bumps the leader epoch once (PartitionChangeBuilder.build), however many
+    # reasons it has: here the change and the completion that drops replicas.
     merged = _record(tp, p, replicas=final.replicas, isr=final.isr, leader=final.leader,
                      adding=final.adding, removing=final.removing, bump_leader_epoch=True)
     assert merged is not None
-    return merged._replace(leader_epoch=final.leader_epoch)
+    return merged
 
 
 def _eligible_leader(order: Sequence[int], isr: Sequence[int], live: Set[int]) -> int:
@@ -59,13 +61,19 @@ def _eligible_leader(order: Sequence[int], isr: Sequence[int], live: Set[int]) -
     return NO_LEADER
 
 
-def _record(tp: TopicPartition, p: PartitionRegistration, *, replicas: tuple[int, ...],
-            isr: tuple[int, ...], leader: int, adding: tuple[int, ...],
-            removing: tuple[int, ...], bump_leader_epoch: bool) -> PartitionChangeRecord | None:
-    """A record carrying only the fields that change; ``None`` when nothing does."""
+def _record(tp: TopicPartition, p: PartitionRegistration, *, leader: int,
+            isr: tuple[int, ...] | None = None, replicas: tuple[int, ...] | None = None,
+            adding: tuple[int, ...] | None = None, removing: tuple[int, ...] | None = None,
+            bump_leader_epoch: bool = False) -> PartitionChangeRecord | None:
+    """A record carrying only the fields that change; ``None`` when nothing does. A field
+    not given keeps the partition's value; the ISR keeps only members of the new replica set
+    (so a move's callers leave it to this); the leader epoch bumps with every leader change
+    (as PartitionChangeBuilder does) and, with ``bump_leader_epoch``, also without one."""
+    replicas = p.replicas if replicas is None else replicas
+    isr = p.isr if isr is None else isr
     replicas_set = set(replicas)
     isr = tuple(r for r in isr if r in replicas_set)
-    assert leader == NO_LEADER or leader in isr, "a leader must be in the ISR"
+    assert leader == NO_LEADER or leader in isr  # a leader is always in the ISR
     leader_changed = leader != p.leader
     new_epoch = p.leader_epoch + 1 if (leader_changed or bump_leader_epoch) else None
     change = PartitionChangeRecord(
@@ -74,8 +82,8 @@ def _record(tp: TopicPartition, p: PartitionRegistration, *, replicas: tuple[int
         isr=isr if isr != p.isr else None,
         leader=leader if leader_changed else None,
         leader_epoch=new_epoch,
-        adding=adding if adding != p.adding else None,
-        removing=removing if removing != p.removing else None,
+        adding=None if adding == p.adding else adding,  # None given: None, unchanged
+        removing=None if removing == p.removing else removing,
     )
     if (change.replicas is None and change.isr is None and change.leader is None
             and change.leader_epoch is None and change.adding is None
@@ -123,17 +131,14 @@ def start_reassignment(tp: TopicPartition, p: PartitionRegistration, target: Seq
                 f"{[r for r in isr if r != p.leader]} is alive and in sync; keep the leader in "
                 "the target or wait for another replica to catch up")
     if not adding and not removing:
-        if target == p.replicas and not p.is_reassigning:
-            return None
-        # A reorder, or a return to the original replicas: the replicas being added are
-        # dropped, so the epoch bumps to fence them.
-        return _record(tp, p, replicas=target, isr=isr, leader=leader, adding=(),
+        # The same replicas (None: nothing changes), a reorder, or a return to the original
+        # replicas: the replicas being added are dropped, so the epoch bumps to fence them.
+        return _record(tp, p, replicas=target, leader=leader, adding=(),
                        removing=(), bump_leader_epoch=p.is_reassigning)
-    if _record(tp, p, replicas=replicas, isr=isr, leader=leader, adding=adding,
-               removing=removing, bump_leader_epoch=False) is None:
+    change = _record(tp, p, replicas=replicas, leader=leader, adding=adding, removing=removing)
+    if change is None:
         return None  # the same target again: nothing to do, no epoch bump
-    return _record(tp, p, replicas=replicas, isr=isr, leader=leader, adding=adding,
-                   removing=removing, bump_leader_epoch=True)
+    return change._replace(leader_epoch=p.leader_epoch + 1)  # a (re)started move bumps it
 
 
 def cancel_reassignment(tp: TopicPartition, p: PartitionRegistration,
@@ -152,7 +157,7 @@ def cancel_reassignment(tp: TopicPartition, p: PartitionRegistration,
                 f"{tp}: cannot cancel — none of the original replicas {list(original)} is alive "
                 "and in sync, so the rollback would leave the partition leaderless "
                 "(KAFKA-14424); bring an original replica back or let the move finish")
-    change = _record(tp, p, replicas=original, isr=isr, leader=leader, adding=(), removing=(),
+    change = _record(tp, p, replicas=original, leader=leader, adding=(), removing=(),
                      bump_leader_epoch=True)
     assert change is not None
     return change
@@ -178,7 +183,7 @@ def maybe_complete_reassignment(tp: TopicPartition, p: PartitionRegistration,
         leader = _eligible_leader(target, isr, live)
         if leader == NO_LEADER:
             return None  # no live in-sync target replica yet: wait rather than go leaderless
-    return _record(tp, p, replicas=target, isr=isr, leader=leader, adding=(), removing=(),
+    return _record(tp, p, replicas=target, leader=leader, adding=(), removing=(),
                    bump_leader_epoch=True)
 
 
@@ -198,8 +203,7 @@ def elect_preferred(tp: TopicPartition, p: PartitionRegistration,
     if preferred not in p.isr:
         return ApiResult(errors.PREFERRED_LEADER_NOT_AVAILABLE,
                          f"{tp}: preferred replica {preferred} is not in the ISR {list(p.isr)}")
-    change = _record(tp, p, replicas=p.replicas, isr=p.isr, leader=preferred, adding=p.adding,
-                     removing=p.removing, bump_leader_epoch=True)
+    change = _record(tp, p, leader=preferred)  # a new leader: the epoch bumps
     assert change is not None
     return change
 
@@ -209,20 +213,19 @@ def elect_unclean(tp: TopicPartition, p: PartitionRegistration,
     """Elect any live replica of a leaderless partition, even outside the ISR (data may be lost)."""
     if p.leader != NO_LEADER:
         return ALREADY_LED
-    leader = _eligible_leader(p.replicas, p.isr, live)
-    isr = p.isr
-    if leader == NO_LEADER:
+    clean = _eligible_leader(p.replicas, p.isr, live)
+    if clean != NO_LEADER:  # an in-sync replica is back: a clean election, the ISR stays
+        change = _record(tp, p, leader=clean)
+    else:
         adding = set(p.adding)
         # Prefer a replica that held the data before this move over one still copying it.
-        candidates = [r for r in p.replicas if r not in adding] + [r for r in p.adding]
+        candidates = [r for r in p.replicas if r not in adding] + list(p.adding)
         leader = next((r for r in candidates if r in live), NO_LEADER)
         if leader == NO_LEADER:
             return ApiResult(errors.ELIGIBLE_LEADERS_NOT_AVAILABLE,
                              f"{tp}: none of the replicas {list(p.replicas)} is alive")
-        isr = (leader,)
-    change = _record(tp, p, replicas=p.replicas, isr=isr, leader=leader, adding=p.adding,
-                     removing=p.removing, bump_leader_epoch=True)
-    assert change is not None
+        change = _record(tp, p, isr=(leader,), leader=leader)
+    assert change is not None  # a new leader: the epoch bumps
     return change
 
 
@@ -234,8 +237,7 @@ def expand_isr(tp: TopicPartition, p: PartitionRegistration, broker: int,
         return None
     isr = (*p.isr, broker)
     leader = p.leader if p.leader != NO_LEADER else _eligible_leader(p.replicas, isr, live)
-    return _record(tp, p, replicas=p.replicas, isr=isr, leader=leader, adding=p.adding,
-                   removing=p.removing, bump_leader_epoch=False)
+    return _record(tp, p, isr=isr, leader=leader)
 
 
 def shrink_isr(tp: TopicPartition, p: PartitionRegistration, broker: int,
@@ -255,8 +257,7 @@ def shrink_isr(tp: TopicPartition, p: PartitionRegistration, broker: int,
         if p.leader == NO_LEADER:
             return None
         isr, leader = p.isr, NO_LEADER
-    return _record(tp, p, replicas=p.replicas, isr=isr, leader=leader, adding=p.adding,
-                   removing=p.removing, bump_leader_epoch=False)
+    return _record(tp, p, isr=isr, leader=leader)
 
 
 def elect_if_leaderless(tp: TopicPartition, p: PartitionRegistration,
@@ -267,5 +268,4 @@ def elect_if_leaderless(tp: TopicPartition, p: PartitionRegistration,
     leader = _eligible_leader(p.replicas, p.isr, live)
     if leader == NO_LEADER:
         return None
-    return _record(tp, p, replicas=p.replicas, isr=p.isr, leader=leader, adding=p.adding,
-                   removing=p.removing, bump_leader_epoch=False)
+    return _record(tp, p, leader=leader)

@@ -56,11 +56,14 @@ def estimate_seconds(moves: Sequence[MoveCost], *, throttle: float | None,
     next_id = 0
     now = 0.0
 
+    start_at: float | None = None  # the executor's next pass, when a slot has freed
+
     def start() -> None:
-        nonlocal next_id
+        nonlocal next_id, start_at
         slots = max_concurrent_moves - len(left)
         skipped: list[MoveCost] = []
         scan = max(100, SCAN_FACTOR * max(slots, 0))
+        instant = False
         while pending and slots > 0 and len(skipped) < scan:
             m = pending.popleft()
             if per_broker is not None and any(load.get(b, 0) >= per_broker for b in m.touched):
@@ -68,7 +71,8 @@ def estimate_seconds(moves: Sequence[MoveCost], *, throttle: float | None,
                 continue
             slots -= 1
             if not m.adding or m.bytes_per_replica <= 0:
-                continue  # a reorder or a shrink completes at once
+                instant = True  # a reorder or a shrink completes at once
+                continue
             for b in m.touched:
                 load[b] = load.get(b, 0) + 1
             left[next_id] = len(m.adding)
@@ -77,9 +81,12 @@ def estimate_seconds(moves: Sequence[MoveCost], *, throttle: float | None,
                          for r in m.adding)
             next_id += 1
         pending.extendleft(reversed(skipped))
+        if instant and pending:
+            # The executor counts a move that completes at once in the pass that starts it;
+            # its slot is free for the next pass.
+            start_at = now + poll_seconds
 
     start()
-    start_at: float | None = None  # the executor's next pass, when a slot has freed
     while flows or pending:
         if not flows and start_at is None:
             return math.inf  # nothing can start: cannot happen with limits >= 1

@@ -31,6 +31,10 @@ from controller_core.orchestration.estimate import MoveCost, estimate_seconds, m
 MAX_RECORDED_FAILURES = 1000
 RATE_SAMPLES = 30
 MAX_DETAILS = 100  # per-partition lines in a progress report: failures first
+# Every move in flight is listed at least this often (cluster time), whatever its replicas'
+# sizes say: on a real cluster retention or compaction can shrink a partition mid-move, and a
+# finished move whose new replicas hold less than the partition did at its start must still end.
+FULL_CHECK_MS = 10_000
 
 
 class Phase(StrEnum):
@@ -267,6 +271,7 @@ class ReassignmentExecutor:
         self._loaded = False
         self._synced: tuple[frozenset[TopicPartition], int | None] | None = None
         self._adding_cache: dict[TopicPartition, tuple[int, ...]] = {}
+        self._last_full_check_ms: int | None = None  # None: the next pass lists every move
 
     # -- starting and resuming ------------------------------------------------------------------
     def start(self) -> list[PlanProblem]:
@@ -350,7 +355,12 @@ class ReassignmentExecutor:
             return self.progress()
         self._load()
         sizes = self._replica_sizes()
-        self._notice_finished(self._maybe_finished(sizes))
+        now = self.admin.now_ms()
+        if self._last_full_check_ms is None or now - self._last_full_check_ms >= FULL_CHECK_MS:
+            self._last_full_check_ms = now
+            self._notice_finished()
+        else:
+            self._notice_finished(self._maybe_finished(sizes))
         self._retarget_in_flight()
         if self.state.cancel_requested:
             self._cancel_in_flight()

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from controller_core.admin import ClusterAdmin
+from controller_core.planning.fingerprint import target_replicas
 from controller_core.planning.snapshot import Broker, PartitionTable, Snapshot
 
 DEFAULT_DISK_BYTES = 1 << 40
@@ -49,8 +50,7 @@ def snapshot_from_admin(
         per_topic[p.tp.topic] = per_topic.get(p.tp.topic, 0) + 1
     for p in described_parts:
         # a partition being moved reports R = target + original; plan from the target
-        removing = set(p.removing)
-        replicas = [r for r in p.replicas if r not in removing]
+        replicas = target_replicas(p)
         leader = p.leader
         if leader not in replicas:
             leaderless += 1

@@ -1,9 +1,14 @@
 """The safety properties of SPEC §3, checked against a :class:`SimulatedQuorum` after every event.
 
 Kafka's randomised Raft simulation checks the same: SingleLeader, MonotonicEpoch,
-MonotonicHighWatermark, MajorityReachedHighWatermark and ConsistentCommittedData. We add
-that every configuration that can be in force overlaps (as a quorum) with the committed one,
-that voter changes are single-server steps, and that DescribeQuorum tells the truth.
+MonotonicHighWatermark, MajorityReachedHighWatermark (on the live leader, against its last
+voter set or the one at its high watermark, as Kafka's KIP-853 version does) and
+ConsistentCommittedData. We add that the
+committed end stays on nodes that every majority of some configuration in force meets (it
+cannot be lost by an election, though after a truncated voter addition it may sit on only half
+of an even configuration), that every configuration that can be in force overlaps (as a
+quorum) with the committed one, that voter changes are single-server steps, and that
+DescribeQuorum tells the truth.
 
 After every single event (not only when the driver calls :meth:`InvariantChecker.check`) it
 also follows the votes: a node never votes twice in an epoch (across restarts too), every
@@ -233,10 +238,23 @@ class InvariantChecker:
                 and self._epoch_matches(node.log, offset, want))
 
     def _check_majority(self) -> None:
-        """MajorityReachedHighWatermark: the committed end is durable on a majority."""
+        """The committed end survives any election, and the leader committed it by a majority.
+
+        Two checks, because a committed entry need not stay on a *majority* of the
+        configuration left in force: a leader counts a voter addition as soon as it appends
+        it (Raft thesis 4.1; Kafka's LeaderState uses the last voter set, committed or not),
+        so with 4 voters adding a 5th it commits on 3 of the 5 — 2 of the 4 old voters. If the
+        addition is then truncated, 2 of 4 hold the entry: no longer a majority, yet every
+        majority of the 4 (3 of them) includes a holder, who refuses its vote to a shorter log
+        (thesis 3.6.3). So (1) the committed end is durable on nodes that every majority of
+        some configuration in force meets; (2) Kafka's MajorityReachedHighWatermark
+        (RaftEventSimulationTest, KIP-853): the live leader of the highest epoch has its high
+        watermark on a majority of its last voter set or of the voter set at the high
+        watermark."""
         c = self.committed_end
         if c == 0:
             return
+        self._check_leader_majority()
         candidates: list[tuple[int, ...]] = []
         for n, node in self.sim.nodes.items():
             # configurations as seen by nodes that hold the committed prefix (a zombie
@@ -252,11 +270,34 @@ class InvariantChecker:
         if not candidates:
             return  # every holder is down; their logs are checked when they restart
         for voters in candidates:
-            if sum(1 for v in voters if v in self.sim.nodes and self._has_prefix(v, c)) >= majority(
-                    len(voters)):
+            if len(self._lacking(voters, c)) < majority(len(voters)):
                 return
-        self.fail(f"committed end {c} is not durable on a majority of any configuration in "
-                  f"force {candidates}")
+        self.fail(f"committed end {c} is not durable on nodes that every majority of a "
+                  f"configuration in force meets {candidates}: lacking "
+                  f"{[self._lacking(v, c) for v in candidates]}")
+
+    def _lacking(self, voters: tuple[int, ...], offset: int) -> list[int]:
+        """The voters that do not durably hold the committed prefix up to ``offset``."""
+        return [v for v in voters if v not in self.sim.nodes or not self._has_prefix(v, offset)]
+
+    def _check_leader_majority(self) -> None:
+        lid = self.sim.leader()
+        if lid is None:
+            return
+        leader = self.sim.node(lid)
+        hw = leader.hw
+        if hw <= leader.log.start_offset:
+            return  # a snapshot (checked against the committed prefix) or nothing yet
+        last = leader.voters()
+        at = leader.log.config_at(hw - 1)
+        at_hw = at[1].current_voters if at else leader.bootstrap_voters
+        for voters in (last, at_hw):
+            if len(voters) - len(self._lacking(voters, hw)) >= majority(len(voters)):
+                return
+        self.fail(f"leader {lid} of epoch {leader.epoch}: high watermark {hw} is durable on "
+                  f"no majority of its last voters {last} (lacking "
+                  f"{self._lacking(last, hw)}) nor of the voters at it {at_hw} (lacking "
+                  f"{self._lacking(at_hw, hw)})")
 
     def _check_configs(self) -> None:
         committed: VoterAssignment | None = None

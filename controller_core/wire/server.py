@@ -160,6 +160,14 @@ class ClusterServer:
         if checkpoint:
             self.cluster.checkpoint()
 
+    def clock_failure(self) -> BaseException | None:
+        """What stopped the simulated clock, if an advance raised: the cluster is frozen from
+        then on, so a caller polling it for progress can fail at once instead of waiting."""
+        task = self._clock_task
+        if task is None or not task.done() or task.cancelled():
+            return None
+        return task.exception()
+
     async def _run_clock(self) -> None:
         loop = asyncio.get_running_loop()
         last = loop.time()

@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "kraftsman.commands.crds",
     "kraftsman.commands.operator",
     "kraftsman.commands.plan",
+    "kraftsman.commands.rebalance",
 ]
 
 
@@ -39,7 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _state_lock(args: argparse.Namespace) -> contextlib.AbstractContextManager[object]:
     """One command at a time on a state directory (the operator's own directory aside)."""
     state_dir = getattr(args, "state_dir", None)
-    if state_dir is None or args.command == "operator":
+    # The operator and its planner Job share a volume the operator owns (the Job's mount is
+    # read-only): neither takes the CLI's lock on it.
+    if state_dir is None or args.command in ("operator", "rebalance"):
         return contextlib.nullcontext()
     words = [args.command] + [w for w in (getattr(args, "action", None),
                                           getattr(args, "what", None)) if isinstance(w, str)]

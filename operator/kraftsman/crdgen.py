@@ -23,7 +23,14 @@ import jinja2
 import yaml
 from pydantic import BaseModel
 
-from kraftsman.resources import CANCEL_WITH_DRY_RUN, GROUP, KINDS, VERSION
+from kraftsman.resources import (
+    BROKERS_REFUSED,
+    BROKERS_REQUIRED,
+    CANCEL_WITH_DRY_RUN,
+    GROUP,
+    KINDS,
+    VERSION,
+)
 from kraftsman.status import STATUS_MODELS
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -115,6 +122,22 @@ KIND_INFO: dict[str, KindInfo] = {
         Column("Imbalance", ".status.imbalancePercent", "number", priority=1),
         AGE_COL,
     ]),
+    "KafkaRebalance": KindInfo(
+        "KafkaRebalance", "kafkarebalances", "kafkarebalance", ["kr"],
+        "A plan for a KafkaCluster, proposed by the planner Job, executed on approval as "
+        "PartitionReassignments one after another.", [
+        CLUSTER_COL,
+        Column("Goal", ".spec.goal"),
+        Column("Phase", ".status.phase"),
+        Column("Moves", ".status.moves", "integer", "Replicas the proposal copies."),
+        Column("Data", ".status.data", description="Bytes the proposal copies."),
+        Column("ETA", ".status.eta", description="Estimated duration at the throttle."),
+        Column("Progress", ".status.progress", description="Reassignments completed/total.",
+               priority=1),
+        Column("Approval", ".spec.approval", priority=1),
+        Column("Proposal", ".status.proposalId", "integer", priority=1),
+        AGE_COL,
+    ]),
 }
 
 # Per (model, field) schema additions that pydantic cannot express.
@@ -140,7 +163,9 @@ FIELD_EXTRAS: dict[tuple[str, str], dict[str, Any]] = {
         "message": "spec.clusterRef is immutable: an operation stays on the cluster it "
                    "started on; delete this resource and create a new one for another "
                    "cluster"}]}
-       for model in ("PartitionReassignmentSpec", "LeaderElectionSpec", "KafkaQuorumSpec")},
+       for model in ("PartitionReassignmentSpec", "LeaderElectionSpec", "KafkaQuorumSpec",
+                     "KafkaRebalanceSpec")},
+    ("KafkaRebalanceSpec", "brokers"): _SET,
 }
 
 # CEL rules mirroring the models' cross-field validators (checked at admission, K8s >= 1.25).
@@ -154,6 +179,14 @@ MODEL_RULES: dict[str, list[dict[str, str]]] = {
     "PartitionReassignmentSpec": [
         {"rule": "!(has(self.cancel) && self.cancel && has(self.dryRun) && self.dryRun)",
          "message": CANCEL_WITH_DRY_RUN},
+    ],
+    "KafkaRebalanceSpec": [
+        {"rule": "!(has(self.goal) && (self.goal == 'add-brokers' || "
+                 "self.goal == 'remove-brokers')) || has(self.brokers)",
+         "message": BROKERS_REQUIRED},
+        {"rule": "(has(self.goal) && (self.goal == 'add-brokers' || "
+                 "self.goal == 'remove-brokers')) || !has(self.brokers)",
+         "message": BROKERS_REFUSED},
     ],
     "LeaderElectionSpec": [
         {"rule": "(has(self.partitions) ? 1 : 0) + (has(self.topics) ? 1 : 0) + "

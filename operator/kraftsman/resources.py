@@ -153,11 +153,63 @@ class LeaderElectionSpec(CamelModel):
         return self
 
 
+RebalanceGoal = Literal["rebalance", "add-brokers", "remove-brokers", "leader-balance"]
+GOALS_WITH_BROKERS = ("add-brokers", "remove-brokers")
+Approval = Literal["Pending", "Approved", "Rejected"]
+
+
+BROKERS_REQUIRED = ("spec.brokers: required for goals add-brokers and remove-brokers; list the "
+                    "broker ids to add or remove, e.g. brokers: [6, 7]")
+BROKERS_REFUSED = ("spec.brokers: only for goals add-brokers and remove-brokers; remove "
+                   "spec.brokers or change spec.goal")
+
+
+class KafkaRebalanceSpec(CamelModel):
+    """A plan computed by the operator (the PySpark planner in a Job), reviewed in status and
+    executed on approval as PartitionReassignments, one after another."""
+
+    cluster_ref: ObjectRef = Field(description="The KafkaCluster to plan for.")
+    goal: RebalanceGoal = Field(default="rebalance", description="What the plan does: "
+                                "rebalance, add-brokers, remove-brokers or leader-balance "
+                                "(the goals of `kraftsman plan`).")
+    brokers: list[BrokerId] | None = Field(
+        default=None, min_length=1, description="Brokers to fill (add-brokers) or drain "
+        "(remove-brokers); refused for the other goals.")
+    balance: bool = Field(default=False, description="add/remove-brokers: also balance the "
+                          "other brokers in the same plan (`kraftsman plan --balance`).")
+    throttle_bytes_per_second: int | None = Field(
+        default=50_000_000, ge=1, description="Replication throttle of the reassignments "
+        "(bytes/s); the plan's ETA assumes it.")
+    max_concurrent_moves: int = Field(default=10, ge=1, description="Partitions moving at once "
+                                      "in each reassignment.")
+    max_partitions_per_resource: int = Field(
+        default=1000, ge=1, description="Partitions per PartitionReassignment the plan is "
+        "split into.")
+    spark_master: str | None = Field(
+        default=None, min_length=1, description="Spark master URL the planner Job's driver "
+        "connects to; unset: Spark local[*] inside the Job's pod.")
+    approval: Approval = Field(
+        default="Pending", description="Pending: propose only. Approved: execute the proposal "
+        "for this spec once it is ready. Rejected: execute nothing (stops a running "
+        "rebalance after cancelling the reassignment in flight).")
+
+    @model_validator(mode="after")
+    def _brokers_fit_goal(self) -> KafkaRebalanceSpec:
+        if self.goal in GOALS_WITH_BROKERS and self.brokers is None:
+            raise ValueError(BROKERS_REQUIRED)
+        if self.goal not in GOALS_WITH_BROKERS and self.brokers is not None:
+            raise ValueError(f"{BROKERS_REFUSED} (goal is {self.goal})")
+        if self.brokers is not None and len(set(self.brokers)) != len(self.brokers):
+            raise ValueError("spec.brokers lists a broker twice; list each broker once")
+        return self
+
+
 KINDS: dict[str, type[CamelModel]] = {
     "KafkaCluster": KafkaClusterSpec,
     "KafkaQuorum": KafkaQuorumSpec,
     "PartitionReassignment": PartitionReassignmentSpec,
     "LeaderElection": LeaderElectionSpec,
+    "KafkaRebalance": KafkaRebalanceSpec,
 }
 
 

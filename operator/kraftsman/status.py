@@ -396,11 +396,88 @@ def _result_order(r: ElectionResult) -> tuple[int, str, int]:
     return (_OUTCOME_PRIORITY[r.result], r.topic, r.partition)
 
 
+# ---------------------------------------------------------------- KafkaRebalance
+
+class BalanceFigure(StatusModel):
+    """max/mean of one load over the brokers that stay (1.0 is perfectly even)."""
+
+    before: float = Field(ge=0)
+    after: float = Field(ge=0)
+
+
+class ProposalFigures(StatusModel):
+    """The proposal's figures, from the planner's summary.json."""
+
+    goal: str = Field(description="The goal as the planner read it.")
+    partitions_in_plan: int = Field(default=0, ge=0, description="Partitions that move.")
+    partitions_total: int = Field(default=0, ge=0, description="Partitions in the cluster.")
+    replicas_to_move: int = Field(default=0, ge=0, description="Replicas copied.")
+    bytes_to_move: int = Field(default=0, ge=0, description="Bytes copied.")
+    estimated_seconds: float | None = Field(default=None, ge=0, description="At the throttle, "
+                                            "reassignments one after another.")
+    throttle_bytes_per_second: int | None = Field(default=None, description="Throttle the ETA "
+                                                  "assumes.")
+    resources: int = Field(default=0, ge=0, description="PartitionReassignments to create.")
+    balance: dict[str, BalanceFigure] = Field(
+        default_factory=dict, description="max/mean before and after, by load: replicas, "
+        "leaders, disk_bytes, ...")
+    violations: list[str] = Field(default_factory=list, description=f"Constraints the plan "
+                                  f"does not meet (at most {DETAIL_CAP}).")
+    targets_not_reached: list[str] = Field(default_factory=list, description=f"Shortfalls (at "
+                                           f"most {DETAIL_CAP}).")
+    fingerprint: str | None = Field(default=None, description="Assignment fingerprint the "
+                                    "plan was computed from (staleness check).")
+    created_at: str | None = Field(default=None, description="When the planner ran.")
+    sources: dict[str, str] = Field(default_factory=dict, description="Where each input "
+                                    "figure came from.")
+
+
+ReassignmentStep = Literal["Pending", "Created", "Completed", "Failed", "Cancelled"]
+
+
+class RebalanceStep(StatusModel):
+    """One PartitionReassignment of the proposal: its name, where its document is, how far."""
+
+    name: str
+    config_map: str = Field(description="The part ConfigMap holding its document.")
+    key: str = Field(description="The document's key in that ConfigMap.")
+    state: ReassignmentStep = "Pending"
+
+
+class KafkaRebalanceStatus(BaseStatus):
+    proposal_id: int = Field(default=0, ge=0, description="Counter of proposals (1, 2, ...); "
+                             "the Job and ConfigMaps of the current one carry it.")
+    plan_digest: str | None = Field(default=None, description="Digest of the spec fields the "
+                                    "current proposal was made for.")
+    job: str | None = Field(default=None, description="namespace/name of the planner Job of "
+                            "the current proposal.")
+    proposal_config_map: str | None = Field(default=None, description="The index ConfigMap of "
+                                            "the current proposal.")
+    proposal: ProposalFigures | None = Field(default=None, description="The figures of the "
+                                             "current proposal.")
+    # Flat copies for printer columns.
+    moves: int | None = Field(default=None, ge=0, description="Replicas the proposal copies.")
+    data: str | None = Field(default=None, description="Bytes the proposal copies, readable.")
+    eta: str | None = Field(default=None, description="Estimated duration, readable "
+                            "(h:mm:ss).")
+    decided_by: str | None = Field(default=None, description="What approved or rejected the "
+                                   "proposal: spec.approval or the kraftsman.io/rebalance "
+                                   "annotation.")
+    approved_at: str | None = None
+    steps: list[RebalanceStep] = Field(default_factory=list, description="The "
+                                       "PartitionReassignments of the proposal, in apply order.")
+    current: str | None = Field(default=None, description="The PartitionReassignment running.")
+    current_progress: str | None = Field(default=None, description="Its status.progress.")
+    progress: str | None = Field(default=None, description="Reassignments completed/total.")
+    completed_at: str | None = None
+
+
 STATUS_MODELS: dict[str, type[BaseStatus]] = {
     "KafkaCluster": KafkaClusterStatus,
     "KafkaQuorum": KafkaQuorumStatus,
     "PartitionReassignment": PartitionReassignmentStatus,
     "LeaderElection": LeaderElectionStatus,
+    "KafkaRebalance": KafkaRebalanceStatus,
 }
 
 # Which condition says "done/healthy" for each kind.
@@ -409,6 +486,7 @@ PRIMARY_CONDITION: dict[str, str] = {
     "KafkaQuorum": READY,
     "PartitionReassignment": SUCCEEDED,
     "LeaderElection": SUCCEEDED,
+    "KafkaRebalance": READY,
 }
 
 S = TypeVar("S", bound=BaseStatus)

@@ -143,6 +143,12 @@ BAD = {
         "LeaderElection/e: spec.topics[0]: topic 'ghost' does not exist"),
     "real cluster": (CLUSTER.replace("embedded:", "bootstrapServers: kafka:9092\n  x:"),
                      "spec"),
+    "operator-only kind": (
+        "apiVersion: kraftsman.io/v1alpha1\nkind: KafkaRebalance\nmetadata: {name: r}\n"
+        "spec: {clusterRef: {name: demo}}\n",
+        "KafkaRebalance/r: KafkaRebalance is reconciled by the operator only (its planner runs "
+        "as a Kubernetes Job); on the command line run `kraftsman snapshot` and `kraftsman "
+        "plan`"),
 }
 
 

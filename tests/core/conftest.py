@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 PROFILE_ENV = "HYPOTHESIS_PROFILE"
 
@@ -23,7 +23,10 @@ settings.register_profile(
 _BASE = settings.get_profile("core-base")
 settings.register_profile("core-default", _BASE, max_examples=120, stateful_step_count=40)
 settings.register_profile("soak", _BASE, max_examples=1500, stateful_step_count=80)
-settings.register_profile("core-quick", _BASE, max_examples=8, stateful_step_count=15)
+# For mutation runs: few examples, and no shrinking — a mutant is killed by the first failing
+# example (printed with its @reproduce_failure blob); shrinking it only burns the shared CPUs.
+settings.register_profile("core-quick", _BASE, max_examples=8, stateful_step_count=15,
+                          phases=(Phase.explicit, Phase.reuse, Phase.generate))
 
 
 PROFILES = ("core-default", "core-quick", "soak")

@@ -100,3 +100,136 @@ def test_the_plan_report_uses_the_same_estimate() -> None:
     assert plan_estimate([resource(1)], MB) == pytest.approx(60)
     assert plan_estimate([resource(6)], MB) == pytest.approx(10)
     assert plan_estimate([resource(2), resource(2)], MB) == pytest.approx(60)  # in sequence
+
+
+def test_a_move_that_copies_nothing_frees_its_slot_at_the_next_pass(tmp_path: Path) -> None:
+    """A reorder (or a shrink) completes in the executor's pass that starts it; the next move
+    starts at the next pass. Before, with maxConcurrentMoves 1 the dry run said "never"
+    (infinite) for such a plan; now it matches the embedded run."""
+    reorder = move_cost(0, [0, 1], [1, 0], 5 * MB, ("a", 0))
+    copy = move_cost(0, [0], [3], int(2.5 * MB), ("b", 0))
+    assert estimate_seconds([reorder, copy], throttle=MB, max_concurrent_moves=1) == \
+        pytest.approx(2.5)
+    assert estimate_seconds([reorder, copy], throttle=MB, max_concurrent_moves=1,
+                            poll_seconds=1.0) == pytest.approx(3.5)
+    c = cluster(tmp_path, topics=[
+        {"name": "a", "partitions": 1, "replicationFactor": 2, "sizeBytesPerPartition": 5 * MB,
+         "assignment": [[0, 1]]},
+        {"name": "b", "partitions": 1, "replicationFactor": 1, "sizeBytesPerPartition": 3 * MB,
+         "assignment": [[2]]}])
+    plan, _ = ReassignmentPlan.from_moves([(tp("a", 0), [1, 0]), (tp("b", 0), [4])],
+                                          limits=Limits(MB, 1))
+    report = dry_run(c, plan, poll_seconds=1.0)
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    p = ex.step()
+    while not p.phase.terminal:
+        c.advance(1.0)
+        p = ex.step()
+    assert ex.state.finished_ms is not None and ex.state.started_ms is not None
+    actual = (ex.state.finished_ms - ex.state.started_ms) / 1000
+    assert report.estimated_seconds == pytest.approx(actual, rel=0.10)
+
+
+def test_moves_start_smallest_copy_first_counting_every_adding_replica() -> None:
+    """The executor starts the moves that copy the fewest bytes first (KIP-236 batches):
+    a partition copied to two new replicas weighs twice its size."""
+    two_copies = move_cost(0, [0], [3, 4], int(4.5 * MB), ("a", 0))  # 9 MB at 0.5 MB/s each
+    one_copy = move_cost(1, [1], [5], int(5.5 * MB), ("b", 0))  # 5.5 MB
+    # one_copy first: 5.5 s, rounded up to the next pass at 6, then 9 s
+    assert estimate_seconds([two_copies, one_copy], throttle=MB, max_concurrent_moves=1,
+                            poll_seconds=1.0) == pytest.approx(15.0)
+    assert estimate_seconds([one_copy, two_copies], throttle=MB,
+                            max_concurrent_moves=1) == pytest.approx(14.5)  # no pass rounding
+
+
+def test_a_freed_slot_takes_one_more_move_not_more_than_the_limit() -> None:
+    """maxConcurrentMoves bounds the moves in flight at every pass, not only the first."""
+    sizes = [1, 3, 3, 3]
+    moves = [move_cost(i, [i], [10 + i], s * MB, (i,)) for i, s in enumerate(sizes)]
+    # 0 s: 1 MB and 3 MB; 1 s: the next 3 MB; 3 s: the last 3 MB, done at 6 s
+    assert estimate_seconds(moves, throttle=MB, max_concurrent_moves=2) == pytest.approx(6.0)
+
+
+def test_a_move_blocked_by_the_per_broker_limit_does_not_block_the_moves_behind_it() -> None:
+    first = move_cost(0, [0], [3], 1 * MB, ("a", 0))
+    blocked = move_cost(0, [0], [4], 2 * MB, ("b", 0))  # shares broker 0 with `first`
+    free = move_cost(1, [1], [5], 3 * MB, ("c", 0))
+    # 0 s: first and free; 1 s: blocked, until 3 s; free ends at 3 s as well
+    assert estimate_seconds([first, blocked, free], throttle=None, max_concurrent_moves=2,
+                            max_concurrent_moves_per_broker=1,
+                            bandwidth=lambda b: MB) == pytest.approx(3.0)
+
+
+def test_the_per_broker_limit_counts_every_move_touching_the_broker() -> None:
+    """With at most two moves per broker, three moves out of broker 0 run two, then one; a
+    broker is touched by a move when it receives or gives up a replica, not when it keeps
+    one (ReassignPartitionsCommand's moving replicas)."""
+    out_of_0 = [move_cost(0, [0], [3 + i], MB, (i,)) for i in range(3)]
+    assert estimate_seconds(out_of_0, throttle=None, max_concurrent_moves=3,
+                            max_concurrent_moves_per_broker=2,
+                            bandwidth=lambda b: MB) == pytest.approx(2.0)
+    keeps_0 = [move_cost(0, [0, 1 + 2 * i], [0, 2 + 2 * i], MB, (i,)) for i in range(2)]
+    assert estimate_seconds(keeps_0, throttle=None, max_concurrent_moves=2,
+                            max_concurrent_moves_per_broker=1,
+                            bandwidth=lambda b: MB) == pytest.approx(1.0)
+
+
+def test_the_estimate_looks_past_blocked_moves_as_far_as_the_executor() -> None:
+    """The executor looks at most max(100, 20 x free slots) blocked candidates per pass
+    (reassignment.py's scan limit); the estimate looks exactly as far."""
+    chain = [move_cost(0, [0], [1], MB, ("a", i)) for i in range(101)]  # all on brokers 0, 1
+    big = move_cost(2, [2], [3], 200 * MB, ("b", 0))  # independent, sorted last
+    kw = {"throttle": None, "bandwidth": lambda b: MB, "max_concurrent_moves_per_broker": 1}
+    # one slot: no scanning at all, `big` runs after the chain
+    assert estimate_seconds([*chain, big], max_concurrent_moves=1,
+                            **kw) == pytest.approx(301.0)  # type: ignore[arg-type]
+    # two slots: the first pass stops after 100 blocked candidates, before `big`; the
+    # second pass (at 1 s) meets 99 blocked ones and then `big`
+    assert estimate_seconds([*chain, big], max_concurrent_moves=2,
+                            **kw) == pytest.approx(201.0)  # type: ignore[arg-type]
+    # ten free slots: the executor looks 200 deep, `big` starts at once
+    assert estimate_seconds([*chain, big], max_concurrent_moves=10,
+                            **kw) == pytest.approx(200.0)  # type: ignore[arg-type]
+
+
+def test_a_one_byte_copy_takes_time_and_an_empty_one_none() -> None:
+    one = move_cost(0, [0], [1], 1, ("a", 0))
+    assert estimate_seconds([one], throttle=1, max_concurrent_moves=1) == pytest.approx(1.0)
+    empty = move_cost(0, [0], [1], 0, ("a", 0))
+    assert estimate_seconds([empty], throttle=1, max_concurrent_moves=1) == 0.0
+
+
+def test_copies_into_one_broker_share_its_follower_rate_and_its_bandwidth() -> None:
+    """ReplicationQuotaManager: the follower throttle is one budget per receiving broker,
+    shared by every throttled copy into it, from whichever leaders; so is its bandwidth."""
+    into_2 = [move_cost(0, [0], [2], MB, ("a", 0)), move_cost(1, [1], [2], MB, ("b", 0))]
+    assert estimate_seconds(into_2, throttle=MB, max_concurrent_moves=2) == pytest.approx(2.0)
+    assert estimate_seconds(into_2, throttle=None, max_concurrent_moves=2,
+                            bandwidth=lambda b: MB) == pytest.approx(2.0)
+
+
+def test_a_copy_ends_when_its_bytes_are_copied_not_a_second_early() -> None:
+    short = move_cost(0, [0], [3], MB, ("a", 0))
+    longer = move_cost(1, [1], [4], int(1.5 * MB), ("b", 0))  # 0.5 MB left when `short` ends
+    assert estimate_seconds([short, longer], throttle=MB,
+                            max_concurrent_moves=2) == pytest.approx(1.5)
+
+
+def test_a_freed_slot_waits_for_the_next_pass_of_any_poll_interval() -> None:
+    uneven = [move_cost(0, [0], [5], int(2.5 * MB), (0,)), move_cost(1, [1], [6], 5 * MB, (1,))]
+    # 2.5 s -> the pass at 4 s (every 2 s), then 5 s
+    assert estimate_seconds(uneven, throttle=MB, max_concurrent_moves=1,
+                            poll_seconds=2.0) == pytest.approx(9.0)
+
+
+def test_an_empty_partition_moved_and_a_reorder_leave_room_for_other_moves_in_their_pass() -> None:
+    """Moving an empty partition copies nothing, like a reorder: its slot frees at the next
+    pass; a second slot in the same pass starts the next move at once."""
+    empty = move_cost(0, [0], [4], 0, ("a", 0))
+    reorder = move_cost(0, [0, 1], [1, 0], 5 * MB, ("a", 1))
+    copy = move_cost(0, [0], [3], int(2.5 * MB), ("b", 0))
+    assert estimate_seconds([empty, copy], throttle=MB, max_concurrent_moves=1,
+                            poll_seconds=1.0) == pytest.approx(3.5)
+    assert estimate_seconds([reorder, copy], throttle=MB, max_concurrent_moves=2,
+                            poll_seconds=1.0) == pytest.approx(2.5)

@@ -48,7 +48,7 @@ kind load docker-image "$IMAGE" --name "$CLUSTER"
 echo "--- chart"
 helm upgrade --install kraftsman "$CHART" --namespace "$NAMESPACE" --create-namespace \
   --set image.repository="${IMAGE%:*}" --set image.tag="${IMAGE##*:}" \
-  --set image.pullPolicy=Never --wait --timeout 180s
+  --set image.pullPolicy=Never --set state.type=persistentVolumeClaim --wait --timeout 180s
 kubectl label namespace "$NAMESPACE" pod-security.kubernetes.io/enforce=restricted --overwrite
 kubectl -n "$NAMESPACE" rollout status deploy/kraftsman --timeout 180s
 
@@ -57,6 +57,7 @@ kubectl create namespace "$EXAMPLES_NS" --dry-run=client -o yaml | kubectl apply
 condition_for() {  # kind -> the condition that means done
   case "$1" in
     KafkaCluster|KafkaQuorum) echo Ready ;;
+    KafkaRebalance) echo ProposalReady ;;  # the example waits for approval
     *) echo Succeeded ;;
   esac
 }

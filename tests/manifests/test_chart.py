@@ -9,7 +9,14 @@ import pytest
 import yaml
 from k8s_schemas import ROOT, k8s_errors, load_docs
 from test_argocd_health import SCRIPTS
-from test_manifests import check_least_privilege, check_restricted_pod
+from test_manifests import (
+    MANIFESTS,
+    PLANNER_JOBS_RULES,
+    PLANNER_RULES,
+    check_least_privilege,
+    check_restricted_pod,
+    rbac_grants,
+)
 
 CHART = ROOT / "charts" / "kraftsman"
 
@@ -71,7 +78,13 @@ def test_rendered_pod_is_restricted_and_rbac_least_privilege(chart: helm.Chart,
     (dep,) = by_kind["Deployment"]
     pod = dep["spec"]["template"]["spec"]
     check_restricted_pod(pod)
-    (role,) = by_kind["ClusterRole"]
+    roles = {r["metadata"]["name"]: r for r in by_kind["ClusterRole"]}
+    assert set(roles) == {"kraftsman", "kraftsman-planner"}
+    role = roles["kraftsman"]
+    assert rbac_grants(roles["kraftsman-planner"]["rules"]) == PLANNER_RULES
+    (jobs,) = by_kind["Role"]
+    assert rbac_grants(jobs["rules"]) == PLANNER_JOBS_RULES
+    assert jobs["metadata"]["namespace"] == "kraftsman-system"
     peering = VARIANTS[variant].get("peering", {}).get("enabled", True)
     if peering:
         check_least_privilege(role["rules"])
@@ -81,8 +94,37 @@ def test_rendered_pod_is_restricted_and_rbac_least_privilege(chart: helm.Chart,
         assert "--standalone" in pod["containers"][0]["args"]
         assert "ClusterKopfPeering" not in by_kind
         assert all("kopf.dev" not in r["apiGroups"] for r in role["rules"])
-    (sa,) = by_kind["ServiceAccount"]
-    assert pod["serviceAccountName"] == sa["metadata"]["name"]
+    accounts = {a["metadata"]["name"] for a in by_kind["ServiceAccount"]}
+    assert accounts == {"kraftsman", "kraftsman-planner"}
+    assert pod["serviceAccountName"] == "kraftsman"
+    args = pod["containers"][0]["args"]
+    assert "--planner-service-account=kraftsman-planner" in args
+    assert f"--planner-image={pod['containers'][0]['image']}" in args
+    claim = [v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"]
+             if "persistentVolumeClaim" in v]
+    assert [a.split("=", 1)[1] for a in args if a.startswith("--planner-state-claim=")] == claim
+
+
+def test_manifests_are_the_chart_rendered_with_a_claim(chart: helm.Chart) -> None:
+    """manifests/ and the chart install the same thing (the manifests use a claim): the
+    operator's args and env, and every RBAC rule."""
+    rendered = render(chart, VARIANTS["pvc"])
+    committed = [d for p in MANIFESTS for d in load_docs(p)]
+
+    def container(docs: list[dict[str, Any]]) -> dict[str, Any]:
+        (dep,) = [d for d in docs if d["kind"] == "Deployment"]
+        return dict(dep["spec"]["template"]["spec"]["containers"][0])
+
+    assert container(rendered)["args"] == container(committed)["args"]
+    assert container(rendered)["env"] == container(committed)["env"]
+
+    def rules(docs: list[dict[str, Any]]) -> dict[str, Any]:
+        # (the manifests' Secret reader in `default` is the chart's rbac.secretNamespaces)
+        return {(d["kind"], d["metadata"]["name"]): rbac_grants(d["rules"]) for d in docs
+                if d["kind"] in ("ClusterRole", "Role")
+                and not d["metadata"]["name"].endswith("-secret-reader")}
+
+    assert rules(rendered) == rules(committed)
 
 
 def test_state_volume_is_a_value(chart: helm.Chart) -> None:
@@ -107,7 +149,7 @@ def test_crds_are_templates_upgraded_with_the_release_and_kept(chart: helm.Chart
                 if d["kind"] == "CustomResourceDefinition"}
     committed = {d["metadata"]["name"]: d for p in (ROOT / "crds").glob("*.kraftsman.io.yaml")
                  for d in load_docs(p)}
-    assert set(rendered) == set(committed) and len(committed) == 4
+    assert set(rendered) == set(committed) and len(committed) == 5
     for name, crd in rendered.items():
         assert crd["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
         assert crd["spec"] == committed[name]["spec"]
@@ -124,7 +166,8 @@ def test_crds_are_templates_upgraded_with_the_release_and_kept(chart: helm.Chart
 def test_argocd_configmap_ships_the_health_scripts(chart: helm.Chart) -> None:
     cm = next(d for d in render(chart, VARIANTS["argocd-and-two-replicas"])
               if d["kind"] == "ConfigMap")
-    for kind in ("KafkaCluster", "KafkaQuorum", "PartitionReassignment", "LeaderElection"):
+    for kind in ("KafkaCluster", "KafkaQuorum", "PartitionReassignment", "LeaderElection",
+                 "KafkaRebalance"):
         script = cm["data"][f"resource.customizations.health.kraftsman.io_{kind}"]
         assert script.strip() == (SCRIPTS / kind / "health.lua").read_text().strip()
 
@@ -164,9 +207,10 @@ RWX = {"type": "persistentVolumeClaim", "persistentVolumeClaim": {"accessModes":
     ({"extraArgs": ["--standalone"]}, "/extraArgs/0"),  # peering.enabled says it
     ({"extraArgs": ["--log-level=debug", "--peering=other"]}, "/extraArgs/0"),
     ({"extraArgs": ["--namespace=apps"]}, "/extraArgs/0"),  # the chart sets --all-namespaces
+    ({"extraArgs": ["--planner-image=mine:1"]}, "/extraArgs/0"),  # image.* says it
 ], ids=["replicas-emptydir", "replicas-rwo", "replicas-no-peering", "replicas-priority",
         "memory-lots", "sizelimit-big", "tick-0", "time-scale-negative", "tick-split",
-        "standalone-with-peering", "peering-arg", "namespace-arg"])
+        "standalone-with-peering", "peering-arg", "namespace-arg", "planner-arg"])
 def test_values_that_cannot_work_are_refused(chart: helm.Chart, values: dict[str, Any],
                                              where: str) -> None:
     with pytest.raises(helm.HelmValuesError) as refused:

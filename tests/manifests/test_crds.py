@@ -103,7 +103,8 @@ def test_crd_names_columns_and_categories() -> None:
     crds = {d["spec"]["names"]["kind"]: d for p in CRD_FILES for d in load_docs(p)}
     short = {k: crds[k]["spec"]["names"].get("shortNames") for k in KINDS}
     assert short == {"KafkaCluster": ["kc"], "KafkaQuorum": ["kq"],
-                     "PartitionReassignment": ["preas"], "LeaderElection": ["le"]}
+                     "PartitionReassignment": ["preas"], "LeaderElection": ["le"],
+                     "KafkaRebalance": ["kr"]}
 
     def cols(kind: str) -> list[str]:
         v = crds[kind]["spec"]["versions"][0]
@@ -116,6 +117,7 @@ def test_crd_names_columns_and_categories() -> None:
     assert cols("KafkaQuorum") == ["CLUSTER", "LEADER", "EPOCH", "HW", "VOTERS", "TARGET", "AGE"]
     assert cols("LeaderElection") == ["CLUSTER", "TYPE", "PHASE", "ELECTED", "FAILED", "AGE"]
     assert cols("KafkaCluster")[-1] == "AGE"
+    assert cols("KafkaRebalance") == ["CLUSTER", "GOAL", "PHASE", "MOVES", "DATA", "ETA", "AGE"]
 
 
 def test_printer_columns_point_at_real_fields() -> None:
@@ -180,6 +182,10 @@ BAD = [
     ("KafkaCluster", {"embedded": {"brokers": [{"id": 0}], "topics": [
         {"name": "t", "partitions": 0, "replicationFactor": 1}]}}, "partitions"),
     ("KafkaCluster", {"bootstrapServers": ""}, "bootstrapServers"),
+    ("KafkaRebalance", {**REF, "goal": "shuffle"}, "goal"),
+    ("KafkaRebalance", {**REF, "goal": "add-brokers", "brokers": [1, 1]}, "brokers"),
+    ("KafkaRebalance", {**REF, "approval": "Yes"}, "approval"),
+    ("KafkaRebalance", {**REF, "maxConcurrentMoves": 0}, "maxConcurrentMoves"),
 ]
 
 
@@ -204,6 +210,11 @@ CEL = [
     ("LeaderElection", {**REF}, "exactly one of spec.partitions"),
     ("LeaderElection", {**REF, "topics": ["t"], "allTopicPartitions": True},
      "exactly one of spec.partitions"),
+    ("KafkaRebalance", {**REF, "goal": "add-brokers"}, "spec.brokers: required for goals"),
+    ("KafkaRebalance", {**REF, "goal": "remove-brokers"}, "spec.brokers: required for goals"),
+    ("KafkaRebalance", {**REF, "brokers": [3]}, "spec.brokers: only for goals"),
+    ("KafkaRebalance", {**REF, "goal": "leader-balance", "brokers": [3]},
+     "spec.brokers: only for goals"),
 ]
 
 

@@ -40,6 +40,9 @@ def test_referenced_files_exist() -> None:
 def test_waits_for_every_kind_with_its_condition() -> None:
     text = SCRIPT.read_text()
     assert "KafkaCluster|KafkaQuorum) echo Ready" in text
+    assert "KafkaRebalance) echo ProposalReady" in text
+    # the planner Job of an embedded cluster mounts the state claim (docs/rebalance.md)
+    assert "--set state.type=persistentVolumeClaim" in text
     assert "*) echo Succeeded" in text
     assert '--for=condition="$(condition_for "$kind")"' in text
     assert 'for file in "$EXAMPLES"/*.yaml' in text

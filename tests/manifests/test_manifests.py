@@ -40,11 +40,27 @@ EXPECTED_RULES = {
     ("kraftsman.io", "kafkaclusters"): {"get", "list", "watch", "patch", "update"},
     ("kraftsman.io", "kafkaclusters/status"): {"get", "patch", "update"},
     ("kraftsman.io", "kafkaclusters/finalizers"): {"update"},
+    # a KafkaRebalance creates its steps and deletes the running one with itself
+    ("kraftsman.io", "partitionreassignments"): {"get", "list", "watch", "patch", "update",
+                                                 "create", "delete"},
+    # proposals: read them, delete a superseded one's
+    ("", "configmaps"): {"get", "list", "delete"},
     ("", "events"): {"create"},
     ("kopf.dev", "clusterkopfpeerings"): {"get", "list", "watch", "patch"},
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
     ("", "namespaces"): {"list", "watch"},
 }
+KRAFTSMAN_KINDS = {"kafkaclusters", "kafkaquorums", "partitionreassignments", "leaderelections",
+                   "kafkarebalances"}
+# The planner Jobs' ServiceAccount: its KafkaRebalance and KafkaCluster, the proposal
+# ConfigMaps; nothing else cluster-wide (Secrets only through rbac.secretNamespaces).
+PLANNER_RULES = {
+    ("kraftsman.io", "kafkarebalances"): {"get"},
+    ("kraftsman.io", "kafkaclusters"): {"get"},
+    ("", "configmaps"): {"get", "create", "patch"},
+}
+# The operator's Role in its own namespace: the planner Jobs.
+PLANNER_JOBS_RULES = {("batch", "jobs"): {"get", "list", "create", "delete"}}
 
 
 def rbac_grants(rules: list[dict[str, Any]]) -> dict[tuple[str, str], set[str]]:
@@ -64,26 +80,53 @@ def check_least_privilege(rules: list[dict[str, Any]]) -> None:
     for (group, res), verbs in grants.items():
         base = res.split("/")[0]
         sub = res.split("/")[1] if "/" in res else ""
-        if group == "kraftsman.io":
-            assert base in {"kafkaclusters", "kafkaquorums", "partitionreassignments",
-                            "leaderelections"}, res
+        if (group, res) in EXPECTED_RULES:
+            assert verbs == EXPECTED_RULES[(group, res)], (group, res, verbs)
+        elif group == "kraftsman.io":
+            assert base in KRAFTSMAN_KINDS, res
             template = EXPECTED_RULES[("kraftsman.io", "kafkaclusters" + (f"/{sub}" if sub
                                                                           else ""))]
             assert verbs == template, (res, verbs)
         else:
-            assert verbs == EXPECTED_RULES[(group, res)], (group, res, verbs)
-    assert len(grants) == 4 * 3 + 4  # 4 kinds x (resource, status, finalizers) + the rest
-    for verbs in grants.values():
-        assert not verbs & {"delete", "deletecollection", "escalate", "bind", "impersonate"}
+            raise AssertionError(f"unexpected grant {group}/{res}: {verbs}")
+    assert len(grants) == 5 * 3 + 5  # 5 kinds x (resource, status, finalizers) + the rest
+    for (group, res), verbs in grants.items():
+        assert not verbs & {"deletecollection", "escalate", "bind", "impersonate"}
+        if "delete" in verbs:
+            assert (group, res) in {("kraftsman.io", "partitionreassignments"),
+                                    ("", "configmaps")}, (group, res)
+
+
+def _named(kind: str, name: str) -> dict[str, Any]:
+    (found,) = [d for d in _all() if d["kind"] == kind and d["metadata"]["name"] == name]
+    return found
 
 
 def test_rbac_is_least_privilege() -> None:
-    check_least_privilege(_one("ClusterRole")["rules"])
-    binding = _one("ClusterRoleBinding")
-    sa = _one("ServiceAccount")
-    assert binding["roleRef"]["name"] == _one("ClusterRole")["metadata"]["name"]
+    role = _named("ClusterRole", "kraftsman")
+    check_least_privilege(role["rules"])
+    binding = _named("ClusterRoleBinding", "kraftsman")
+    sa = _named("ServiceAccount", "kraftsman")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"],
                                     "namespace": sa["metadata"]["namespace"]}]
+
+
+def test_planner_rbac_is_least_privilege() -> None:
+    planner = _named("ClusterRole", "kraftsman-planner")
+    assert rbac_grants(planner["rules"]) == PLANNER_RULES
+    binding = _named("ClusterRoleBinding", "kraftsman-planner")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kraftsman-planner",
+                                    "namespace": "kraftsman-system"}]
+    jobs = _named("Role", "kraftsman-planner-jobs")
+    assert jobs["metadata"]["namespace"] == "kraftsman-system"
+    assert rbac_grants(jobs["rules"]) == PLANNER_JOBS_RULES
+    assert _named("RoleBinding", "kraftsman-planner-jobs")["subjects"][0]["name"] == "kraftsman"
+    secrets = _named("RoleBinding", "kraftsman-secret-reader")
+    assert {s["name"] for s in secrets["subjects"]} == {"kraftsman", "kraftsman-planner"}
+    args = _one("Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--planner-service-account=kraftsman-planner" in args
+    assert "--planner-state-claim=kraftsman-state" in args
 
 
 def check_restricted_pod(pod: dict[str, Any]) -> None:

@@ -11,14 +11,34 @@ from typing import Any
 
 import aiohttp
 import pytest
-from deployed import OperatorProcess, PodTemplate, apply, from_chart, write_kubeconfig
-from harness import Api, Emulator, OperatorThread, declare
+from mutmut_kraftsman import use_mutants
+
+use_mutants()  # before anything imports kraftsman (a no-op outside `mutmut run`)
+
+from deployed import OperatorProcess, PodTemplate, apply, from_chart, write_kubeconfig  # noqa: E402
+from harness import Api, Emulator, OperatorThread, declare  # noqa: E402
 
 # tests/operator is a rootdir of its own (no __init__.py, `from harness import ...`); the
 # kafka-backend tests also use tests.helpers and tests.serve from the repository root.
 _ROOT = str(Path(__file__).resolve().parents[2])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    names = {opt for o in parser._anonymous.options for opt in o.names()}
+    if "--soak" not in names:
+        parser.addoption("--soak", action="store_true", default=False,
+                         help="also run the long tests (marked slow)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--soak"):
+        return
+    skip = pytest.mark.skip(reason="long end-to-end variant: enable with --soak")
+    for item in items:
+        if "slow" in item.keywords and "tests/operator" in str(item.fspath):
+            item.add_marker(skip)
 
 
 @pytest.fixture(autouse=True)

@@ -14,6 +14,7 @@ import itertools
 import re
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from kraftsman.handlers.common import PLURALS
 from kraftsman.resources import API_VERSION, GROUP, VERSION
 
 SHORT = {"KafkaCluster": ["kc"], "KafkaQuorum": ["kq"], "PartitionReassignment": ["preas"],
-         "LeaderElection": ["le"]}
+         "LeaderElection": ["le"], "KafkaRebalance": ["kr"]}
 
 
 def declare(kmock: Any) -> None:
@@ -48,6 +49,13 @@ def declare(kmock: Any) -> None:
     res["v1/events"].verbs = {"create", "list"}
     res["v1/secrets"].kind, res["v1/secrets"].namespaced = "Secret", True
     res["v1/secrets"].verbs = {"get", "create", "patch", "delete"}
+    # KafkaRebalance: the planner Jobs (the test plays kubelet and job controller) and the
+    # proposal ConfigMaps they write.
+    res["batch/v1/jobs"].kind, res["batch/v1/jobs"].namespaced = "Job", True
+    res["batch/v1/jobs"].verbs = {"list", "watch", "get", "create", "patch", "delete"}
+    res["batch/v1/jobs"].subresources = {"status"}
+    res["v1/configmaps"].kind, res["v1/configmaps"].namespaced = "ConfigMap", True
+    res["v1/configmaps"].verbs = {"list", "get", "create", "patch", "update", "delete"}
     for kind, plural in PLURALS.items():
         key = f"{GROUP}/{VERSION}/{plural}"
         res[key].kind, res[key].namespaced = kind, True
@@ -246,12 +254,12 @@ def annotations_size(obj: Any) -> int:
 
 class Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
     """kmock's emulator plus what the API server does that kopf relies on:
-    `metadata.generateName` (kopf posts Events that way), a new `resourceVersion` on every
-    write (kopf matches watch events to its own patches by it), `metadata.generation`
-    bumped on spec changes, and the API server's size limits (a request body over 3 MiB or an
-    object over etcd's 1.5 MiB: 413 RequestEntityTooLarge; annotations over 256 KiB in total:
-    422 Invalid), so a resource that a real cluster would refuse fails here too. (kopf's
-    resourceVersion *test* in JSON patches is dropped: see below.)"""
+    `metadata.generateName` (kopf posts Events that way), a `metadata.uid` on create, a new
+    `resourceVersion` on every write (kopf matches watch events to its own patches by it),
+    `metadata.generation` bumped on spec changes, and the API server's size limits (a request
+    body over 3 MiB or an object over etcd's 1.5 MiB: 413 RequestEntityTooLarge; annotations
+    over 256 KiB in total: 422 Invalid), so a resource that a real cluster would refuse fails
+    here too. (kopf's resourceVersion *test* in JSON patches is dropped: see below.)"""
 
     enforce_limits = True
 
@@ -264,6 +272,7 @@ class Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
     store_events = True
     # Tests set this to make the API server refuse Events for a while (503).
     refuse_events = False
+    refused_events = 0  # Event posts refused so far
 
     # kmock keeps every version of every object; a benchmark with 10,000-partition specs
     # patched every second would measure that history, so it can keep only the latest.
@@ -286,6 +295,7 @@ class Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
         if getattr(request.resource, "plural", None) == "events" \
                 and "create" in str(request.action).lower():
             if self.refuse_events:
+                self.refused_events += 1
                 return status_error(503, "ServiceUnavailable", "events refused by the test")
             if not self.store_events:
                 return aiohttp.web.json_response(request.data, status=201)
@@ -298,6 +308,8 @@ class Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
                 meta["name"] = f"{meta['generateName']}{next(self._generated)}"
             meta["resourceVersion"] = rv
             meta.setdefault("generation", 1)
+            # The API server gives every object a uid (objects the operator creates, too).
+            meta.setdefault("uid", str(uuid.uuid4()))
         elif isinstance(data, dict) and "update" in action.lower():
             meta = data.setdefault("metadata", {})
             meta["resourceVersion"] = rv

@@ -28,7 +28,8 @@ def holds(rule: str, self_: Any, old: Any = None) -> bool:
     return bool(env.program(env.compile(rule)).evaluate(activation))
 
 
-@pytest.mark.parametrize("kind", ["PartitionReassignment", "LeaderElection", "KafkaQuorum"])
+@pytest.mark.parametrize("kind", ["PartitionReassignment", "LeaderElection", "KafkaQuorum",
+                                  "KafkaRebalance"])
 def test_cluster_ref_cannot_change_and_the_message_says_delete_and_recreate(kind: str) -> None:
     prop = crdgen.crd_schema(kind)["properties"]["spec"]["properties"]["clusterRef"]
     [rule] = rules_at(prop)
@@ -50,3 +51,28 @@ def test_cancel_with_dry_run_is_refused_by_the_crd_and_the_model() -> None:
     with pytest.raises(UsageError, match=r"spec\.cancel and spec\.dryRun cannot both be true"):
         parse_resource({"apiVersion": "kraftsman.io/v1alpha1", "kind": "PartitionReassignment",
                         "metadata": {"name": "x"}, "spec": both})
+
+
+@pytest.mark.parametrize(("spec", "refused_by"), [
+    ({**REF, "goal": "add-brokers"}, "required"),
+    ({**REF, "goal": "remove-brokers"}, "required"),
+    ({**REF, "brokers": [3]}, "only for"),  # goal defaults to rebalance
+    ({**REF, "goal": "leader-balance", "brokers": [3]}, "only for"),
+    ({**REF, "goal": "add-brokers", "brokers": [6]}, None),
+    ({**REF, "goal": "rebalance"}, None),
+    (REF, None),
+])
+def test_rebalance_brokers_fit_the_goal_in_the_crd_and_the_model(
+        spec: dict[str, Any], refused_by: str | None) -> None:
+    rules = rules_at(crdgen.crd_schema("KafkaRebalance")["properties"]["spec"])
+    failing = [r["message"] for r in rules if not holds(r["rule"], spec)]
+    doc = {"apiVersion": "kraftsman.io/v1alpha1", "kind": "KafkaRebalance",
+           "metadata": {"name": "x"}, "spec": spec}
+    if refused_by is None:
+        assert failing == []
+        parse_resource(doc)
+        return
+    [message] = failing
+    assert message.startswith(f"spec.brokers: {refused_by}")
+    with pytest.raises(UsageError, match=message.split(";")[0].replace(".", r"\.")):
+        parse_resource(doc)

@@ -396,6 +396,8 @@ async def test_examples_reach_ready_or_succeeded_in_file_order(api: Api,
     seen: list[tuple[str, dict[str, Any]]] = []
     for path in sorted(root.glob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):
+            if doc["kind"] == "KafkaRebalance":
+                continue  # its planner Job needs a kubelet: test_rebalance_deployed.py plays one
             meta = doc["metadata"]
             await api.create(doc["kind"], meta["name"], doc["spec"],
                              annotations=meta.get("annotations", {}))

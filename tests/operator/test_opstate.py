@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import random
 
-from kraftsman.handlers.opstate import Outbox, bump, decode, encode, event_name, has_outbox
+from kraftsman.handlers.opstate import (
+    Outbox,
+    _pack,
+    _unpack,
+    bump,
+    decode,
+    encode,
+    event_name,
+    has_outbox,
+)
 
 LEADER, FOLLOWER = ("leader.replication.throttled.replicas",
                     "follower.replication.throttled.replicas")
@@ -53,3 +62,18 @@ def test_outbox_numbers_events_and_names_them_by_uid_number_and_reason() -> None
     assert has_outbox({"operationState": encode(state)})
     body = {"metadata": {"name": "Move", "uid": "0123456789abcdef"}}
     assert event_name(body, 2, "Completed") == "move.01234567.2.completed"
+
+
+def test_long_lists_are_packed_per_broker_and_topic_and_short_ones_kept() -> None:
+    pairs = sorted(f"{p}:{b}" for p in (3, 10, 11, 40, 7) for b in (1, 2))  # 10 > 8 entries
+    tps = sorted([t, p] for t in ("a", "b") for p in (5, 0, 9, 2, 30))
+    mixed = ["1:2"] * 8 + ["x"]
+    doc = {"pairs": pairs, "tps": tps, "short": ["1:2"] * 8, "mixed": mixed,
+           "nested": [{"in": pairs}], "ints": list(range(9)), "n": 3}
+    assert decode(encode(doc)) == {**doc, "pairs": pairs, "tps": tps}
+    packed = _pack(doc)
+    assert packed["pairs"] == {"~pb": {"1": [3, 4, 3, 1, 29], "2": [3, 4, 3, 1, 29]}}
+    assert packed["tps"] == {"~tp": {"a": [0, 2, 3, 4, 21], "b": [0, 2, 3, 4, 21]}}
+    assert packed["short"] == ["1:2"] * 8 and packed["mixed"] == mixed
+    assert packed["ints"] == list(range(9)) and packed["nested"][0]["in"] == packed["pairs"]
+    assert _unpack({"~pb": {"1": [3, 4]}, "x": 1}) == {"~pb": {"1": [3, 4]}, "x": 1}

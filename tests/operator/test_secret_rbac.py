@@ -28,15 +28,20 @@ def secret_grants(docs: list[dict[str, Any]]) -> list[tuple[str, str, list[str]]
 
 
 def check_pairs(docs: list[dict[str, Any]], namespaces: list[str], sa: tuple[str, str]) -> None:
+    """Each listed namespace: a Role with `get` on secrets, bound to the operator's and the
+    KafkaRebalance planner's ServiceAccounts (the planner reaches the same clusters)."""
     assert secret_grants(docs) == [("Role", ns, ["get"]) for ns in namespaces]
-    roles = {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in docs
-             if d["kind"] == "Role"}
-    bindings = [d for d in docs if d["kind"] == "RoleBinding"]
+    secret_roles = {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in docs
+                    if d["kind"] == "Role" and any("secrets" in r["resources"]
+                                                   for r in d["rules"])}
+    bindings = [d for d in docs if d["kind"] == "RoleBinding"
+                and (d["metadata"]["namespace"], d["roleRef"]["name"]) in secret_roles]
     assert len(bindings) == len(namespaces)
+    planner = (f"{sa[0]}-planner", sa[1])
     for b in bindings:
-        assert (b["metadata"]["namespace"], b["roleRef"]["name"]) in roles
         assert b["roleRef"]["kind"] == "Role"
-        assert b["subjects"] == [{"kind": "ServiceAccount", "name": sa[0], "namespace": sa[1]}]
+        assert b["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": ns}
+                                 for name, ns in (sa, planner)]
     for d in docs:
         if d["kind"] in ("Role", "RoleBinding"):
             kubernetes_validate.validate(d, "1.30", strict=True)
@@ -45,7 +50,8 @@ def check_pairs(docs: list[dict[str, Any]], namespaces: list[str], sa: tuple[str
 def test_chart_grants_get_on_secrets_only_in_the_listed_namespaces() -> None:
     assert secret_grants(render({})) == []  # by default the operator reads no Secret
     docs = render({"rbac": {"secretNamespaces": ["kafka-apps", "payments"]}})
-    sa = next(d for d in docs if d["kind"] == "ServiceAccount")["metadata"]["name"]
+    dep = next(d for d in docs if d["kind"] == "Deployment")
+    sa = dep["spec"]["template"]["spec"]["serviceAccountName"]
     check_pairs(docs, ["kafka-apps", "payments"], (sa, "kraftsman-system"))
 
 

@@ -23,6 +23,7 @@ from kraftsman.status import (
     PartitionProgress,
     PartitionReassignmentStatus,
     now_rfc3339,
+    parse_rfc3339,
     read_status,
     set_condition,
 )
@@ -160,3 +161,68 @@ def test_continuous_run_history_is_capped() -> None:
     assert st.runs == RUN_HISTORY_CAP + 5
     assert len(st.recent_runs) == RUN_HISTORY_CAP
     assert st.last_run_time == st.recent_runs[-1].time
+
+
+def test_progress_counts_every_state_and_orders_the_detail_failures_first() -> None:
+    def row(topic: str, p: int, state: str, to_move: int | None = None,
+            moved: int | None = None) -> PartitionProgress:
+        return PartitionProgress(topic=topic, partition=p, state=state,  # type: ignore[arg-type]
+                                 bytes_to_move=to_move, bytes_moved=moved)
+
+    rows = [row("b", 1, "Done", 100, 100), row("b", 0, "Moving", 100, 500),
+            row("a", 2, "Pending", 200), row("a", 1, "Failed"), row("a", 0, "Cancelled"),
+            row("a", 3, "RolledBack", 100, 30), row("a", 4, "Moving", 100, 10)]
+    st = PartitionReassignmentStatus()
+    st.set_progress(rows, cap=6)
+    assert st.counts.model_dump() == {"total": 7, "done": 1, "moving": 2, "pending": 1,
+                                      "failed": 1, "cancelled": 2}
+    assert (st.moving, st.done) == (2, 1)
+    assert (st.bytes_to_move, st.bytes_moved) == (600, 240)  # moved never counts past the size
+    assert (st.percent, st.progress) == (40.0, "40%")
+    assert [(r.topic, r.partition) for r in st.partitions] == [
+        ("a", 1), ("a", 4), ("b", 0), ("a", 2), ("a", 0), ("a", 3)]
+    assert st.partitions_omitted == 1
+    sizeless = PartitionReassignmentStatus()
+    sizeless.set_progress([row("t", 0, "Done", 0, 0), row("t", 1, "Moving", 0, 0),
+                           row("t", 2, "Moving")])
+    assert (sizeless.percent, sizeless.progress) == (33.3, "33.3%")  # by partitions
+
+
+def test_set_condition_keeps_other_types_untouched_and_stamps_the_generation() -> None:
+    conds = set_condition([], READY, "True", "A", "a", generation=1, now=T0)
+    conds = set_condition(conds, DEGRADED, "False", "B", "b", generation=2, now=T1)
+    assert conds[0].observed_generation == 1 and conds[0].last_transition_time == T0
+    assert conds[1].model_dump() == {"type": DEGRADED, "status": "False", "reason": "B",
+                                     "message": "b", "last_transition_time": T1,
+                                     "observed_generation": 2}
+    st = LeaderElectionStatus()
+    st.with_condition(READY, "Unknown", "Pending", "", generation=4, now=T0)
+    assert st.condition(READY) is not None and st.condition(DEGRADED) is None
+    assert st.condition(READY).observed_generation == 4  # type: ignore[union-attr]
+
+
+def test_kubernetes_times_parse_and_print() -> None:
+    assert parse_rfc3339("1970-01-01T00:01:40Z") == 100.0
+    assert parse_rfc3339(None) is None and parse_rfc3339("") is None
+    assert parse_rfc3339("yesterday") is None
+    assert now_rfc3339(lambda: 100.7) == "1970-01-01T00:01:40Z"
+    now = now_rfc3339()
+    assert now.endswith("Z") and len(now) == 20 and parse_rfc3339(now) is not None
+
+
+def test_the_wire_form_leaves_unset_fields_out() -> None:
+    wire = KafkaQuorumStatus(leader_id=1).to_wire()
+    assert wire["leaderId"] == 1 and "leaderEpoch" not in wire and wire["currentVoters"] == []
+
+
+def test_election_results_are_counted_per_outcome_failures_first() -> None:
+    st = LeaderElectionStatus()
+    st.set_results([ElectionResult(topic="b", partition=0, result="NotNeeded"),
+                    ElectionResult(topic="b", partition=1, result="Elected"),
+                    ElectionResult(topic="a", partition=5, result="Elected"),
+                    ElectionResult(topic="c", partition=0, result="Failed")], cap=3)
+    assert st.counts.model_dump() == {"total": 4, "elected": 2, "not_needed": 1, "failed": 1}
+    assert (st.elected, st.failed, st.results_omitted) == (2, 1, 1)
+    assert [(r.topic, r.partition) for r in st.results] == [("c", 0), ("a", 5), ("b", 1)]
+    st.set_results([], cap=0)
+    assert st.counts.total == 0 and st.results == []

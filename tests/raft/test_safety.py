@@ -230,11 +230,14 @@ def test_a_candidate_that_times_out_asks_again_with_a_pre_vote() -> None:
                if isinstance(m.body, VoteRequest))
 
 
-@pytest.mark.parametrize("seed", [203952, 302667])
-def test_soak_seed_settles(seed: int) -> None:
-    """Regression set, soak seeds (1000 events, fault shapes). 302667: a voter left at a
+@pytest.mark.parametrize(("seed", "events"), [(203952, 1000), (302667, 1000), (600665, 10_000)])
+def test_soak_seed_settles(seed: int, events: int) -> None:
+    """Regression set, soak seeds (fault shapes). 302667: a voter left at a
     higher epoch than the live leader could neither win (pre-vote refused) nor rejoin; the
     leader now resends BeginQuorumEpoch to voters that stopped fetching, learns the higher
     epoch from the answer and steps down (Kafka's LeaderState resends BeginQuorumEpoch to
-    voters without a recent fetch)."""
-    assert run_chaos(seed, 1000).committed > 0
+    voters without a recent fetch). 600665 (10,000 events): a checker false positive — an
+    entry committed under a voter addition that was then truncated is on 2 of the 4 voters
+    left, which every majority of them meets (test_invariants'
+    test_an_entry_committed_under_a_truncated_voter_addition_survives)."""
+    assert run_chaos(seed, events).committed > 0

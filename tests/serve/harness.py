@@ -48,6 +48,16 @@ class ServedCluster:
         assert ep is not None
         return f"{ep.host}:{ep.port}"
 
+    def check(self) -> None:
+        """Raise what crashed the server's clock: a test polling the cluster for progress
+        then fails at once instead of at its deadline (a frozen cluster never progresses)."""
+        failure = self.server.clock_failure()
+        if failure is not None:
+            raise AssertionError("the served cluster's clock stopped") from failure
+        crashed = [m for m in self.logs if "internal error" in m]
+        if crashed:  # a handler raised: the client would only retry into the same bug
+            raise AssertionError(f"the served cluster failed a request: {crashed[-1]}")
+
     def call(self, fn: Callable[[], T]) -> T:
         async def run() -> T:
             return fn()

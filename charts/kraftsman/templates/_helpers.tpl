@@ -25,3 +25,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- define "kraftsman.claimName" -}}
 {{- default (printf "%s-state" (include "kraftsman.fullname" .)) .Values.state.persistentVolumeClaim.existingClaim -}}
 {{- end -}}
+
+{{- define "kraftsman.plannerServiceAccountName" -}}
+{{- default (printf "%s-planner" (include "kraftsman.fullname" .)) .Values.planner.serviceAccount.name -}}
+{{- end -}}
+
+{{- define "kraftsman.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}

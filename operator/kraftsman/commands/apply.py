@@ -59,6 +59,11 @@ from kraftsman.resources import (
     parse_resources,
 )
 
+# Kinds only the operator reconciles, with what to do on the command line instead.
+OPERATOR_ONLY = {"KafkaRebalance": (
+    "KafkaRebalance is reconciled by the operator only (its planner runs as a Kubernetes Job); "
+    "on the command line run `kraftsman snapshot` and `kraftsman plan`, then apply the plan's "
+    "resources/")}
 ORDER = {"KafkaCluster": 0, "KafkaQuorum": 1, "PartitionReassignment": 2, "LeaderElection": 3}
 ANNOUNCE_BYTES = 1_000_000  # files at least this big get a line before they are parsed
 _TAG = "tag:yaml.org,2002:"
@@ -546,6 +551,9 @@ def run(args: argparse.Namespace) -> int:
             problems.extend(e.problems)
             if isinstance(doc, dict) and doc.get("kind") == "KafkaCluster":
                 unparsed.add(str((doc.get("metadata") or {}).get("name")))
+    for r in [r for r in resources if r.kind in OPERATOR_ONLY]:
+        problems.append(f"{r.where}: {OPERATOR_ONLY[r.kind]}")
+        resources.remove(r)
     keys = [r.key for r in resources]
     dups = sorted({k for k in keys if keys.count(k) > 1})
     problems += [f"{k} appears more than once; give each resource a unique name" for k in dups]

@@ -55,6 +55,20 @@ def register(subparsers: Any) -> None:
     run.add_argument("--service-account-dir", type=Path, default=None,
                      help="where the pod's service account token and ca.crt are mounted "
                           "(default /var/run/secrets/kubernetes.io/serviceaccount)")
+    planner = run.add_argument_group(
+        "KafkaRebalance planner Jobs", "the chart sets these; the Jobs run in the operator's "
+        "namespace ($POD_NAMESPACE), pinned to its node ($NODE_NAME) when they mount the state "
+        "claim")
+    planner.add_argument("--planner-image", metavar="IMAGE", default=None,
+                         help="image of the planner Jobs (the operator's own image)")
+    planner.add_argument("--planner-image-pull-policy", default="IfNotPresent",
+                         choices=["Always", "IfNotPresent", "Never"])
+    planner.add_argument("--planner-service-account", metavar="NAME", default=None,
+                         help="ServiceAccount of the planner Jobs")
+    planner.add_argument("--planner-state-claim", metavar="CLAIM", default=None,
+                         help="the state volume's PersistentVolumeClaim: planner Jobs of "
+                              "embedded clusters mount it read-only (none: an emptyDir, "
+                              "which no Job can mount)")
     run.set_defaults(handler=_run)
 
 
@@ -89,7 +103,15 @@ def _run(args: argparse.Namespace) -> int:
     # kopf's own formatter: each message about a resource is prefixed with [namespace/name].
     kopf.configure(debug=args.log_level == "debug", quiet=args.log_level == "warning",
                    log_format=kopf.LogFormat.FULL, log_prefix=True)
-    rt = Runtime(args.state_dir, tick_seconds=args.tick, time_scale=args.time_scale)
+    from kraftsman.rebalance_job import PlannerConfig
+
+    planner = PlannerConfig(
+        image=args.planner_image, service_account=args.planner_service_account,
+        namespace=os.environ.get("POD_NAMESPACE") or None, state_claim=args.planner_state_claim,
+        node_name=os.environ.get("NODE_NAME") or None,
+        image_pull_policy=args.planner_image_pull_policy)
+    rt = Runtime(args.state_dir, tick_seconds=args.tick, time_scale=args.time_scale,
+                 planner=planner)
     registry = build_registry(rt)
     login.register(registry)
     # Settings before kopf starts: the first peering keepalive already uses the lifetime.

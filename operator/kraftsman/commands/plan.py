@@ -12,9 +12,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from controller_core.config import EmbeddedClusterSpec
+from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.planning.goals import GOAL_KINDS, GoalError
 from controller_core.planning.pipeline import OutputError, PlanRequest
-from controller_core.planning.snapshot import SnapshotError
+from controller_core.planning.snapshot import Snapshot, SnapshotError
 from controller_core.units import format_bytes as fmt_bytes
 from controller_core.units import format_duration as fmt_seconds
 from kraftsman.cli_errors import UsageError, require_extra
@@ -94,7 +96,7 @@ def _at_least_one(text: str) -> int:
     return v
 
 
-def _spark_conf(items: list[str]) -> dict[str, str]:
+def spark_conf(items: list[str]) -> dict[str, str]:
     conf: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -116,7 +118,7 @@ def run_plan(args: argparse.Namespace) -> int:
         seed=args.seed, throttle=args.throttle or None,
         max_concurrent_moves=args.max_concurrent_moves,
         max_concurrent_moves_per_broker=args.max_concurrent_moves_per_broker,
-        cluster_name=args.cluster_name, spark_conf=_spark_conf(args.spark_conf),
+        cluster_name=args.cluster_name, spark_conf=spark_conf(args.spark_conf),
         max_partitions=args.max_partitions_per_resource or 1000, force=args.force)
     try:
         out = pipeline.run(req)
@@ -163,9 +165,29 @@ def embedded_sources(name: str, args: argparse.Namespace) -> dict[str, str]:
     }
 
 
+def embedded_snapshot(cluster: EmbeddedCluster, spec: EmbeddedClusterSpec | None, name: str, *,
+                      default_disk_bytes: int, consumer_fanout: float,
+                      sources: dict[str, str] | None = None) -> Snapshot:
+    """A snapshot of an embedded cluster: capacities from its spec (diskBytes, replication
+    bandwidth), ``default_disk_bytes`` where the spec has none."""
+    from controller_core.planning.export import snapshot_from_admin
+
+    disk = {b.id: b.disk_bytes for b in spec.brokers if b.disk_bytes} if spec else {}
+    net = {b.id: float(b.replication_bytes_per_second or spec.replication_bytes_per_second)
+           for b in spec.brokers} if spec else {}
+    return snapshot_from_admin(
+        cluster, cluster_name=name, created_at=now_text(),
+        disk_capacity_bytes=disk, network_bytes_per_second=net,
+        default_disk_bytes=default_disk_bytes, consumer_fanout=consumer_fanout, sources=sources)
+
+
+def now_text() -> str:
+    """createdAt of snapshots and proposals: UTC, seconds."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def run_snapshot(args: argparse.Namespace) -> int:
     require_extra("snapshot", "plan")
-    from controller_core.planning.export import snapshot_from_admin
 
     if wants_real(args) is not None:
         return real_snapshot.run(args)
@@ -174,15 +196,9 @@ def run_snapshot(args: argparse.Namespace) -> int:
     spec = store.saved_cluster_spec(name)
     cluster = store.open_cluster(name, read_only=True)  # a snapshot changes nothing
     try:
-        disk = {b.id: b.disk_bytes for b in spec.brokers if b.disk_bytes} if spec else {}
-        net = {b.id: float(b.replication_bytes_per_second or spec.replication_bytes_per_second)
-               for b in spec.brokers} if spec else {}
-        snap = snapshot_from_admin(
-            cluster, cluster_name=name,
-            created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            disk_capacity_bytes=disk, network_bytes_per_second=net,
-            default_disk_bytes=args.default_disk_bytes, consumer_fanout=args.consumer_fanout,
-            sources=embedded_sources(name, args))
+        snap = embedded_snapshot(cluster, spec, name, default_disk_bytes=args.default_disk_bytes,
+                                 consumer_fanout=args.consumer_fanout,
+                                 sources=embedded_sources(name, args))
     finally:
         cluster.close()
     real_snapshot.write_for_cli(snap, args)

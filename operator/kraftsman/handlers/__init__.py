@@ -11,7 +11,7 @@ from typing import Any
 
 import kopf
 
-from kraftsman.handlers import cluster, election, quorum, reassignment
+from kraftsman.handlers import cluster, election, quorum, reassignment, rebalance
 from kraftsman.handlers.common import FINALIZER
 from kraftsman.handlers.diffbase import DigestDiffBaseStorage
 from kraftsman.handlers.runtime import Runtime
@@ -50,4 +50,5 @@ def build_registry(rt: Runtime) -> kopf.OperatorRegistry:
     reassignment.register(registry, rt)
     election.register(registry, rt)
     quorum.register(registry, rt)
+    rebalance.register(registry, rt)
     return registry

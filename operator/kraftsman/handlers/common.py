@@ -24,6 +24,7 @@ PLURALS = {
     "KafkaQuorum": "kafkaquorums",
     "PartitionReassignment": "partitionreassignments",
     "LeaderElection": "leaderelections",
+    "KafkaRebalance": "kafkarebalances",
 }
 FINALIZER = f"{GROUP}/finalizer"
 

@@ -29,6 +29,7 @@ from controller_core.backends import KafkaAdmin, RetryPolicy, open_kafka_admin
 from controller_core.config import EmbeddedClusterSpec
 from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.storage.framing import write_atomically
+from kraftsman.rebalance_job import PlannerConfig
 
 T = TypeVar("T")
 ClusterKey = tuple[str, str]  # (namespace, name)
@@ -101,6 +102,12 @@ def default_priority(now: float | None = None) -> int:
     return (_PRIORITY_EPOCH_MS - started_ms) * 1000 + secrets.randbelow(1000)
 
 
+def embedded_cluster_dir(state_dir: Path, key: ClusterKey, uid: str) -> Path:
+    """Where the embedded KafkaCluster ``key`` (namespace, name) with ``uid`` keeps its state
+    (the planner Job reads it there, read-only)."""
+    return state_dir / "clusters" / _safe(key[0]) / f"{_safe(key[1])}-{_safe(uid)}"
+
+
 def spec_digest(doc: Any) -> str:
     return hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
@@ -111,8 +118,11 @@ class Runtime:
     def __init__(self, state_dir: Path, *, tick_seconds: float = 1.0, time_scale: float = 1.0,
                  checkpoint_seconds: float = 5.0, fsync: bool = True,
                  clock: Callable[[], float] = time.monotonic,
-                 kafka_retry: RetryPolicy = KAFKA_RETRY) -> None:
+                 kafka_retry: RetryPolicy = KAFKA_RETRY,
+                 planner: PlannerConfig | None = None) -> None:
         self.state_dir = state_dir
+        # How KafkaRebalance planner Jobs are made (the chart passes the image and the rest).
+        self.planner = planner or PlannerConfig(image=None)
         self.tick = tick_seconds
         self.time_scale = time_scale
         self.checkpoint_seconds = checkpoint_seconds
@@ -129,7 +139,7 @@ class Runtime:
 
     # -- embedded clusters ----------------------------------------------------------------------
     def cluster_dir(self, key: ClusterKey, uid: str) -> Path:
-        return self.state_dir / "clusters" / _safe(key[0]) / f"{_safe(key[1])}-{_safe(uid)}"
+        return embedded_cluster_dir(self.state_dir, key, uid)
 
     def open_cluster(self, key: ClusterKey, uid: str, spec: EmbeddedClusterSpec,
                      digest: str) -> OpenCluster:

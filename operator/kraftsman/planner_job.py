@@ -1,0 +1,334 @@
+"""`kraftsman rebalance propose`: the planner Job of a KafkaRebalance (docs/rebalance.md).
+
+Logs in as the operator does, reads the KafkaRebalance and its KafkaCluster, snapshots the
+cluster with the code of ``kraftsman snapshot`` (the embedded cluster read-only from the
+operator's state volume, or the ``kafka`` backend with the KafkaCluster's bootstrapServers and
+Secret), runs the pipeline of ``kraftsman plan`` in a temporary directory and writes the
+proposal as ConfigMaps (:mod:`kraftsman.proposal`). Any failure is one line naming the field
+and the fix: on stderr (exit 2) and as the index ConfigMap's ``error``. The Job never writes
+the KafkaRebalance: its status is the operator's.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from controller_core.planning.fingerprint import table_fingerprint
+from controller_core.planning.goals import GOAL_KINDS, Goal, GoalError, check_goal
+from controller_core.planning.snapshot import Snapshot, SnapshotError
+from kraftsman.resources import (
+    GOALS_WITH_BROKERS,
+    KafkaClusterSpec,
+    KafkaRebalanceSpec,
+    format_validation_error,
+)
+
+log = logging.getLogger("kraftsman.planner")
+_GOAL_FLAG = re.compile(r"--goal ([a-z-]+)( [0-9,]+)?")
+
+
+class ProposeError(Exception):
+    """The proposal cannot be made; the message is one line naming the field and the fix.
+    ``owner_uid``: the KafkaRebalance's uid when it was read (the error ConfigMap's owner)."""
+
+    owner_uid: str | None = None
+
+
+@dataclass
+class ProposeRequest:
+    namespace: str
+    name: str
+    proposal_id: str
+    state_dir: Path
+    master: str | None = None
+    spark_conf: dict[str, str] = field(default_factory=dict)
+    connect_timeout: float = 30.0
+    kubeconfig: str | None = None
+    service_account_dir: Path | None = None
+
+
+def parse_rebalance(name: str, spec: Any) -> KafkaRebalanceSpec:
+    """The operator's own model of the spec (the CRD's schema), problems in one line."""
+    try:
+        return KafkaRebalanceSpec.model_validate(dict(spec or {}))
+    except ValidationError as e:
+        problems = format_validation_error(f"KafkaRebalance {name}", e, KafkaRebalanceSpec)
+        hint = f" (goals: {', '.join(GOAL_KINDS)})" if any(
+            err["loc"] == ("goal",) for err in e.errors()) else ""
+        raise ProposeError(one_line(problems) + hint) from None
+
+
+def goal_of(name: str, spec: KafkaRebalanceSpec) -> Goal:
+    """The plan's goal (the model already checked brokers against the goal)."""
+    brokers = tuple(spec.brokers or ())
+    if spec.balance and spec.goal not in GOALS_WITH_BROKERS:
+        raise ProposeError(f"KafkaRebalance {name}: spec.balance: only with goal add-brokers or "
+                           f"remove-brokers (goal is {spec.goal}, which already balances or "
+                           "moves no data); remove it")
+    return Goal(spec.goal, brokers, spec.balance)
+
+
+def check_goal_fits(name: str, goal: Goal, snapshot: Snapshot) -> None:
+    problems = check_goal(goal, snapshot)
+    if problems:
+        # the shared checks speak of the CLI's --goal KIND IDS; here the field is spec.brokers
+        text = "; ".join(_GOAL_FLAG.sub(lambda m: f"spec.brokers{m[2] or ''} (goal {m[1]})", p)
+                         for p in problems)
+        raise ProposeError(f"KafkaRebalance {name}: {text}")
+
+
+def one_line(problems: list[str] | str) -> str:
+    items = [problems] if isinstance(problems, str) else problems
+    return " ".join("; ".join(items).split())
+
+
+# ---------------------------------------------------------------------------------------
+# snapshots
+
+
+EMBEDDED_SOURCES = {
+    "brokers": "the embedded cluster's metadata image (state volume, read-only)",
+    "racks": "spec.embedded.brokers[].rack",
+    "replicas": "the embedded cluster's metadata image (partition replicas and leaders)",
+    "sizeBytes": "the embedded cluster's replica logs",
+    "diskCapacityBytes": "spec.embedded.brokers[].diskBytes, else 1 TiB",
+    "networkCapacityBytesPerSecond": "spec.embedded replicationBytesPerSecond (per broker, "
+                                     "else the cluster's)",
+    "bytesInPerSecond": "the embedded cluster's producer rates",
+    "bytesOutPerSecond": "bytes in x 1 (consumer fanout)",
+}
+
+
+def embedded_snapshot(req: ProposeRequest, cluster_name: str, uid: str,
+                      spec: KafkaClusterSpec) -> Snapshot:
+    from controller_core.embedded.cluster import EmbeddedCluster
+    from controller_core.storage.framing import CorruptFileError
+    from kraftsman.commands.plan import embedded_snapshot as take
+    from kraftsman.handlers.runtime import embedded_cluster_dir
+
+    assert spec.embedded is not None
+    path = embedded_cluster_dir(req.state_dir, (req.namespace, cluster_name), uid)
+    if not (path / "quorum").is_dir():
+        raise ProposeError(f"--state-dir {req.state_dir}: no state of the embedded KafkaCluster "
+                           f"{req.namespace}/{cluster_name} (uid {uid}) at {path}; mount the "
+                           "operator's state volume there (read-only) and wait until the "
+                           "KafkaCluster is Ready")
+    try:
+        cluster = EmbeddedCluster.open_read_only(path, spec.embedded)
+    except (CorruptFileError, OSError) as e:
+        raise ProposeError(f"--state-dir {req.state_dir}: embedded cluster at {path} cannot "
+                           f"be read ({e})") from None
+    try:
+        return take(cluster, spec.embedded, cluster_name, default_disk_bytes=1 << 40,
+                    consumer_fanout=1.0, sources=dict(EMBEDDED_SOURCES))
+    finally:
+        cluster.close()
+
+
+def kafka_snapshot(req: ProposeRequest, cluster_name: str, spec: KafkaClusterSpec,
+                   secret: Mapping[str, str] | None) -> Snapshot:
+    from controller_core.backends import RetryPolicy, SecretError, open_kafka_admin
+    from controller_core.errors import KafkaApiError
+    from kraftsman.commands import real_snapshot
+
+    assert spec.bootstrap_servers is not None
+    where = f"KafkaCluster {cluster_name}"
+    # kafka-python logs every failed attempt; the one line at the end says it all
+    logging.getLogger("kafka").addHandler(logging.NullHandler())
+    logging.getLogger("kafka").propagate = False
+    try:
+        admin = open_kafka_admin(spec.bootstrap_servers, secret,
+                                 retry=RetryPolicy(total_seconds=req.connect_timeout),
+                                 client_id="kraftsman-planner")
+    except SecretError as e:
+        ref = spec.auth_secret_ref.name if spec.auth_secret_ref else "?"
+        raise ProposeError(f"{where}: spec.authSecretRef.name: Secret {ref!r}: {e}; fix the "
+                           "Secret (keys: docs/real-clusters.md)") from None
+    except KafkaApiError as e:
+        raise ProposeError(f"{where}: spec.bootstrapServers {spec.bootstrap_servers}: "
+                           f"{e.error.name}: {e.message}; check the address, that the brokers "
+                           "are up and reachable from the Job's pod, and the credentials"
+                           ) from None
+    try:
+        snap, _ = real_snapshot.take(admin, cluster_name)
+        return snap  # type: ignore[no-any-return]
+    except KafkaApiError as e:
+        raise ProposeError(f"{where}: spec.bootstrapServers {spec.bootstrap_servers}: "
+                           f"{e.error.name}: {e.message}") from None
+    finally:
+        admin.close()
+
+
+# ---------------------------------------------------------------------------------------
+# the command
+
+
+def plan(req: ProposeRequest, name: str, spec: KafkaRebalanceSpec, snap: Snapshot,
+         goal: Goal) -> tuple[dict[str, Any], list[str]]:
+    """Run ``kraftsman plan``'s pipeline on ``snap`` in a temporary directory: the summary
+    and the PartitionReassignment documents in apply order."""
+    from controller_core.planning import pipeline
+    from controller_core.planning.snapshot import write_snapshot
+    from controller_core.planning.spark_job import JavaMissingError
+    from kraftsman.commands.plan import now_text
+
+    check_goal_fits(name, goal, snap)
+    fingerprint = table_fingerprint(snap.partitions)
+    master = req.master or spec.spark_master or "local[*]"
+    with tempfile.TemporaryDirectory(prefix="kraftsman-propose-") as tmp:
+        write_snapshot(snap, Path(tmp) / "snapshot")
+        words = [goal.kind] + ([",".join(map(str, goal.brokers))] if goal.brokers else [])
+        request = pipeline.PlanRequest(
+            snapshot_dir=Path(tmp) / "snapshot", goal=words, out=Path(tmp) / "plan",
+            balance=goal.balance, master=master, throttle=spec.throttle_bytes_per_second,
+            max_concurrent_moves=spec.max_concurrent_moves, cluster_name=snap.cluster_name,
+            spark_conf=req.spark_conf, max_partitions=spec.max_partitions_per_resource)
+        try:
+            out = pipeline.run(request)
+        except JavaMissingError as e:
+            raise ProposeError(str(e)) from None
+    summary = dict(out.summary)
+    summary.update({
+        "fingerprint": fingerprint,
+        "createdAt": now_text(),
+        "snapshotCreatedAt": snap.created_at,
+        "shortfalls": list(out.result.shortfalls),
+        "sources": dict(snap.extra.get("sources") or {}),
+        "clusterRef": {"name": snap.cluster_name},
+        "sparkMaster": master,
+    })
+    return summary, [r.text for r in out.resources]
+
+
+def make(req: ProposeRequest, kube: Any) -> tuple[str | None, list[dict[str, Any]]]:
+    """Read, snapshot, plan: the KafkaRebalance's uid and the ConfigMaps to write. Raises
+    ProposeError (with the uid known so far on ``owner_uid``)."""
+    from controller_core.backends import SecretError
+    from controller_core.backends.security import decode_secret_data
+    from kraftsman.handlers.common import PLURALS
+    from kraftsman.kube_client import KubeError
+    from kraftsman.proposal import REBALANCE_PLURAL, proposal_config_maps
+
+    ns, name = req.namespace, req.name
+    uid: str | None = None
+    try:
+        try:
+            rb = kube.get_custom(REBALANCE_PLURAL, ns, name)
+        except KubeError as e:
+            raise _kube_problem(e, f"--name {name}: KafkaRebalance {ns}/{name}",
+                                "create it or fix --namespace/--name",
+                                "get on kafkarebalances") from None
+        uid = str((rb.get("metadata") or {}).get("uid") or "") or None
+        spec = parse_rebalance(name, rb.get("spec"))
+        goal = goal_of(name, spec)
+        cname = spec.cluster_ref.name
+        try:
+            kc = kube.get_custom(PLURALS["KafkaCluster"], ns, cname)
+        except KubeError as e:
+            raise _kube_problem(e, f"KafkaRebalance {name}: spec.clusterRef.name: "
+                                f"KafkaCluster {ns}/{cname}",
+                                "create it or fix the name", "get on kafkaclusters") from None
+        try:
+            kc_spec = KafkaClusterSpec.model_validate(dict(kc.get("spec") or {}))
+        except ValidationError as e:
+            raise ProposeError(one_line(format_validation_error(f"KafkaCluster {cname}", e))
+                               ) from None
+        if kc_spec.embedded is not None:
+            kc_uid = str((kc.get("metadata") or {}).get("uid") or "")
+            snap = embedded_snapshot(req, cname, kc_uid, kc_spec)
+        else:
+            secret = None
+            if kc_spec.auth_secret_ref is not None:
+                sname = kc_spec.auth_secret_ref.name
+                try:
+                    data, string_data = kube.secret_data(ns, sname)
+                except KubeError as e:
+                    raise _kube_problem(e, f"KafkaCluster {cname}: spec.authSecretRef.name: "
+                                        f"Secret {ns}/{sname}", "create it or fix the name",
+                                        "get on secrets") from None
+                try:
+                    secret = decode_secret_data(data)
+                except SecretError as e:
+                    raise ProposeError(f"KafkaCluster {cname}: spec.authSecretRef.name: "
+                                       f"Secret {sname!r}: {e}") from None
+                secret.update(string_data)
+            snap = kafka_snapshot(req, cname, kc_spec, secret)
+        summary, documents = plan(req, name, spec, snap, goal)
+        assert uid is not None
+        return uid, proposal_config_maps(ns, name, req.proposal_id, uid, summary, documents)
+    except ProposeError as e:
+        e.owner_uid = uid
+        raise
+    except (SnapshotError, GoalError) as e:
+        err = ProposeError(f"KafkaRebalance {name}: {one_line(e.problems)}")
+        err.owner_uid = uid
+        raise err from None
+    except Exception as e:  # a Job's failure is one line, never a traceback
+        log.debug("proposal failed", exc_info=True)
+        err = ProposeError(f"internal error ({type(e).__name__}: {one_line(str(e))}); "
+                           "report it with the Job's log")
+        err.owner_uid = uid
+        raise err from None
+
+
+def _kube_problem(e: Any, what: str, fix: str, verb: str) -> ProposeError:
+    if e.status == 404:
+        return ProposeError(f"{what} not found; {fix}")
+    if e.status in (401, 403):
+        return ProposeError(f"{what}: the Job's service account may not read it (HTTP "
+                            f"{e.status}); grant {verb} to the planner ServiceAccount")
+    return ProposeError(f"{what}: cannot be read ({e})")
+
+
+def run(req: ProposeRequest) -> int:
+    """The whole Job; returns the exit code (0, or 2 after writing ``error``)."""
+    import kopf
+
+    from kraftsman.handlers.login import SERVICE_ACCOUNT_DIR, NoCredentials, choose
+    from kraftsman.kube_client import KubeClient, KubeError
+    from kraftsman.proposal import error_config_map, index_name
+
+    try:
+        login = choose(req.kubeconfig, os.environ, req.service_account_dir or SERVICE_ACCOUNT_DIR)
+        info = login.connection(kopf.OperatorSettings())
+    except NoCredentials as e:
+        return _fail(str(e))
+    with KubeClient(info) as kube:
+        try:
+            uid, config_maps = make(req, kube)
+        except ProposeError as e:
+            message = one_line(str(e))
+            error = error_config_map(req.namespace, req.name, req.proposal_id, e.owner_uid,
+                                     message)
+            try:
+                kube.upsert_config_map(error)
+            except KubeError as ke:
+                message += (f" (and the ConfigMap {index_name(req.name, req.proposal_id)} "
+                            f"could not be written: {ke})")
+            return _fail(message)
+        try:
+            for cm in config_maps:
+                kube.upsert_config_map(cm)
+        except KubeError as e:
+            return _fail(f"ConfigMap {cm['metadata']['name']} in namespace {req.namespace}: "
+                         f"cannot be written ({e}); grant create/update on configmaps to the "
+                         "planner ServiceAccount")
+    index = config_maps[-1]
+    print(f"proposal {index['metadata']['name']} written: "
+          f"{len(config_maps) - 1} part ConfigMap(s), KafkaRebalance uid {uid}")
+    return 0
+
+
+def _fail(message: str) -> int:
+    print(f"error: {one_line(message)}", file=sys.stderr)
+    return 2

@@ -1,0 +1,962 @@
+"""The orchestration rules a user sees, each pinned against what Kafka and its tools do.
+
+Elections follow ``LeaderElectionCommand`` (succeeded / "valid replica already elected" /
+failed) over ``ReplicationControlManager.electLeaders``; voter changes follow KIP-853
+(AddRaftVoter / RemoveRaftVoter, one voter at a time); the executor and its throttles follow
+``ReassignPartitionsCommand``. Everything runs against the embedded cluster.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+
+from controller_core import errors
+from controller_core.admin import OngoingReassignment
+from controller_core.embedded.cluster import EmbeddedCluster
+from controller_core.errors import ApiResult, KafkaApiError
+from controller_core.model import ElectionType, TopicPartition
+from controller_core.orchestration import throttles
+from controller_core.orchestration.election import (
+    ElectionReport,
+    leader_imbalance,
+    run_election,
+)
+from controller_core.orchestration.reassignment import (
+    FULL_CHECK_MS,
+    ExecutorState,
+    Limits,
+    Phase,
+    ReassignmentExecutor,
+    ReassignmentPlan,
+    dry_run,
+    validate_plan,
+)
+from controller_core.orchestration.voters import (
+    VoterChangeWalker,
+    WalkPhase,
+    WalkProgress,
+    voter_set_problems,
+)
+from controller_core.raft.describe import QuorumStatus
+from tests.helpers import cluster, run_until, tp
+
+TOPICS = [
+    {"name": "orders", "partitions": 6, "replicationFactor": 3,
+     "sizeBytesPerPartition": 1_000_000, "assignment": [[0, 1, 2], [1, 2, 0], [2, 0, 1]] * 2},
+    {"name": "payments", "partitions": 2, "replicationFactor": 3,
+     "sizeBytesPerPartition": 1_000_000, "assignment": [[2, 0, 1], [0, 1, 2]]},
+]
+
+
+def _preferred_2_led_elsewhere(tmp_path: Path) -> EmbeddedCluster:
+    """Broker 2 fails and comes back in sync: orders-2, orders-5 and payments-0 (preferred
+    replica 2) stay led by another replica until a preferred election."""
+    c = cluster(tmp_path, topics=TOPICS)
+    c.fail_broker(2)
+    run_until(c, lambda: all(d.leader != 2 for d in c.describe_partitions()))
+    c.restore_broker(2)
+    run_until(c, lambda: all(2 in d.isr for d in c.describe_partitions()))
+    return c
+
+
+OFF_PREFERRED = {tp("orders", 2), tp("orders", 5), tp("payments", 0)}
+
+
+# -- elections (LeaderElectionCommand over ReplicationControlManager.electLeaders) ----------------
+def test_a_preferred_election_for_named_partitions_elects_only_those(tmp_path: Path) -> None:
+    """LeaderElectionCommand --path-to-json-file: the request names the partitions; the answer
+    has a row for each and only those, and the other off-preferred partitions keep their
+    leader."""
+    c = _preferred_2_led_elsewhere(tmp_path)
+    report = run_election(c, ElectionType.PREFERRED, partitions=[tp("orders", 2)])
+    assert report.election_type is ElectionType.PREFERRED and not report.attempted_all
+    assert set(report.results) == {tp("orders", 2)} and report.elected == 1
+    leaders = {d.tp: d.leader for d in c.describe_partitions()}
+    assert leaders[tp("orders", 2)] == 2
+    assert leaders[tp("orders", 5)] != 2 and leaders[tp("payments", 0)] != 2
+
+
+def test_a_preferred_election_for_a_topic_elects_its_partitions_and_names_unknown_topics(
+        tmp_path: Path) -> None:
+    """LeaderElectionCommand --topic: every partition of the named topic, nothing of the
+    others; a topic that does not exist is a failure of its own."""
+    c = _preferred_2_led_elsewhere(tmp_path)
+    report = run_election(c, ElectionType.PREFERRED, topics=["orders", "ghost", "orders"])
+    assert report.election_type is ElectionType.PREFERRED
+    assert set(report.results) == {tp("orders", i) for i in range(6)}
+    assert report.elected == 2 and report.not_needed == 4
+    assert report.unknown_topics == ("ghost",) and report.failed == 1
+    leaders = {d.tp: d.leader for d in c.describe_partitions()}
+    assert leaders[tp("orders", 2)] == leaders[tp("orders", 5)] == 2
+    assert leaders[tp("payments", 0)] != 2
+
+
+def test_a_preferred_election_of_everything_reports_only_what_it_elected(
+        tmp_path: Path) -> None:
+    """ElectLeaders with no partition set (--all-topic-partitions): ReplicationControlManager
+    leaves ELECTION_NOT_NEEDED out of the answer, so only the elected partitions appear."""
+    c = _preferred_2_led_elsewhere(tmp_path)
+    report = run_election(c, ElectionType.PREFERRED)
+    assert report.election_type is ElectionType.PREFERRED and report.attempted_all
+    assert set(report.results) == OFF_PREFERRED and report.elected == 3
+    assert all(d.leader == d.replicas[0] for d in c.describe_partitions())
+
+
+def test_an_unclean_election_is_not_needed_where_a_leader_lives(tmp_path: Path) -> None:
+    """An unclean election only elects where there is no leader (LeaderElectionCommand's
+    --election-type unclean): with every partition led, each row says ELECTION_NOT_NEEDED."""
+    c = _preferred_2_led_elsewhere(tmp_path)
+    report = run_election(c, ElectionType.UNCLEAN, topics=["payments"])
+    assert report.election_type is ElectionType.UNCLEAN
+    assert {t: r.error for t, r in report.results.items()} == {
+        tp("payments", 0): errors.ELECTION_NOT_NEEDED, tp("payments", 1):
+        errors.ELECTION_NOT_NEEDED}
+    assert report.failed == 0 and report.failures() == []
+
+
+def test_election_failures_exclude_not_needed_and_are_sorted() -> None:
+    """LeaderElectionCommand sorts rows into succeeded, "valid replica already elected"
+    (ElectionNotNeededException) and failed; only the last make the command fail."""
+    down = ApiResult(errors.PREFERRED_LEADER_NOT_AVAILABLE, "broker 2 is down")
+    report = ElectionReport(ElectionType.PREFERRED, {
+        tp("b", 1): down, tp("a", 3): down, tp("a", 0): ApiResult(),
+        tp("a", 1): ApiResult(errors.ELECTION_NOT_NEEDED)}, ("ghost",))
+    assert report.failures() == [(tp("a", 3), down), (tp("b", 1), down)]
+    assert (report.elected, report.not_needed, report.failed) == (1, 1, 3)
+
+
+def test_leader_imbalance_counts_partitions_off_their_preferred_leader(tmp_path: Path) -> None:
+    """A partition is imbalanced when its leader is not its preferred (first) replica, as
+    ReplicationControlManager's imbalanced-partition set; leaders are counted per broker."""
+    c = _preferred_2_led_elsewhere(tmp_path)
+    before = leader_imbalance(c)
+    assert before.partitions == 8 and before.off_preferred == 3
+    assert before.percent == pytest.approx(37.5)
+    assert sum(before.per_broker.values()) == 8 and 2 not in before.per_broker
+    orders = leader_imbalance(c, ["orders"])
+    assert orders.partitions == 6 and orders.off_preferred == 2
+    assert orders.per_broker == {b: n for b, n in orders.per_broker.items() if n} and \
+        sum(orders.per_broker.values()) == 6
+    run_election(c, ElectionType.PREFERRED)
+    after = leader_imbalance(c)
+    assert after.off_preferred == 0 and after.percent == 0.0
+    assert after.per_broker == {0: 3, 1: 2, 2: 3}
+    assert leader_imbalance(c, []).percent == 0.0  # no partition: nothing imbalanced
+
+
+def test_a_partition_without_a_leader_is_imbalanced_and_counts_for_no_broker(
+        tmp_path: Path) -> None:
+    """With every replica of a partition down the leader is -1 (NO_LEADER): the partition
+    is off its preferred leader, and no broker is counted as leading it."""
+    c = cluster(tmp_path, topics=[{"name": "solo", "partitions": 1, "replicationFactor": 1,
+                                   "sizeBytesPerPartition": 1000, "assignment": [[4]]}])
+    c.fail_broker(4)
+    run_until(c, lambda: next(iter(c.describe_partitions())).leader < 0)
+    imbalance = leader_imbalance(c)
+    assert imbalance.partitions == 1 and imbalance.off_preferred == 1
+    assert imbalance.per_broker == {}
+
+
+# -- voters (KIP-853 AddRaftVoter / RemoveRaftVoter) ------------------------------------------
+def test_voter_set_problems_name_the_field_and_the_fix() -> None:
+    """Each refusal names ``voters`` and what to change (the CR status shows it as is)."""
+    known, live = {0, 1, 2, 3}, {0, 1, 2, 3}
+    assert voter_set_problems([], known, live) == [
+        "voters: the voter set is empty; name at least one node id"]
+    assert voter_set_problems([0, 0, 1], known, live) == [
+        "voters: [0, 0, 1] lists a node id twice"]
+    assert voter_set_problems([0, 9], known, live) == [
+        "voters: unknown node id(s) [9]; nodes are [0, 1, 2, 3]"]
+    assert voter_set_problems([0, 1, 2], known, live) == []
+
+
+def test_a_new_voter_set_needs_a_live_majority_of_its_own() -> None:
+    """Raft needs floor(n/2)+1 voters to elect a leader (KafkaRaftClient's majority): three
+    voters with two live may be set; four voters with two live may not."""
+    known = {0, 1, 2, 3, 4}
+    assert voter_set_problems([0, 1, 2], known, {0, 1}) == []
+    assert voter_set_problems([0, 1, 2, 3], known, {0, 1, 2}) == []
+    assert voter_set_problems([0, 1, 2, 3], known, {0, 1}) == [
+        "voters: only 2 of [0, 1, 2, 3] are live, fewer than the majority of 3 the new "
+        "quorum needs to elect a leader"]
+    assert voter_set_problems([0, 1, 2, 3, 4], known, {0, 1}) == [
+        "voters: only 2 of [0, 1, 2, 3, 4] are live, fewer than the majority of 3 the new "
+        "quorum needs to elect a leader"]
+
+
+def _matches(p: WalkProgress, q: QuorumStatus) -> bool:
+    """The progress shows the quorum as DescribeQuorum answered it."""
+    return (p.current == tuple(sorted(q.current_voters)) and p.leader_id == q.leader_id
+            and p.leader_epoch == q.leader_epoch and p.high_watermark == q.high_watermark)
+
+
+def test_the_walker_waits_for_a_voter_change_someone_else_started(tmp_path: Path) -> None:
+    """KIP-853: one voter change at a time. While another change is in flight (its target is
+    not the committed set) the walker adds and removes nothing and says why."""
+    c = cluster(tmp_path)
+    assert c.alter_quorum([0, 1, 2, 3]).ok  # another tool's change, not committed yet
+    q = c.describe_quorum()
+    assert q.target_voters is not None and set(q.target_voters) != set(q.current_voters)
+    p = VoterChangeWalker(c, [3, 1, 0]).step()
+    assert p.phase is WalkPhase.RUNNING
+    assert p.action == "waiting for the voter change in flight to commit"
+    assert p.target == (0, 1, 3) and _matches(p, q)
+    assert c.describe_quorum().target_voters == q.target_voters  # nothing changed
+
+
+def test_the_walker_reports_the_quorum_it_saw_and_completes_when_voters_match(
+        tmp_path: Path) -> None:
+    c = cluster(tmp_path)
+    walker = VoterChangeWalker(c, [0, 1, 2, 3])
+    q = c.describe_quorum()
+    p = walker.step()
+    assert (p.phase, p.action) == (WalkPhase.RUNNING, "adding voter 3")
+    assert _matches(p, q) and p.target == (0, 1, 2, 3)
+    done = walker.step()
+    assert (done.phase, done.action) == (WalkPhase.COMPLETED, "voters are as desired")
+    assert done.current == (0, 1, 2, 3) and _matches(done, c.describe_quorum())
+
+
+def test_the_walker_raises_a_refused_voter_change_with_the_controllers_reason(
+        tmp_path: Path) -> None:
+    """A non-retriable AddRaftVoter error is the user's to fix: raised with its code and the
+    controller's message, prefixed by the step."""
+    c = cluster(tmp_path)
+    with pytest.raises(KafkaApiError) as e:
+        VoterChangeWalker(c, [0, 1, 2, 42]).step()
+    assert e.value.error == errors.INVALID_REQUEST
+    assert "adding voter 42: voters: unknown node id(s) [42]" in str(e.value)
+
+
+class _ResponseLostOnce:
+    """The embedded cluster, but the first AddRaftVoter answer is lost on the way back and
+    the client sees REQUEST_TIMED_OUT (the change itself goes on, as in KIP-853)."""
+
+    def __init__(self, c: EmbeddedCluster) -> None:
+        self.c = c
+        self.lost = False
+
+    def describe_quorum(self) -> QuorumStatus:
+        return self.c.describe_quorum()
+
+    def add_raft_voter(self, node_id: int) -> ApiResult:
+        result = self.c.add_raft_voter(node_id)
+        if self.lost:
+            return result
+        self.lost = True
+        return ApiResult(errors.REQUEST_TIMED_OUT, "no answer within 30000 ms")
+
+    def remove_raft_voter(self, node_id: int) -> ApiResult:
+        return self.c.remove_raft_voter(node_id)
+
+
+def test_the_walker_retries_a_retriable_error_and_goes_on(tmp_path: Path) -> None:
+    c = cluster(tmp_path)
+    walker = VoterChangeWalker(_ResponseLostOnce(c), [0, 1, 2, 3])
+    q = c.describe_quorum()
+    p = walker.step()
+    assert p.phase is WalkPhase.RUNNING and _matches(p, q)
+    assert p.action == "adding voter 3: REQUEST_TIMED_OUT, retrying"
+    assert walker.step().phase is WalkPhase.COMPLETED
+
+
+# -- throttles and the executor's end ---------------------------------------------------------
+def test_the_throttle_markers_are_listed_per_broker_with_their_entries(tmp_path: Path) -> None:
+    """ReassignPartitionsCommand throttles the replicas that hold the data as leaders and the
+    replicas being added as followers; the markers say which entries kraftsman placed."""
+    c = cluster(tmp_path)
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [3, 1, 2])],
+                                          limits=Limits(1_000_000, 1))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    every = throttles.placed(c)
+    assert set(every) == {0, 1, 2, 3}
+    assert every[3].entries == {throttles.Entry("orders", 0, 3, "F")}
+    assert every[0].entries == {throttles.Entry("orders", 0, 0, "L")}
+    assert every[3].rate == "1000000"
+    some = throttles.placed(c, [3, 4])
+    assert set(some) == {3} and some[3].entries == every[3].entries
+
+
+def test_failing_a_run_reports_the_reason_and_removes_its_throttles(tmp_path: Path) -> None:
+    c = cluster(tmp_path)
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [3, 4, 5])],
+                                          limits=Limits(1_000_000, 1))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    assert throttles.placed(c)
+    ex.fail("spec.plan: the plan names topic 'orders' that was deleted")
+    p = ex.progress()
+    assert p.phase is Phase.FAILED
+    assert p.message == "spec.plan: the plan names topic 'orders' that was deleted"
+    assert throttles.placed(c) == {}
+
+
+# -- the dry run (ReassignPartitionsCommand --execute without executing) -----------------------
+MB = 1_000_000
+
+
+def test_the_dry_run_counts_each_kind_of_move_and_skips_refused_partitions(
+        tmp_path: Path) -> None:
+    """A reorder moves no data but is a move; a shrink removes a replica and adds none; an
+    identical target is unchanged; a refused partition (unknown broker, unknown topic) counts
+    nowhere. Leaders move when the leader leaves the replica set, or, with preferred
+    election, when it is not the new first replica (ReassignPartitionsCommand)."""
+    c = cluster(tmp_path, topics=[
+        {"name": "orders", "partitions": 6, "replicationFactor": 3,
+         "sizeBytesPerPartition": 10 * MB, "assignment": [[0, 1, 2], [1, 2, 0], [2, 0, 1]] * 2},
+        {"name": "empty", "partitions": 2, "replicationFactor": 1, "sizeBytesPerPartition": 0,
+         "assignment": [[0], [0]]}])
+    moves = [
+        (tp("orders", 5), [0, 9, 1]),  # unknown broker 9: refused
+        (tp("orders", 0), [0, 1, 2]),  # unchanged
+        (tp("orders", 1), [2, 1, 0]),  # reorder
+        (tp("orders", 2), [3, 0, 1]),  # 2 -> 3, the leader (2) leaves
+        (tp("orders", 3), [0, 1, 2, 3]),  # grows onto 3
+        (tp("orders", 4), [1, 2]),  # shrinks off 0
+        (tp("empty", 0), [5]),  # nothing to copy, the leader (0) leaves
+        (tp("empty", 1), [0]),  # unchanged
+        (tp("ghost", 0), [1]),  # unknown topic: refused
+    ]
+    for elect, leader_moves in ((True, 3), (False, 2)):
+        plan, _ = ReassignmentPlan.from_moves(moves, limits=Limits(MB, 1),
+                                              elect_preferred_leaders=elect)
+        r = dry_run(c, plan)
+        assert {p.tp for p in r.problems} == {tp("orders", 5), tp("ghost", 0)}
+        assert (r.partitions_unchanged, r.partitions_moving) == (2, 5)
+        assert (r.replica_moves, r.replicas_removed, r.leader_moves) == (3, 3, leader_moves)
+        assert r.bytes_to_move == 20 * MB
+        assert r.per_broker_in_bytes == {3: 20 * MB, 5: 0}
+        # one at a time: the three moves that copy nothing pass at once, then 10 s + 10 s
+        assert r.estimated_seconds == 20.0
+    assert not c.list_partition_reassignments()
+
+
+def test_the_dry_run_breaks_ties_between_equal_moves_by_partition_like_the_executor(
+        tmp_path: Path) -> None:
+    """The executor starts equal-sized moves in partition order, whatever the plan's order;
+    the estimate follows it (here the slower copy first, then the faster after a pass)."""
+    c = cluster(tmp_path, topics=[
+        {"name": n, "partitions": 1, "replicationFactor": 1, "sizeBytesPerPartition": 3 * MB,
+         "assignment": [[i]]} for i, n in enumerate(("a", "b"))])
+    plan, _ = ReassignmentPlan.from_moves([(tp("b", 0), [4]), (tp("a", 0), [3])],
+                                          limits=Limits(None, 1))
+    speeds = {3: 2 * MB, 4: 3 * MB}  # a-0 copies in 1.5 s, b-0 in 1 s
+    r = dry_run(c, plan, bandwidth=speeds.__getitem__, poll_seconds=1.0)
+    assert r.estimated_seconds == pytest.approx(3.0)  # a-0 until 1.5, next pass at 2, +1
+
+
+# -- the executor: cancel, failures, limits after the end -------------------------------------
+def test_a_rollback_the_controller_refuses_is_said_and_retried_until_it_succeeds(
+        tmp_path: Path) -> None:
+    """ReplicationControlManager refuses to cancel a move when no original replica could lead
+    afterwards (KAFKA-14424). The executor keeps cancelling, says which moves wait and why
+    (the first five), rolls back the others at once, and ends Cancelled once the last
+    rollback is accepted."""
+    c = cluster(tmp_path, topics=[
+        {"name": "solo", "partitions": 6, "replicationFactor": 1,
+         "sizeBytesPerPartition": 50 * MB, "assignment": [[0]] * 6},
+        {"name": "other", "partitions": 1, "replicationFactor": 1,
+         "sizeBytesPerPartition": 50 * MB, "assignment": [[1]]}])
+    solo = {tp("solo", i) for i in range(6)}
+    plan, _ = ReassignmentPlan.from_moves([(t, [3]) for t in sorted(solo)]
+                                          + [(tp("other", 0), [4])], limits=Limits(MB, 7))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    c.advance(2)
+    c.fail_broker(0)  # the only original replica of every solo partition
+    run_until(c, lambda: all(d.leader < 0 for d in c.describe_partitions()
+                             if d.tp.topic == "solo"))
+    ex.cancel()
+    p = ex.step()
+    assert p.phase is Phase.CANCELLING
+    assert p.message.startswith("6 move(s) cannot be rolled back yet; retrying: solo-0: ")
+    assert "solo-0: cannot cancel" in p.message
+    assert p.message.count("; solo-") == 4 and "solo-5" not in p.message  # the first five
+    assert set(ex.moving) == solo and ex.cancelled == {tp("other", 0)}
+    assert set(c.list_partition_reassignments()) == solo
+    c.restore_broker(0)
+    run_until(c, lambda: all(d.leader == 0 for d in c.describe_partitions()
+                             if d.tp.topic == "solo"))
+    c.alter_partition_reassignments({tp("solo", 0): None})  # another tool is quicker
+    p = ex.step()
+    assert p.phase is Phase.CANCELLED and p.cancelled == 7 and p.message == ""
+    assert ex.cancelled == solo | {tp("other", 0)}
+    assert ex.state.cancelled == 7  # persisted: a restarted operator reports it too
+    assert not c.list_partition_reassignments() and throttles.placed(c) == {}
+
+
+def test_new_limits_after_the_run_ended_place_no_throttle(tmp_path: Path) -> None:
+    """A run that failed (or completed) owns no throttle any more: changing its limits later
+    must not put rates back on the brokers its abandoned moves touch."""
+    c = cluster(tmp_path)
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [3, 4, 5])],
+                                          limits=Limits(MB, 1))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    ex.fail("spec.plan: invalid now")
+    assert ex.moving and throttles.placed(c) == {}
+    ex.set_limits(Limits(2 * MB, 1))
+    assert throttles.placed(c) == {}
+    pending = ReassignmentExecutor(c, plan)
+    pending.set_limits(Limits(2 * MB, 1))  # not started: nothing to throttle either
+    assert throttles.placed(c) == {} and pending.state.phase is Phase.PENDING
+
+
+def test_moves_another_tool_retargets_are_failed_and_counted(tmp_path: Path) -> None:
+    """A move another tool re-targets is not fought over (ReassignPartitionsCommand would
+    need --additional): each is a failure of its own, counted in the persisted state."""
+    c = cluster(tmp_path)
+    plan, _ = ReassignmentPlan.from_moves(
+        [(tp("orders", i), [3, 4, 5]) for i in range(3)], limits=Limits(MB, 3))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    c.alter_partition_reassignments({tp("orders", 0): [3, 4, 0], tp("orders", 1): [1, 4, 5]})
+    p = ex.step()
+    assert ex.state.failed_count == 2 and p.failed == 2
+    assert set(ex.state.failed) == {"orders-0", "orders-1"}
+    assert "re-targeted to [3, 4, 0] by another tool" in ex.state.failed["orders-0"]
+
+
+def test_the_final_preferred_election_covers_the_plan_and_counts_each_outcome(
+        tmp_path: Path) -> None:
+    """At the end the executor elects preferred leaders for the partitions it finished, and
+    only those (LeaderElectionCommand with the plan's partitions): succeeded, not needed and
+    failed are counted apart, as the tool prints them."""
+    c = cluster(tmp_path)
+    plan, _ = ReassignmentPlan.from_moves([
+        (tp("orders", 0), [1, 0, 2]), (tp("orders", 1), [0, 1, 2]),  # reorders: elected
+        (tp("orders", 3), [2, 0, 1]),  # its preferred replica 2 fails: not electable
+        (tp("orders", 4), [1, 2, 0]),  # unchanged, led by 1 already: not needed
+        (tp("orders", 5), [3, 4, 5])], limits=Limits(None, 10), elect_preferred_leaders=True)
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    p = ex.step()
+    c.fail_broker(2)  # orders-2, outside the plan, is led by 0 from now on
+    run_until(c, lambda: all(d.leader != 2 for d in c.describe_partitions()))
+    while not p.phase.terminal:
+        c.advance(1)
+        p = ex.step()
+    assert p.phase is Phase.COMPLETED
+    assert (ex.state.elected, ex.state.election_failed) == (2, 1)
+    leaders = {d.tp.partition: d.leader for d in c.describe_partitions()}
+    assert leaders == {0: 1, 1: 0, 2: 0, 3: 0, 4: 1, 5: 3}
+
+
+def test_without_preferred_election_the_executor_elects_nothing(tmp_path: Path) -> None:
+    c = cluster(tmp_path)
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [1, 0, 2])],
+                                          limits=Limits(None, 1))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    assert ex.step().phase is Phase.COMPLETED
+    assert ex.state.elected is None and ex.state.election_failed is None
+    assert next(iter(c.describe_partitions(partitions=[tp("orders", 0)]))).leader == 0
+
+
+def test_throttles_the_cluster_refuses_are_reported_per_broker(tmp_path: Path) -> None:
+    """A broker refuses a throttle rate that is not a whole number of bytes/second (Kafka's
+    ``leader.replication.throttled.rate`` is a LONG at least 0): the run says which broker
+    refused what, in the controller's words, and tries again at the next pass."""
+    c = cluster(tmp_path)
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [3, 4, 5])],
+                                          limits=Limits(-1, 1))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    p = ex.step()
+    assert p.message.startswith(
+        "could not set throttles: broker 0: leader.replication.throttled.rate='-1': must be "
+        "a whole number of bytes/second; broker 1: ")
+    assert p.message.count("; broker ") == 4  # the first five problems
+
+
+def test_a_marker_keeps_the_entries_it_can_read_and_skips_foreign_ones() -> None:
+    """The ``kraftsman.throttle`` marker may hold items another tool or an older version
+    wrote: an item that is not SIDE:PARTITION:TOPIC with a known side is not ours."""
+    doc = ('{"rate": "5", "previous": {"follower.replication.throttled.rate": null}, '
+           '"replicas": ["L:0:orders", "F:12:t.x", "X:0:orders", "L:x:orders", "F:1:", '
+           '"F:-1:orders"]}')
+    m = throttles.Marker.decode(doc, 3)
+    assert m is not None and m.rate == "5"
+    assert m.previous == {"follower.replication.throttled.rate": None}
+    assert m.entries == {throttles.Entry("orders", 0, 3, "L"), throttles.Entry("t.x", 12, 3, "F")}
+    assert throttles.Marker.decode(m.encode(), 3) == m
+
+
+# -- plan problems: each names the partition, the field and the fix ---------------------------
+def test_each_bad_target_is_refused_with_what_is_wrong(tmp_path: Path) -> None:
+    """ReassignPartitionsCommand refuses an empty, negative, duplicated or unknown-broker
+    replica list (INVALID_REPLICA_ASSIGNMENT) and a partition it cannot find; kraftsman says
+    which, for every partition at once."""
+    c = cluster(tmp_path)
+    plan, dup = ReassignmentPlan.from_moves([
+        (tp("orders", 0), []), (tp("orders", 1), [3, -1, -2]), (tp("orders", 2), [3, 4, 3, 4]),
+        (tp("orders", 3), [3, 9, 7]), (tp("orders", 4), [3, 4, 5]), (tp("orders", 4), [5]),
+        (tp("orders", 9), [1]), (tp("orders", 5), [5, 4, 3])])
+    assert [(p.tp, p.error, p.message) for p in dup] == [
+        (tp("orders", 4), errors.INVALID_REQUEST,
+         "orders-4 is listed more than once in the plan")]
+    assert plan.moves[tp("orders", 4)] == (5,)  # the last listing is the one kept
+    problems = {p.tp: (p.error, p.message) for p in validate_plan(c, plan)}
+    bad = errors.INVALID_REPLICA_ASSIGNMENT
+    assert problems == {
+        tp("orders", 0): (bad, "orders-0: the target replica list is empty"),
+        tp("orders", 1): (bad, "orders-1: negative broker id(s) [-2, -1]"),
+        tp("orders", 2): (bad, "orders-2: broker id(s) [3, 4] listed more than once"),
+        tp("orders", 3): (bad, "orders-3: unknown broker id(s) [7, 9]; the cluster has "
+                               "[0, 1, 2, 3, 4, 5]"),
+        tp("orders", 9): (errors.UNKNOWN_TOPIC_OR_PARTITION,
+                          "orders-9: unknown topic or partition"),
+    }
+
+
+def test_a_plan_is_refused_while_other_reassignments_are_in_progress_naming_five(
+        tmp_path: Path) -> None:
+    """ReassignPartitionsCommand: "Cannot execute because there is an existing partition
+    assignment" unless --additional. The refusal names the first five, counts the rest, and
+    says the three ways out; moves already heading to this plan's targets are its own."""
+    c = cluster(tmp_path, topics=[{"name": "t", "partitions": 8, "replicationFactor": 1,
+                                   "sizeBytesPerPartition": 10 * MB, "assignment": [[0]] * 8}])
+    c.alter_partition_reassignments({tp("t", i): [1] for i in range(7)})
+    plan, _ = ReassignmentPlan.from_moves([(tp("t", 0), [1]), (tp("t", 7), [2])])
+    problems = validate_plan(c, plan)
+    assert [(p.tp, p.error) for p in problems] == [(tp("t", 1), errors.REASSIGNMENT_IN_PROGRESS)]
+    assert problems[0].message == (
+        "cannot start: 6 partition reassignment(s) already in progress (t-1, t-2, t-3, t-4, "
+        "t-5 and 1 more); wait for them, cancel them, or mark this plan additional to move "
+        "on top of them")
+    c.alter_partition_reassignments({tp("t", 6): None})
+    five = validate_plan(c, plan)[0].message
+    assert "(t-1, t-2, t-3, t-4, t-5);" in five and "more" not in five
+    extra = ReassignmentPlan(plan.moves, additional=True)
+    assert validate_plan(c, extra) == []
+
+
+# -- progress (what kraftsman shows where kafka-reassign-partitions --verify prints) ------------
+def test_progress_samples_copied_bytes_once_per_instant_and_keeps_the_last_thirty(
+        tmp_path: Path) -> None:
+    """Rate and ETA come from the bytes the adding replicas hold over time; the persisted
+    samples stay small (30) however long the run, and a second pass at the same instant adds
+    no sample (it would divide by zero time)."""
+    c = cluster(tmp_path, topics=[{"name": "big", "partitions": 1, "replicationFactor": 1,
+                                   "sizeBytesPerPartition": 50 * MB, "assignment": [[0]]}])
+    plan, _ = ReassignmentPlan.from_moves([(tp("big", 0), [3])], limits=Limits(None, 1))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    p = ex.step()
+    assert (p.bytes_moved, p.bytes_total, p.rate_bytes_per_second, p.eta_seconds) == (
+        0, 50 * MB, None, None)
+    ex.step()
+    assert len(ex.state.samples) == 1
+    c.advance(1)
+    p = ex.step()
+    assert p.bytes_moved == 1 * MB and p.percent == pytest.approx(2.0)
+    assert p.rate_bytes_per_second == pytest.approx(MB) and p.eta_seconds == pytest.approx(49)
+    for _ in range(34):
+        c.advance(1)
+        p = ex.step()
+    assert p.bytes_moved == 35 * MB and p.eta_seconds == pytest.approx(15)
+    samples = ex.state.samples
+    assert len(samples) == 30 and samples[-1][0] - samples[0][0] == 29_000
+    while not p.phase.terminal:
+        c.advance(1)
+        p = ex.step()
+    assert p.bytes_moved == p.bytes_total == 50 * MB and p.percent == 100.0
+    assert len(ex.state.samples) == 30 and ex.step().phase is Phase.COMPLETED
+
+
+def test_progress_details_list_failures_first_then_moves_in_flight_up_to_a_hundred(
+        tmp_path: Path) -> None:
+    c = cluster(tmp_path, topics=[{"name": "t", "partitions": 102, "replicationFactor": 1,
+                                   "sizeBytesPerPartition": 10 * MB, "assignment": [[0]] * 102}])
+    plan, _ = ReassignmentPlan.from_moves([(tp("t", i), [1]) for i in range(102)],
+                                          limits=Limits(None, 102))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    p = ex.step()
+    assert p.moving == 102 and len(p.details) == 100
+    assert [d.tp for d in p.details] == sorted(tp("t", i) for i in range(102))[:100]
+    assert {(d.state, d.target, d.message) for d in p.details} == {("moving", (1,), "")}
+    c.alter_partition_reassignments({tp("t", 50): [2], tp("t", 7): [2]})  # another tool
+    p = ex.step()
+    assert (p.failed, p.moving, len(p.details)) == (2, 100, 100)
+    assert [(d.tp, d.state) for d in p.details[:3]] == [
+        (tp("t", 7), "failed"), (tp("t", 50), "failed"), (tp("t", 0), "moving")]
+    assert p.details[0].message == ex.state.failed["t-7"] and "another tool" in \
+        p.details[0].message
+    assert p.details[0].target == (1,)
+
+
+# -- throttles around an operator's own configs ------------------------------------------------
+RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+
+
+def _configs(c: EmbeddedCluster) -> dict[tuple[str, str], dict[str, str]]:
+    res = [("BROKER", str(b)) for b in sorted(c.image.brokers)] + [
+        ("TOPIC", t) for t in sorted(c.image.topics)]
+    return {r: v for r, v in c.describe_configs(res).items() if v}
+
+
+def test_a_rate_an_operator_set_before_the_run_is_restored_after_it(tmp_path: Path) -> None:
+    """ReassignPartitionsCommand overwrites ``*.replication.throttled.rate`` on the brokers a
+    move touches; kraftsman remembers the value it replaced and puts it back at the end (a
+    key that was unset is unset again)."""
+    c = cluster(tmp_path)
+    c.incremental_alter_configs({("BROKER", "3"): {RATE_KEYS[1]: "500"}})
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [3, 1, 2])],
+                                          limits=Limits(MB, 1))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    during = _configs(c)[("BROKER", "3")]
+    assert {k: during[k] for k in RATE_KEYS} == dict.fromkeys(RATE_KEYS, str(MB))
+    assert throttles.placed(c, [3])[3].previous == {RATE_KEYS[0]: None, RATE_KEYS[1]: "500"}
+    while not ex.step().phase.terminal:
+        c.advance(1)
+    assert _configs(c) == {("BROKER", "3"): {RATE_KEYS[1]: "500"}}
+
+
+def test_a_topic_throttled_with_a_wildcard_is_left_as_the_operator_set_it(
+        tmp_path: Path) -> None:
+    """``*`` throttles every replica of the topic already (Kafka's
+    ``*.replication.throttled.replicas`` wildcard): kraftsman adds no entry to it and removes
+    nothing from it, but still sets and later removes its rates."""
+    c = cluster(tmp_path)
+    c.incremental_alter_configs({("TOPIC", "orders"): {LEADER_REPLICAS: "*"}})
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [3, 1, 2])],
+                                          limits=Limits(MB, 1))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    topic = _configs(c)[("TOPIC", "orders")]
+    assert topic == {LEADER_REPLICAS: "*", FOLLOWER_REPLICAS: "0:3"}
+    assert throttles.placed(c, [0])[0].entries == set()  # the wildcard is not kraftsman's
+    assert _configs(c)[("BROKER", "0")][RATE_KEYS[0]] == str(MB)
+    while not ex.step().phase.terminal:
+        c.advance(1)
+    assert _configs(c) == {("TOPIC", "orders"): {LEADER_REPLICAS: "*"}}
+
+
+def test_an_unthrottled_plan_places_no_throttle_at_all(tmp_path: Path) -> None:
+    """``--throttle`` not given: ReassignPartitionsCommand sets no rate and lists no replica."""
+    c = cluster(tmp_path)
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [3, 1, 2])],
+                                          limits=Limits(None, 1))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    assert ex.moving and _configs(c) == {}
+
+
+def test_a_marker_that_is_not_kraftsmans_json_is_ignored() -> None:
+    """A ``kraftsman.throttle`` value kraftsman cannot read is someone else's: no marker, so
+    nothing of it is removed or restored."""
+    for junk in ("", "not json", "[1, 2]", '{"replicas": 5}', '{"previous": [1]}'):
+        assert throttles.Marker.decode(junk, 1) is None, junk
+    bare = throttles.Marker.decode('{"previous": {"k": 5}, "rate": null}', 1)
+    assert bare == throttles.Marker(None, {"k": "5"}, set())
+    assert throttles.Marker.decode('{"rate": 7}', 1) == throttles.Marker("7", {}, set())
+
+
+def test_a_resumed_run_fails_a_partition_deleted_while_it_was_down(tmp_path: Path) -> None:
+    """The executor re-derives its moves from the cluster on resume; a partition of the plan
+    that is gone is a failure with a reason, the rest goes on."""
+    c = cluster(tmp_path)
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [3, 1, 2]), (tp("gone", 0), [1])],
+                                          limits=Limits(None, 2))
+    state = ExecutorState(phase=Phase.RUNNING, started_ms=0)
+    ex = ReassignmentExecutor(c, plan, state)
+    assert ex.start() == []
+    assert ex.state.failed == {"gone-0": "gone-0: the partition no longer exists"}
+    assert ex.state.failed_count == 1 and ex.pending == deque([tp("orders", 0)])
+    while not (p := ex.step()).phase.terminal:
+        c.advance(1)
+    assert p.phase is Phase.FAILED and (p.done, p.failed) == (1, 1)
+    assert p.message == "1 partition(s) failed; 1 moved"
+    again = ReassignmentExecutor(c, plan, ExecutorState(phase=Phase.RUNNING, started_ms=0,
+                                                        failed=dict(ex.state.failed),
+                                                        failed_count=1))
+    again.start()
+    assert again.failed == {tp("gone", 0)} and again.state.failed_count == 1  # not twice
+
+
+def test_pending_moves_start_smallest_first_and_finished_ones_count_as_copied(
+        tmp_path: Path) -> None:
+    """KIP-236: a batch is as slow as its slowest move, so moves start smallest first (by the
+    bytes they copy: size x replicas added). A resumed run counts moves that finished while
+    it was down as copied."""
+    c = cluster(tmp_path, topics=[
+        {"name": "t", "partitions": 3, "replicationFactor": 1, "sizeBytesPerPartition": 4 * MB,
+         "assignment": [[0], [1], [2]]},
+        {"name": "s", "partitions": 1, "replicationFactor": 1, "sizeBytesPerPartition": 3 * MB,
+         "assignment": [[0]]}])
+    plan, _ = ReassignmentPlan.from_moves([
+        (tp("t", 0), [3, 4]),  # 8 MB
+        (tp("t", 1), [4]),  # 4 MB
+        (tp("s", 0), [5]),  # 3 MB
+        (tp("t", 2), [2])], limits=Limits(None, 1))  # already there
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    assert list(ex.pending) == [tp("s", 0), tp("t", 1), tp("t", 0)]
+    assert ex.done == {tp("t", 2)} and ex.state.bytes_total == 15 * MB
+    ex.step()
+    assert set(ex.moving) == {tp("s", 0)}
+    c.advance(10)  # s-0 finishes while nobody watches
+    resumed = ReassignmentExecutor(c, plan, ExecutorState.model_validate_json(
+        ex.state.model_dump_json()))
+    assert resumed.start() == []
+    assert resumed.done == {tp("t", 2), tp("s", 0)} and list(resumed.pending) == [
+        tp("t", 1), tp("t", 0)]
+    assert resumed.state.bytes_done == 3 * MB and resumed.progress().bytes_moved == 3 * MB
+
+
+def test_the_finish_time_is_set_once_when_the_run_ends(tmp_path: Path) -> None:
+    """cleanup() also runs from the operator's finalizer: on a running executor it removes
+    the throttles without ending the run's clock, and a second cleanup after the end keeps
+    the first finish time."""
+    c = cluster(tmp_path)
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [3, 1, 2])],
+                                          limits=Limits(MB, 1))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    ex.cleanup()
+    assert ex.state.finished_ms is None and throttles.placed(c) == {}
+    while not ex.step().phase.terminal:
+        c.advance(1)
+    finished = ex.state.finished_ms
+    assert finished is not None
+    c.advance(30)
+    ex.cleanup()
+    assert ex.state.finished_ms == finished
+
+
+def test_a_move_another_tool_cancels_is_a_failure_that_names_where_it_ended(
+        tmp_path: Path) -> None:
+    """kafka-reassign-partitions --cancel on one of kraftsman's moves: the partition is back
+    on its original replicas (ReplicationControlManager's PartitionReassignmentRevert takes
+    the adding replicas out of R = TR + RR, so [3, 1, 2, 0] becomes [1, 2, 0]), which is not
+    the plan's target; kraftsman does not start it again but reports where it ended."""
+    c = cluster(tmp_path)
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [3, 1, 2]),
+                                           (tp("orders", 1), [4, 2, 0])],
+                                          limits=Limits(MB, 2))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    assert c.alter_partition_reassignments({tp("orders", 0): None})[tp("orders", 0)].ok
+    p = ex.step()
+    assert ex.state.failed == {"orders-0": "orders-0: the move ended outside kraftsman with "
+                                           "replicas [1, 2, 0], not [3, 1, 2]"}
+    assert p.failed == 1 and set(ex.moving) == {tp("orders", 1)}
+    while not (p := ex.step()).phase.terminal:
+        c.advance(1)
+    assert p.phase is Phase.FAILED and p.done == 1
+    assert c.list_partition_reassignments() == {} and throttles.placed(c) == {}
+
+
+def test_the_executor_looks_past_blocked_moves_a_bounded_distance(tmp_path: Path) -> None:
+    """With a per-broker limit, a pass skips moves whose brokers are busy and starts later
+    ones, but looks at most max(100, 20 x free slots) blocked moves deep (the estimate's
+    SCAN_FACTOR mirrors it)."""
+    topics = [{"name": "chain", "partitions": 102, "replicationFactor": 1,
+               "sizeBytesPerPartition": MB, "assignment": [[0]] * 102},
+              {"name": "big", "partitions": 1, "replicationFactor": 1,
+               "sizeBytesPerPartition": 200 * MB, "assignment": [[2]]}]
+    moves = [(tp("chain", i), [1]) for i in range(102)] + [(tp("big", 0), [3])]
+    for slots, big_starts in ((2, False), (10, True)):
+        c = cluster(tmp_path / str(slots), topics=topics)
+        plan, _ = ReassignmentPlan.from_moves(moves, limits=Limits(None, slots, 1))
+        ex = ReassignmentExecutor(c, plan)
+        assert ex.start() == []
+        ex.step()
+        assert len([t for t in ex.moving if t.topic == "chain"]) == 1
+        assert (tp("big", 0) in ex.moving) is big_starts, slots
+
+
+def test_failures_beyond_a_thousand_are_counted_but_not_recorded(tmp_path: Path) -> None:
+    """The persisted state stays small at any plan size: reasons for the first 1,000
+    failures, a count for all of them."""
+    n = 1001
+    c = cluster(tmp_path, topics=[{"name": "t", "partitions": n, "replicationFactor": 1,
+                                   "sizeBytesPerPartition": MB, "assignment": [[0]] * n}])
+    plan, _ = ReassignmentPlan.from_moves([(tp("t", i), [1]) for i in range(n)],
+                                          limits=Limits(None, n))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    c.alter_partition_reassignments({tp("t", i): [2] for i in range(n)})  # another tool
+    p = ex.step()
+    assert ex.state.failed_count == n and len(ex.state.failed) == 1000
+    assert p.failed == n and "t-1000" not in ex.state.failed
+
+
+def test_a_resumed_run_takes_moves_heading_to_its_targets_as_its_own(tmp_path: Path) -> None:
+    """On resume the cluster is the truth: a move already heading to the plan's target (here
+    a grow, whose R already equals the target while it copies) is in flight, not done; the
+    plan's other partitions are still pending whatever comes before them in the plan."""
+    c = cluster(tmp_path, topics=[
+        {"name": "orders", "partitions": 2, "replicationFactor": 3,
+         "sizeBytesPerPartition": 10 * MB, "assignment": [[0, 1, 2], [1, 2, 0]]},
+        {"name": "empty", "partitions": 1, "replicationFactor": 1, "sizeBytesPerPartition": 0,
+         "assignment": [[0]]}])
+    moves = [(tp("gone", 0), [1]), (tp("orders", 0), [0, 1, 2, 3]),
+             (tp("orders", 1), [4, 2, 0]), (tp("empty", 0), [5])]
+    plan, _ = ReassignmentPlan.from_moves(moves, limits=Limits(None, 1))
+    assert c.alter_partition_reassignments({tp("orders", 0): [0, 1, 2, 3]})[tp("orders", 0)].ok
+    ex = ReassignmentExecutor(c, plan, ExecutorState(phase=Phase.RUNNING, started_ms=0))
+    assert ex.start() == []
+    assert set(ex.failed) == {tp("gone", 0)} and ex.done == set()
+    assert ex.moving == {tp("orders", 0): (0, 1, 2, 3)}
+    assert list(ex.pending) == [tp("empty", 0), tp("orders", 1)]
+    elsewhere, _ = ReassignmentPlan.from_moves(
+        [(tp("orders", 0), [3, 1, 2]), (tp("orders", 1), [4, 2, 0])], limits=Limits(None, 1),
+        additional=True)  # on top of the move in flight: re-target it, keep the rest pending
+    other = ReassignmentExecutor(c, elsewhere, ExecutorState(phase=Phase.RUNNING, started_ms=0))
+    assert other.start() == []
+    assert other.retarget == [tp("orders", 0)] and list(other.pending) == [tp("orders", 1)]
+    fresh, _ = ReassignmentPlan.from_moves(moves[2:], limits=Limits(None, 1), additional=True)
+    first = ReassignmentExecutor(c, fresh)
+    assert first.start() == [] and first.state.bytes_total == 10 * MB  # the empty one adds 0
+
+
+def test_a_run_that_ended_or_never_started_does_nothing_when_stepped(tmp_path: Path) -> None:
+    """A reconcile pass on a run that is not running changes nothing in the cluster: before
+    start() the plan is not validated yet; after the end the run must not come back."""
+    c = cluster(tmp_path)
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [3, 4, 5])],
+                                          limits=Limits(MB, 1))
+    unstarted = ReassignmentExecutor(c, plan)
+    assert unstarted.step().phase is Phase.PENDING
+    assert c.list_partition_reassignments() == {} and throttles.placed(c) == {}
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    ex.fail("stopped by the user")
+    c.advance(100)  # the abandoned move completes meanwhile
+    p = ex.step()
+    assert p.phase is Phase.FAILED and p.message == "stopped by the user"
+    assert throttles.placed(c) == {}
+
+
+class _Requests:
+    """The embedded cluster, logging what each ListPartitionReassignments and each replica
+    size request (DescribeLogDirs on Kafka) asks for."""
+
+    def __init__(self, c: EmbeddedCluster) -> None:
+        self.c = c
+        self.listed: list[list[TopicPartition] | None] = []
+        self.sized: list[list[tuple[TopicPartition, int]]] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.c, name)
+
+    def list_partition_reassignments(self, partitions: Iterable[TopicPartition] | None = None
+                                     ) -> dict[TopicPartition, OngoingReassignment]:
+        asked = None if partitions is None else sorted(partitions)
+        self.listed.append(asked)
+        return self.c.list_partition_reassignments(asked)
+
+    def replica_log_sizes(self, replicas: Iterable[tuple[TopicPartition, int]]
+                          ) -> dict[tuple[TopicPartition, int], int]:
+        asked = sorted(replicas)
+        self.sized.append(asked)
+        return self.c.replica_log_sizes(asked)
+
+    def take(self) -> tuple[list[list[TopicPartition] | None],
+                            list[list[tuple[TopicPartition, int]]]]:
+        out = (self.listed, self.sized)
+        self.listed, self.sized = [], []
+        return out
+
+
+def test_a_pass_asks_only_about_moves_whose_copies_look_complete(tmp_path: Path) -> None:
+    """At a million partitions a pass cannot list every move: it asks for the adding
+    replicas' sizes once, and lists (KIP-455 ListPartitionReassignments with a partition set)
+    only the moves whose every adding replica holds what the partition held at the start."""
+    c = cluster(tmp_path, topics=[{"name": n, "partitions": 1, "replicationFactor": 1,
+                                   "sizeBytesPerPartition": s * MB, "assignment": [[0]]}
+                                  for n, s in (("small", 1), ("big", 50))])
+    small, big = tp("small", 0), tp("big", 0)
+    plan, _ = ReassignmentPlan.from_moves([(small, [3]), (big, [4])], limits=Limits(None, 2))
+    log = _Requests(c)
+    ex = ReassignmentExecutor(log, plan)  # type: ignore[arg-type]
+    assert ex.start() == []
+    log.take()
+    ex.step()
+    assert log.take() == ([[big, small]], [])  # not fought over: nobody else moves them
+    c.advance(1)
+    ex.step()  # small has copied its 1 MB, big 1 of 50
+    assert log.take() == ([[small]], [[(big, 4), (small, 3)]])
+    for seconds in (5, 9):
+        c.advance(seconds - c.now)
+        ex.step()
+        assert log.take() == ([], [[(big, 4)]]), seconds
+    c.advance(FULL_CHECK_MS / 1000 + 1 - c.now)
+    ex.step()  # ... and every move at least every FULL_CHECK_MS
+    assert log.take() == ([[big]], [[(big, 4)]])
+
+
+class _Retention(_Requests):
+    """A real cluster whose retention deleted most of the partition during the move: its
+    replicas report a tenth of what the partition held when the move started."""
+
+    def replica_log_sizes(self, replicas: Iterable[tuple[TopicPartition, int]]
+                          ) -> dict[tuple[TopicPartition, int], int]:
+        return {k: v // 10 for k, v in super().replica_log_sizes(replicas).items()}
+
+
+def test_a_move_finished_after_retention_shrank_the_partition_still_ends(
+        tmp_path: Path) -> None:
+    """ReassignPartitionsCommand --verify asks the controller (ListPartitionReassignments),
+    not the log sizes: a move whose new replica holds less than the partition did at the start
+    (retention or compaction ran meanwhile) has still finished once the controller says so, and
+    must free its slot instead of holding the run in Running for ever."""
+    c = cluster(tmp_path, topics=[{"name": "logs", "partitions": 1, "replicationFactor": 1,
+                                   "sizeBytesPerPartition": 5 * MB, "assignment": [[0]]}])
+    t = tp("logs", 0)
+    plan, _ = ReassignmentPlan.from_moves([(t, [3])], limits=Limits(None, 1))
+    ex = ReassignmentExecutor(_Retention(c), plan)  # type: ignore[arg-type]
+    assert ex.start() == []
+    ex.step()
+    run_until(c, lambda: t not in c.list_partition_reassignments())  # the controller is done
+    p = ex.step()
+    while not p.phase.terminal and c.now < 60:
+        c.advance(1)
+        p = ex.step()
+    assert p.phase is Phase.COMPLETED and p.done == 1, (p.phase, c.now)
+    assert c.now <= FULL_CHECK_MS / 1000 + 1
+
+
+def test_a_move_held_by_a_target_replica_out_of_the_isr_stays_in_flight(tmp_path: Path) -> None:
+    """KRaft completes a reassignment only when every target replica is in the ISR
+    (PartitionReassignmentReplicas: ``newTargetIsr.containsAll(newTargetReplicas)``). The new
+    replica has copied everything but a kept replica is down: the move is still the
+    executor's, in flight, not failed, and completes once that replica is back."""
+    c = cluster(tmp_path)
+    t = tp("orders", 0)
+    c.fail_broker(1)
+    run_until(c, lambda: 1 not in next(iter(c.describe_partitions(partitions=[t]))).isr)
+    plan, _ = ReassignmentPlan.from_moves([(t, [3, 1, 2])], limits=Limits(None, 1))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    c.advance(15)  # 10 MB at 1 MB/s: replica 3 holds it all
+    p = ex.step()
+    assert (p.phase, p.moving, p.failed) == (Phase.RUNNING, 1, 0)
+    assert c.list_partition_reassignments()[t].target == (3, 1, 2)
+    c.restore_broker(1)
+    while not (p := ex.step()).phase.terminal:
+        c.advance(1)
+    assert p.phase is Phase.COMPLETED and p.done == 1

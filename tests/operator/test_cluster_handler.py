@@ -1,0 +1,179 @@
+"""The KafkaCluster handlers' rules, called in-process (handler_driver.py): an embedded
+cluster opens and reports its figures, a ``bootstrapServers`` cluster connects over the Kafka
+protocol (``cluster serve`` in a thread) or is Degraded with the reason, and a cluster still
+in use is not torn down. test_operator_kmock.py and test_operator_kafka_backend.py run the
+same handlers under kopf."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kopf
+import pytest
+from handler_driver import REF, Driver
+
+from controller_core.backends import RetryPolicy
+from tests.helpers import cluster as embedded
+from tests.serve.harness import ServedCluster, served
+
+
+def conds(obj: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
+    return {c["type"]: (c["status"], c["reason"], c["message"])
+            for c in obj["status"]["conditions"]}
+
+
+READY_MSG = "6 brokers, 1 topics, 6 partitions, 0 under-replicated"
+
+
+async def test_an_embedded_cluster_opens_and_reports_its_figures(tmp_path: Path) -> None:
+    d = Driver(tmp_path)
+    kc = await d.ready_cluster()
+    st = kc["status"]
+    assert (st["backend"], st["brokers"], st["fencedBrokers"], st["topics"],
+            st["partitions"], st["underReplicatedPartitions"], st["offlinePartitions"]) == (
+        "embedded", 6, 0, 1, 6, 0, 0)
+    assert st["quorumLeaderId"] in (0, 1, 2) and st["clusterId"]
+    assert conds(kc) == {"Ready": ("True", "ClusterReady", READY_MSG),
+                         "Progressing": ("False", "Idle", ""),
+                         "Degraded": ("False", "AsExpected", "")}
+    assert d.events == [("Normal", "ClusterReady", f"embedded cluster is running: {READY_MSG}")]
+    assert (tmp_path / "clusters" / "default").is_dir()
+    await d.call(kc, "reconcile")
+    assert len(d.events) == 1  # announced once
+    assert await d.index("kafkaclusters") == {("default", "demo"): ["embedded"]}
+
+
+async def test_a_fenced_broker_shows_in_the_figures(tmp_path: Path) -> None:
+    d = Driver(tmp_path)
+    kc = await d.ready_cluster()
+    d.rt.clusters[("default", "demo")].cluster.fail_broker(0)
+    d.now += 30  # the operator runs the embedded cluster's clock: broker 0 gets fenced
+    await d.call(kc, "reconcile")
+    st = kc["status"]
+    assert (st["fencedBrokers"], st["underReplicatedPartitions"]) == (1, 6)
+    assert conds(kc)["Ready"] == ("True", "ClusterReady",
+                                  "6 brokers, 1 topics, 6 partitions, 6 under-replicated")
+
+
+async def test_an_invalid_spec_names_the_field(tmp_path: Path) -> None:
+    d = Driver(tmp_path)
+    kc = d.create("KafkaCluster", "demo", {"embedded": {"brokers": []}})
+    await d.call(kc, "reconcile")
+    assert kc["status"]["phase"] == "Invalid"
+    ready, degraded = conds(kc)["Ready"], conds(kc)["Degraded"]
+    assert ready[:2] == ("False", "InvalidSpec") and degraded[:2] == ("True", "InvalidSpec")
+    assert ready[2] == degraded[2] and ready[2].startswith("spec.embedded.brokers")
+    assert d.rt.clusters == {}
+
+
+async def test_a_cluster_without_a_controller_is_unavailable(tmp_path: Path) -> None:
+    d = Driver(tmp_path)
+    kc = await d.ready_cluster()
+    c = d.rt.clusters[("default", "demo")].cluster
+    for node in (0, 1, 2):
+        c.fail_controller(node)
+    d.now += 5
+    await d.call(kc, "reconcile")
+    assert kc["status"]["phase"] == "Unavailable"
+    assert conds(kc)["Ready"][:2] == ("False", "ControllerUnavailable")
+
+
+async def test_a_cluster_in_use_is_not_torn_down(tmp_path: Path) -> None:
+    d = Driver(tmp_path)
+    kc = await d.ready_cluster()
+    for i in range(6):
+        d.create("PartitionReassignment", f"m{i}", {**REF, "partitions": [
+            {"topic": "orders", "partition": 0, "replicas": [3, 4, 5]}]})
+    with pytest.raises(kopf.TemporaryError) as held:
+        await d.call(kc, "teardown")
+    msg = ("still used by PartitionReassignment/m0, PartitionReassignment/m1, "
+           "PartitionReassignment/m2, PartitionReassignment/m3, PartitionReassignment/m4 "
+           "and more; delete or finish those first")
+    assert str(held.value) == msg and held.value.delay == 1.0
+    assert conds(kc)["Ready"] == ("False", "InUse", msg)
+    assert conds(kc)["Degraded"] == ("True", "DeletionBlocked", msg)
+    assert kc["status"]["referencedBy"] == [f"PartitionReassignment/m{i}" for i in range(6)]
+    assert ("default", "demo") in d.rt.clusters
+    for i in range(1, 6):
+        d.delete(d.objects[("PartitionReassignment", f"m{i}")])
+    d.create("LeaderElection", "el", {**REF, "allTopicPartitions": True})
+    d.create("KafkaQuorum", "q", {**REF, "voters": [0, 1, 2]})
+    with pytest.raises(kopf.TemporaryError) as held:
+        await d.call(kc, "teardown")
+    assert str(held.value) == ("still used by KafkaQuorum/q, LeaderElection/el, "
+                               "PartitionReassignment/m0; delete or finish those first")
+
+
+async def test_an_unused_embedded_cluster_is_stopped_and_its_state_removed(
+        tmp_path: Path) -> None:
+    d = Driver(tmp_path)
+    kc = await d.ready_cluster()
+    state = d.rt.cluster_dir(("default", "demo"), kc["metadata"]["uid"])
+    assert state.is_dir()
+    await d.call(kc, "teardown")
+    assert d.rt.clusters == {} and not state.exists()
+    assert d.events[-1] == ("Normal", "ClusterDeleted",
+                            "embedded cluster stopped and its state removed")
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServedCluster]:
+    with served(embedded(tmp_path / "served"), time_scale=50) as s:
+        yield s
+
+
+def kafka_driver(tmp_path: Path) -> Driver:
+    d = Driver(tmp_path / "op")
+    d.rt.kafka_retry = RetryPolicy(total_seconds=1.0, request_timeout_ms=1000)
+    return d
+
+
+async def test_a_bootstrap_servers_cluster_connects_and_reports(tmp_path: Path,
+                                                                server: ServedCluster) -> None:
+    d = kafka_driver(tmp_path)
+    kc = d.create("KafkaCluster", "real", {"bootstrapServers": server.bootstrap})
+    await d.call(kc, "reconcile")
+    st = kc["status"]
+    assert (st["phase"], st["backend"], st["brokers"], st["partitions"]) == (
+        "Ready", "kafka", 6, 6)
+    msg = f"{READY_MSG} (via {server.bootstrap})"
+    assert conds(kc) == {"Ready": ("True", "ClusterReady", msg),
+                         "Progressing": ("False", "Idle", ""),
+                         "Degraded": ("False", "AsExpected", "")}
+    assert d.events == [("Normal", "ClusterReady", f"connected to {server.bootstrap}: {msg}")]
+    opened = d.rt.clusters[("default", "real")]
+    assert not opened.embedded
+    await d.call(kc, "reconcile")  # connected: kept, not announced again
+    assert d.rt.clusters[("default", "real")] is opened and len(d.events) == 1
+    d.now += 31  # the Secret (none here) is looked at again: same digest, same connection
+    await d.call(kc, "reconcile")
+    assert d.rt.clusters[("default", "real")] is opened
+    assert opened.opened_at == d.now
+    assert await d.index("kafkaclusters") == {("default", "real"): ["kafka"]}
+    await d.call(kc, "teardown")
+    assert d.rt.clusters == {}
+    assert d.events[-1] == ("Normal", "ClusterDeleted", "connection to the cluster closed")
+
+
+async def test_an_unreachable_cluster_is_degraded_and_retried_with_backoff(
+        tmp_path: Path) -> None:
+    d = kafka_driver(tmp_path)
+    kc = d.create("KafkaCluster", "real", {"bootstrapServers": "127.0.0.1:1"})
+    await d.call(kc, "reconcile")
+    st = kc["status"]
+    assert (st["phase"], st["backend"]) == ("Degraded", "kafka")
+    ready = conds(kc)["Ready"]
+    assert ready[:2] == ("False", "BootstrapUnreachable") and "127.0.0.1:1" in ready[2]
+    assert conds(kc)["Degraded"] == ("True", "BootstrapUnreachable", ready[2])
+    assert conds(kc)["Progressing"] == ("True", "Retrying", "retrying in 1s")
+    assert d.events == [("Warning", "BootstrapUnreachable", ready[2])]
+    before = dict(kc["status"])
+    await d.call(kc, "reconcile")  # within the backoff: nothing is tried
+    assert kc["status"] == before
+    d.now += 1
+    await d.call(kc, "reconcile")
+    assert conds(kc)["Progressing"] == ("True", "Retrying", "retrying in 2s")
+    assert len(d.events) == 1  # the same reason is not announced again
+    assert d.rt.clusters == {}

@@ -1,0 +1,436 @@
+"""The PartitionReassignment handlers' rules, called in-process (handler_driver.py): phases,
+conditions and their messages, milestone Events, throttle warnings, re-targets, cancel and
+the rollback on delete. test_operator_kmock.py runs the same handlers under kopf."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import kopf
+import pytest
+from handler_driver import REF, Driver, condition, outbox
+
+from controller_core.model import TopicPartition
+from kraftsman.handlers.opstate import saved_state
+
+MOVES = [{"topic": "orders", "partition": p, "replicas": [3, 4, 5]} for p in range(6)]
+TP0 = TopicPartition("orders", 0)
+
+
+@pytest.fixture
+async def d(tmp_path: Path) -> Driver:
+    drv = Driver(tmp_path)
+    await drv.ready_cluster()
+    return drv
+
+
+async def run_until(d: Driver, obj: dict[str, Any], phases: set[str], limit: int = 40) -> None:
+    for _ in range(limit):
+        await d.tick(obj)
+        if obj["status"].get("phase") in phases:
+            return
+    raise AssertionError(f"never reached {phases}: {obj['status']}")
+
+
+def conds(obj: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
+    return {c["type"]: (c["status"], c["reason"], c["message"])
+            for c in obj["status"]["conditions"]}
+
+
+async def test_a_reassignment_moves_in_batches_and_completes_with_its_milestones(
+        d: Driver) -> None:
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES,
+                                                    "maxConcurrentMoves": 2})
+    await d.tick(pr)
+    st = pr["status"]
+    assert (st["phase"], st["moving"], st["done"], st["cluster"]) == ("Moving", 2, 0, "demo")
+    assert conds(pr) == {
+        "Succeeded": ("Unknown", "InProgress", "2 moving, 0 done, 4 pending of 6"),
+        "Progressing": ("True", "Moving", "2 moving, 0 done, 4 pending of 6"),
+        "Degraded": ("False", "AsExpected", "")}
+    assert st["counts"] == {"total": 6, "done": 0, "moving": 2, "pending": 4, "failed": 0,
+                            "cancelled": 0}
+    assert st["startedAt"] and "completedAt" not in st and st["batchesCompleted"] == 0
+    assert st["bytesToMove"] == 18_000_000 and st["percent"] == 0.0 and st["progress"] == "0%"
+    rows = {r["partition"]: r for r in st["partitions"]}
+    assert set(rows) == {0, 1} and st["partitionsOmitted"] == 4
+    assert rows[0]["addingReplicas"] == [3, 4, 5] and rows[0]["removingReplicas"] == [0, 1, 2]
+    assert rows[0]["currentReplicas"] == [0, 1, 2, 3, 4, 5]
+    assert rows[0]["targetReplicas"] == [3, 4, 5] and rows[0]["state"] == "Moving"
+    assert rows[0]["bytesToMove"] == 3_000_000 and rows[0]["bytesMoved"] == 0
+    await d.tick(pr, 0.5)  # half-way through the first batch: the copied bytes show per row
+    row = {r["partition"]: r for r in pr["status"]["partitions"]}[0]
+    assert 0 < row["bytesMoved"] < row["bytesToMove"] == 3_000_000
+    assert row["currentReplicas"] == [0, 1, 2, 3, 4, 5] and row["error"] is None
+    await run_until(d, pr, {"Completed"})
+    st = pr["status"]
+    msg = "6 partitions moved (18000000 bytes)"
+    assert conds(pr) == {"Succeeded": ("True", "Completed", msg),
+                         "Progressing": ("False", "Completed", msg),
+                         "Degraded": ("False", "AsExpected", "")}
+    assert (st["done"], st["moving"], st["percent"], st["progress"]) == (6, 0, 100.0, "100%")
+    assert st["batchesCompleted"] == 3 and st["completedAt"] and st["partitions"] == []
+    assert st["observedGeneration"] == 1
+    assert outbox(pr) == [
+        ("Started", "reassignment of 6 partitions started (18000000 bytes to move)", False),
+        ("BatchDone", "2/6 partitions moved", False),
+        ("BatchDone", "4/6 partitions moved", False), ("Completed", msg, False)]
+    leaders = d.rt.clusters[("default", "demo")].cluster.describe_partitions()
+    assert {tuple(p.replicas) for p in leaders} == {(3, 4, 5)}
+
+
+async def test_a_finished_reassignment_writes_nothing_more(d: Driver) -> None:
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES[:1]})
+    await run_until(d, pr, {"Completed"})
+    before = dict(pr["status"])
+    await d.tick(pr, 5.0)
+    assert pr["status"] == before  # same state revision, no milestone again
+    assert [r for r, _, _ in outbox(pr)].count("Completed") == 1
+
+
+async def test_preferred_leaders_are_elected_after_the_moves(d: Driver) -> None:
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES,
+                                                    "electPreferredLeaders": True})
+    await run_until(d, pr, {"Completed"})
+    # The leaders moved with the replicas: the election finds nothing to do, and says so.
+    assert condition(pr, "Succeeded")["message"] == (
+        "6 partitions moved (18000000 bytes); 0 preferred leaders elected")
+    parts = d.rt.clusters[("default", "demo")].cluster.describe_partitions()
+    assert {p.leader for p in parts} == {3}
+
+
+async def test_an_invalid_spec_names_the_field(d: Driver) -> None:
+    pr = d.create("PartitionReassignment", "bad", {**REF, "partitions": [
+        {"topic": "orders", "partition": 0, "replicas": "three"}]})
+    await d.tick(pr)
+    assert pr["status"]["phase"] == "Invalid"
+    deg = condition(pr, "Degraded")
+    assert (deg["status"], deg["reason"]) == ("True", "InvalidSpec")
+    assert deg["message"].startswith("spec.partitions[0].replicas")
+    assert condition(pr, "Succeeded")["reason"] == "InvalidSpec"
+    assert condition(pr, "Succeeded")["message"] == "the spec is invalid"
+
+
+async def test_an_unknown_cluster_is_named_with_the_fix(d: Driver) -> None:
+    pr = d.create("PartitionReassignment", "move", {"clusterRef": {"name": "nope"},
+                                                    "partitions": MOVES})
+    await d.tick(pr)
+    assert pr["status"]["phase"] == "Invalid" and pr["status"]["cluster"] == "nope"
+    assert conds(pr)["Degraded"] == (
+        "True", "UnknownCluster",
+        "spec.clusterRef.name: no KafkaCluster 'nope' in namespace default; create it or fix "
+        "the name")
+    assert saved_state(pr["status"]) is not None
+
+
+async def test_a_cluster_not_ready_yet_is_waited_for(tmp_path: Path) -> None:
+    d = Driver(tmp_path)
+    d.create("KafkaCluster", "demo", {"embedded": {"brokers": [{"id": 0}]}})  # no pass yet
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES})
+    await d.call(pr, "reconcile")
+    assert pr["status"]["phase"] == "Pending"
+    assert conds(pr)["Progressing"] == ("True", "WaitingForCluster",
+                                        "KafkaCluster demo is not Ready yet")
+    assert conds(pr)["Succeeded"] == ("Unknown", "Pending", "not started")
+    assert conds(pr)["Degraded"] == ("False", "AsExpected", "")
+
+
+async def test_a_plan_the_cluster_refuses_names_each_partition(d: Driver) -> None:
+    moves = [{"topic": "orders", "partition": p, "replicas": [3, 4, 99]} for p in range(6)]
+    pr = d.create("PartitionReassignment", "bad", {**REF, "partitions": moves})
+    await d.tick(pr)
+    assert pr["status"]["phase"] == "Invalid"
+    status, reason, message = conds(pr)["Degraded"]
+    assert (status, reason) == ("True", "InvalidReplicaAssignment")
+    assert message.startswith("spec.partitions[0] (orders-0): ")
+    assert "[INVALID_REPLICA_ASSIGNMENT]" in message
+    assert message.endswith(" (and 1 more); fix the plan")
+    assert message.count("spec.partitions[") == 5 and "spec.partitions[4]" in message
+    assert conds(pr)["Succeeded"] == ("False", "InvalidPlan", "the plan is invalid")
+
+
+async def test_a_dry_run_reports_the_plan_once_and_moves_nothing(d: Driver) -> None:
+    pr = d.create("PartitionReassignment", "review", {
+        **REF, "partitions": MOVES, "dryRun": True, "throttleBytesPerSecond": 1_000_000})
+    await d.tick(pr)
+    st = pr["status"]
+    assert st["phase"] == "DryRunComplete"
+    assert st["plan"] == {"replicaMovements": 18, "leaderMovements": 6,
+                          "bytesToMove": 18_000_000, "estimatedSeconds": 6.0,
+                          "brokersAdded": [3, 4, 5], "brokersRemoved": []}
+    msg = ("dry run: 6 partitions would move (18 replicas, 18000000 bytes, ~6s at the "
+           "throttle), 6 leader moves; nothing was moved")
+    assert conds(pr) == {"Succeeded": ("True", "DryRunComplete", msg),
+                         "Progressing": ("False", "DryRunComplete", msg),
+                         "Degraded": ("False", "AsExpected", "")}
+    assert outbox(pr) == [("DryRunComplete", msg, False)]
+    state = saved_state(st)
+    assert state is not None and state["dryRun"] is True and state["cluster"] == "demo"
+    await d.tick(pr)
+    assert outbox(pr) == [("DryRunComplete", msg, False)]  # reviewed already: not again
+    assert d.rt.clusters[("default", "demo")].cluster.list_partition_reassignments() == {}
+    d.set_spec(pr, {"partitions": MOVES[:1]})  # a new plan to review
+    await d.tick(pr)
+    assert [r for r, _, _ in outbox(pr)] == ["DryRunComplete", "DryRunComplete"]
+    assert pr["status"]["plan"]["replicaMovements"] == 3
+
+
+async def test_a_dry_run_of_a_refused_plan_is_invalid(d: Driver) -> None:
+    pr = d.create("PartitionReassignment", "review", {**REF, "dryRun": True, "partitions": [
+        {"topic": "orders", "partition": 0, "replicas": [3, 4, 99]}]})
+    await d.tick(pr)
+    assert pr["status"]["phase"] == "Invalid"
+    assert conds(pr)["Degraded"][1] == "InvalidPlan"
+    assert conds(pr)["Degraded"][2].startswith("spec.partitions[0] (orders-0): ")
+    assert conds(pr)["Succeeded"] == ("False", "InvalidPlan", "the plan is invalid")
+    assert outbox(pr) == []
+
+
+async def test_cancelled_before_it_started_moves_nothing(d: Driver) -> None:
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES, "cancel": True})
+    await d.tick(pr)
+    assert pr["status"]["phase"] == "Cancelled"
+    assert conds(pr)["Succeeded"] == ("False", "Cancelled", "cancelled before it started")
+    assert conds(pr)["Progressing"] == ("False", "Cancelled", "")
+    assert d.rt.clusters[("default", "demo")].cluster.list_partition_reassignments() == {}
+
+
+async def test_cancel_in_flight_rolls_back_and_says_how_many(d: Driver) -> None:
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES,
+                                                    "maxConcurrentMoves": 2})
+    await d.tick(pr)
+    await d.tick(pr)
+    await d.tick(pr)  # 2 done, 2 moving
+    assert (pr["status"]["done"], pr["status"]["moving"]) == (2, 2)
+    d.set_spec(pr, {"cancel": True})
+    await run_until(d, pr, {"Cancelled"})
+    msg = "cancelled: 4 moves rolled back or not started, 2 had completed"
+    assert conds(pr)["Succeeded"] == ("False", "Cancelled", msg)
+    assert conds(pr)["Progressing"] == ("False", "Cancelled", msg)
+    assert pr["status"]["completedAt"] and pr["status"]["counts"]["cancelled"] == 4
+    assert outbox(pr)[-1] == ("Cancelled", msg, False)
+    await d.tick(pr)
+    assert [r for r, _, _ in outbox(pr)].count("Cancelled") == 1
+    assert d.rt.clusters[("default", "demo")].cluster.list_partition_reassignments() == {}
+
+
+async def test_a_paused_reassignment_starts_no_new_moves(d: Driver) -> None:
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES,
+                                                    "maxConcurrentMoves": 2, "paused": True})
+    await d.tick(pr)
+    assert pr["status"]["phase"] == "Paused" and pr["status"]["moving"] == 0
+    assert conds(pr)["Progressing"] == ("False", "Paused", "0 moving, 0 done, 6 pending of 6")
+    d.set_spec(pr, {"paused": False})
+    await d.tick(pr)
+    assert pr["status"]["phase"] == "Moving" and pr["status"]["moving"] == 2
+    assert conds(pr)["Progressing"][0] == "True"
+
+
+async def test_a_throttle_too_low_for_a_week_and_a_replication_factor_change_warn(
+        d: Driver) -> None:
+    moves = [{"topic": "orders", "partition": p, "replicas": [3, 4]} for p in range(7)]
+    moves[6] = {"topic": "orders", "partition": 5, "replicas": [3, 4, 5]}
+    del moves[5]
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": moves[:6],
+                                                    "throttleBytesPerSecond": 1})
+    await d.tick(pr)
+    warnings = pr["status"]["warnings"]
+    assert warnings == [
+        "replication factor changes: spec.partitions[0] (orders-0) 3 -> 2, spec.partitions[1] "
+        "(orders-1) 3 -> 2, spec.partitions[2] (orders-2) 3 -> 2, spec.partitions[3] (orders-3) "
+        "3 -> 2, spec.partitions[4] (orders-4) 3 -> 2; if unintended, give each partition as "
+        "many replicas as it has",
+        "spec.throttleBytesPerSecond: 1 B/s moves the 13000000 bytes left in ~150 days; raise "
+        "the throttle"]
+    assert [e for e in outbox(pr) if e[0] == "PlanWarning"] == [
+        ("PlanWarning", w, True) for w in warnings]
+    assert "; " + "; ".join(warnings) in condition(pr, "Progressing")["message"]
+    d.set_spec(pr, {"throttleBytesPerSecond": 2})  # still absurd: warned again, throttle only
+    await d.tick(pr)
+    again = [e for e in outbox(pr) if e[0] == "PlanWarning"][2:]
+    assert again == [("PlanWarning", "spec.throttleBytesPerSecond: 2 B/s moves the 13000000 "
+                      "bytes left in ~75 days; raise the throttle", True)]
+    assert pr["status"]["throttleBytesPerSecond"] == 2
+    d.set_spec(pr, {"throttleBytesPerSecond": 1_000_000_000})
+    await d.tick(pr)
+    assert len([e for e in outbox(pr) if e[0] == "PlanWarning"]) == 3
+    assert pr["status"]["warnings"] == warnings[:1]
+
+
+async def test_more_than_five_replication_factor_changes_are_summed_up(d: Driver) -> None:
+    moves = [{"topic": "orders", "partition": p, "replicas": [3, 4]} for p in range(6)]
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": moves})
+    await d.tick(pr)
+    assert pr["status"]["warnings"][0].endswith(
+        "(orders-4) 3 -> 2 (and 1 more); if unintended, give each partition as many replicas "
+        "as it has")
+
+
+async def test_a_changed_spec_cancels_the_moves_it_no_longer_names(d: Driver) -> None:
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES[:2]})
+    await d.tick(pr)
+    cluster = d.rt.clusters[("default", "demo")].cluster
+    assert set(cluster.list_partition_reassignments()) == {TP0, TopicPartition("orders", 1)}
+    d.set_spec(pr, {"partitions": [MOVES[1], MOVES[2]]})
+    await d.tick(pr, 0.1)
+    assert set(cluster.list_partition_reassignments()) == {TopicPartition("orders", 1),
+                                                           TopicPartition("orders", 2)}
+    assert pr["status"]["phase"] == "Moving"
+    await run_until(d, pr, {"Completed"})
+    parts = {p.tp: p.replicas for p in cluster.describe_partitions()}
+    assert parts[TP0] == (0, 1, 2) and parts[TopicPartition("orders", 2)] == (3, 4, 5)
+    assert pr["status"]["counts"]["total"] == 2
+
+
+async def test_a_finished_reassignment_runs_again_for_new_moves(d: Driver) -> None:
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES[:1]})
+    await run_until(d, pr, {"Completed"})
+    d.set_spec(pr, {"partitions": [{"topic": "orders", "partition": 0,
+                                    "replicas": [0, 1, 2]}]})
+    await d.tick(pr)
+    assert pr["status"]["phase"] == "Moving"
+    await run_until(d, pr, {"Completed"})
+    assert [r for r, _, _ in outbox(pr)].count("Completed") == 2
+
+
+async def test_a_move_ended_by_another_tool_fails_the_reassignment_and_degrades(
+        d: Driver) -> None:
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES[:2]})
+    await d.tick(pr)
+    cluster = d.rt.clusters[("default", "demo")].cluster
+    cluster.alter_partition_reassignments({TP0: None})  # someone cancels one move
+    await run_until(d, pr, {"Failed"})
+    st = pr["status"]
+    succeeded, progressing, degraded = (conds(pr)[k] for k in
+                                        ("Succeeded", "Progressing", "Degraded"))
+    assert succeeded[:2] == ("False", "Failed") and progressing[:2] == ("False", "Failed")
+    assert degraded == ("True", "PartitionsFailed", succeeded[2] + "; see status.partitions")
+    assert succeeded[2] == "1 partition(s) failed; 1 moved"
+    assert st["counts"]["failed"] == 1 and st["completedAt"]
+    failed = [r for r in st["partitions"] if r["state"] == "Failed"]
+    assert failed[0]["error"] == "REASSIGNMENT_FAILED" and failed[0]["addingReplicas"] == []
+    assert failed[0]["removingReplicas"] == [] and failed[0]["partition"] == 0
+    assert "orders-0: the move ended outside kraftsman" in failed[0]["message"]
+    assert ("Failed", succeeded[2], True) in outbox(pr)
+    await d.tick(pr)
+    assert [r for r, _, _ in outbox(pr)].count("Failed") == 1
+
+
+async def test_the_cluster_ref_cannot_change_while_moves_run(d: Driver) -> None:
+    await d.ready_cluster("other")
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES[:1]})
+    await d.tick(pr)
+    d.set_spec(pr, {"clusterRef": {"name": "other"}})
+    await d.tick(pr)
+    assert conds(pr)["Degraded"] == (
+        "True", "ClusterRefChanged", "spec.clusterRef.name: changed from 'demo' while the "
+        "reassignment runs there; set it back to 'demo', or delete this resource (rolls back) "
+        "and create a new one")
+    assert pr["status"]["phase"] == "Moving"
+
+
+async def test_an_operator_restart_resumes_from_the_status_without_repeating_events(
+        d: Driver, tmp_path: Path) -> None:
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES,
+                                                    "maxConcurrentMoves": 2})
+    await d.tick(pr)
+    await d.tick(pr)
+    await d.tick(pr)
+    fresh = Driver(tmp_path)  # the same state volume, a new process: nothing in memory
+    fresh.now = d.now
+    fresh.objects = d.objects
+    await fresh.call(d.objects[("KafkaCluster", "demo")], "reconcile")
+    await run_until(fresh, pr, {"Completed"})
+    reasons = [r for r, _, _ in outbox(pr)]
+    assert reasons == ["Started", "BatchDone", "BatchDone", "Completed"]
+
+
+async def test_deleting_an_in_flight_reassignment_rolls_it_back(d: Driver) -> None:
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES,
+                                                    "maxConcurrentMoves": 6})
+    await d.tick(pr)
+    cluster = d.rt.clusters[("default", "demo")].cluster
+    assert len(cluster.list_partition_reassignments()) == 6
+    await d.call(pr, "rollback")  # KIP-455 cancellation: back to the original replicas
+    assert cluster.list_partition_reassignments() == {}
+    assert d.events[-1] == ("Normal", "Cancelled",
+                            "deleted: 6 moves rolled back, 0 had completed")
+    parts = {p.tp: p.replicas for p in cluster.describe_partitions()}
+    assert parts[TP0] == (0, 1, 2)
+
+
+async def test_deleting_a_finished_or_dry_run_reassignment_releases_at_once(d: Driver) -> None:
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES[:1]})
+    await run_until(d, pr, {"Completed"})
+    d.rt.save_op(pr["metadata"]["uid"], {"old": True})
+    await d.call(pr, "rollback")
+    assert not d.rt.op_path(pr["metadata"]["uid"]).exists()
+    dry = d.create("PartitionReassignment", "dry", {**REF, "partitions": MOVES, "dryRun": True})
+    await d.tick(dry)
+    await d.call(dry, "rollback")
+    assert d.events[-1][1] == "ClusterReady"  # no rollback Event
+
+
+async def test_deleting_when_the_cluster_is_gone_skips_the_rollback(d: Driver) -> None:
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES})
+    await d.tick(pr)
+    d.rt.close_cluster(("default", "demo"), remove_state=False, uid=None)
+    with pytest.raises(kopf.TemporaryError, match="waiting for KafkaCluster demo to roll back"):
+        await d.call(pr, "rollback")  # the KafkaCluster still exists: wait for it
+    d.delete(d.objects[("KafkaCluster", "demo")])
+    await d.call(pr, "rollback")
+    assert d.events[-1] == ("Warning", "RollbackSkipped", "KafkaCluster demo no longer exists")
+
+
+async def test_the_index_lists_only_running_reassignments(d: Driver) -> None:
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES[:1]})
+    assert await d.index("preas_users") == {("default", "demo"): [
+        "PartitionReassignment/move"]}
+    await run_until(d, pr, {"Completed"})
+    assert await d.index("preas_users") == {}
+    d.create("PartitionReassignment", "noref", {"partitions": MOVES[:1]})
+    bad = d.create("PartitionReassignment", "bad", {**REF, "partitions": []})
+    bad["status"]["phase"] = "Invalid"
+    assert await d.index("preas_users") == {}
+
+
+NO_CONTROLLER = ("NOT_CONTROLLER: no controller is active: the metadata quorum has no leader "
+                 "(a majority of controllers may be down)")
+
+
+async def test_a_cluster_without_a_controller_is_retried_with_backoff(d: Driver) -> None:
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES[:2]})
+    await d.tick(pr)
+    cluster = d.rt.clusters[("default", "demo")].cluster
+    for node in (0, 1, 2):
+        cluster.fail_controller(node)
+    await d.call(pr, "reconcile")
+    assert pr["status"]["phase"] == "Moving"
+    assert conds(pr)["Progressing"] == ("True", "Retrying", f"{NO_CONTROLLER}; retrying in 1s")
+    before = dict(pr["status"])
+    await d.call(pr, "reconcile")  # within the backoff: not tried
+    assert pr["status"] == before
+    d.now += 1
+    await d.call(pr, "reconcile")
+    assert conds(pr)["Progressing"][2] == f"{NO_CONTROLLER}; retrying in 2s"
+    for node in (0, 1, 2):
+        cluster.restore_controller(node)
+    d.now += 2
+    await run_until(d, pr, {"Completed"})  # resumed where it stood
+    assert [r for r, _, _ in outbox(pr)] == ["Started", "Completed"]
+    assert d.rt.backoff.failures == {}
+
+
+async def test_a_state_file_of_an_older_version_is_resumed(d: Driver, tmp_path: Path) -> None:
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES[:1]})
+    await d.tick(pr)
+    state = saved_state(pr["status"])
+    assert state is not None
+    fresh = Driver(tmp_path)  # the old version kept the state on the volume, not in status
+    fresh.objects, fresh.now = d.objects, d.now
+    fresh.rt.save_op(pr["metadata"]["uid"], state)
+    del pr["status"]["operationState"]
+    await fresh.call(d.objects[("KafkaCluster", "demo")], "reconcile")
+    await run_until(fresh, pr, {"Completed"})
+    assert [r for r, _, _ in outbox(pr)] == ["Started", "Completed"]

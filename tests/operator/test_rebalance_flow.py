@@ -1,0 +1,504 @@
+"""KafkaRebalance's pure parts: the state machine (rebalance_flow.decide), the proposal
+ConfigMaps as the planner writes them (kraftsman.proposal), the planner Job the operator
+creates (rebalance_job) and the PartitionReassignments made from the proposal's documents."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from kraftsman.handlers.common import parse_spec
+from kraftsman.handlers.rebalance import ProposalError, active, reassignment_body
+from kraftsman.proposal import proposal_config_maps
+from kraftsman.rebalance_flow import (
+    ANNOTATION,
+    CancelReassignment,
+    CreateJob,
+    CreateReassignment,
+    Decision,
+    DeleteProposal,
+    Observed,
+    decide,
+    parse_index,
+    plan_digest,
+    steps_of,
+)
+from kraftsman.rebalance_job import PlannerConfig, PlannerUnavailable, job_state, planner_job
+from kraftsman.resources import KafkaRebalanceSpec
+from kraftsman.status import KafkaRebalanceStatus
+
+NOW = "2026-01-01T00:00:00Z"
+FP = "a" * 64
+SUMMARY: dict[str, Any] = {
+    "goal": "rebalance", "partitionsTotal": 6, "partitionsInPlan": 3, "replicasToMove": 4,
+    "bytesToMove": 2_500_000_000, "resources": 2, "throttleBytesPerSecond": 50_000_000,
+    "estimatedSeconds": 125.0,
+    "maxOverMean": {"replicas": {"before": 1.5, "after": 1.0},
+                    "leaders": {"before": 2.0, "after": 1.0},
+                    "disk_bytes": {"before": 1.8, "after": 1.02}},
+    "violations": [], "targetsNotReached": [], "fingerprint": FP,
+    "createdAt": NOW, "sources": {"sizes": "DescribeLogDirs"}}
+DOC = """\
+apiVersion: kraftsman.io/v1alpha1
+kind: PartitionReassignment
+metadata:
+  name: plan-abc-001
+  labels: {kraftsman.io/plan: abc}
+  annotations: {argocd.argoproj.io/sync-wave: "1", kraftsman.io/plan-step: "1/2"}
+spec:
+  clusterRef: {name: demo}
+  throttleBytesPerSecond: 50000000
+  maxConcurrentMoves: 10
+  partitions:
+  - {topic: orders, partition: 0, replicas: [3, 1, 2]}
+"""
+
+
+def spec(**kw: Any) -> KafkaRebalanceSpec:
+    return KafkaRebalanceSpec.model_validate({"clusterRef": {"name": "demo"}, **kw})
+
+
+def obs(s: KafkaRebalanceSpec | None = None, **kw: Any) -> Observed:
+    base: dict[str, Any] = {"name": "rb", "namespace": "default", "generation": 1,
+                            "spec": s if s is not None else spec(),
+                            "planner_namespace": "kraftsman-system"}
+    return Observed(**{**base, **kw})
+
+
+def proposal_maps(summary: dict[str, Any] | None = None, docs: int = 2) -> list[dict[str, Any]]:
+    return proposal_config_maps("default", "rb", "1", "uid-1", summary or SUMMARY,
+                                [DOC] * docs)
+
+
+def ready_observation(s: KafkaRebalanceSpec | None = None, **kw: Any) -> Observed:
+    """The pending proposal 1 as the planner wrote it (contract format), job succeeded."""
+    maps = proposal_maps()
+    index = maps[-1]
+    proposal = parse_index(index["metadata"]["name"], index["data"])
+    parts = [(m["metadata"]["name"], m["data"]) for m in maps[:-1]]
+    return obs(s, job="succeeded", proposal=proposal, steps=steps_of("rb", 1, parts), **kw)
+
+
+def step(st: KafkaRebalanceStatus, o: Observed) -> Decision:
+    return decide(st, o, NOW)
+
+
+def cond(st: KafkaRebalanceStatus, type_: str) -> tuple[str, str, str]:
+    c = st.condition(type_)
+    assert c is not None, type_
+    return c.status, c.reason, c.message
+
+
+def proposal_ready(s: KafkaRebalanceSpec | None = None) -> KafkaRebalanceStatus:
+    first = step(KafkaRebalanceStatus(), obs(s)).status
+    return step(first, ready_observation(s)).status
+
+
+def rebalancing(s: KafkaRebalanceSpec | None = None) -> KafkaRebalanceStatus:
+    d = step(proposal_ready(s), obs(s, annotation="approve", fingerprint=FP))
+    assert d.status.phase == "Rebalancing"
+    return d.status
+
+
+# ---------------------------------------------------------------- proposing
+
+def test_a_new_rebalance_starts_planner_job_1() -> None:
+    d = step(KafkaRebalanceStatus(), obs())
+    st = d.status
+    assert (st.phase, st.proposal_id) == ("PendingProposal", 1)
+    assert d.actions == [CreateJob(1)]
+    assert st.job == "kraftsman-system/rb-plan-1"
+    assert st.proposal_config_map == "rb-proposal-1"
+    assert cond(st, "ProposalReady")[:2] == ("False", "Planning")
+    assert [e.reason for e in d.events] == ["ProposalRequested"]
+
+
+def test_pending_waits_for_the_job_and_recreates_a_deleted_one() -> None:
+    st = step(KafkaRebalanceStatus(), obs()).status
+    running = step(st, obs(job="running"))
+    assert running.actions == [] and running.status.phase == "PendingProposal"
+    missing = step(st, obs(job="missing"))
+    assert missing.actions == [CreateJob(1)]
+
+
+def test_proposal_figures_land_in_status() -> None:
+    st = step(KafkaRebalanceStatus(), obs()).status
+    d = step(st, ready_observation())
+    s = d.status
+    assert s.phase == "ProposalReady"
+    assert s.proposal is not None
+    assert (s.moves, s.data, s.eta) == (4, "2.5 GB", "2:05")
+    assert s.proposal.balance["disk_bytes"].before == 1.8
+    assert s.proposal.balance["disk_bytes"].after == 1.02
+    assert s.proposal.fingerprint == FP
+    assert [x.name for x in s.steps] == ["rb-1-0001", "rb-1-0002"]
+    assert all(x.state == "Pending" for x in s.steps)
+    assert s.progress == "0/2"
+    status, reason, message = cond(s, "ProposalReady")
+    assert (status, reason) == ("True", "ProposalReady")
+    assert "3 of 6 partitions move (4 replicas, 2.5 GB, ETA 2:05)" in message
+    assert "disk_bytes 1.8 -> 1.02" in message
+    assert d.actions == [] and [e.reason for e in d.events] == ["ProposalReady"]
+
+
+def test_planner_error_is_failed_with_its_line() -> None:
+    st = step(KafkaRebalanceStatus(), obs()).status
+    error = ("spec.brokers: broker 9 is not in cluster demo (brokers 0-5); list brokers the "
+             "cluster has")
+    maps = proposal_config_maps("default", "rb", "1", "uid-1", {}, [])
+    index = {**maps[-1], "data": {"error": error}}
+    d = step(st, obs(job="failed", proposal=parse_index("rb-proposal-1", index["data"])))
+    assert d.status.phase == "Failed"
+    status, reason, message = cond(d.status, "Degraded")
+    assert (status, reason) == ("True", "PlannerFailed")
+    assert message == f"planner Job kraftsman-system/rb-plan-1: {error}"
+    assert d.events[0].warning
+
+
+def test_a_job_that_failed_without_a_proposal_points_at_its_logs() -> None:
+    st = step(KafkaRebalanceStatus(), obs()).status
+    d = step(st, obs(job="failed"))
+    assert d.status.phase == "Failed"
+    message = cond(d.status, "Degraded")[2]
+    assert "kubectl logs -n kraftsman-system job/rb-plan-1" in message
+    assert f"{ANNOTATION}=refresh" in message
+
+
+def test_a_missing_part_is_failed_naming_the_config_map() -> None:
+    st = step(KafkaRebalanceStatus(), obs()).status
+    maps = proposal_maps()
+    proposal = parse_index("rb-proposal-1", maps[-1]["data"])
+    d = step(st, obs(job="succeeded", proposal=proposal,
+                     steps="ConfigMap default/rb-proposal-1-1, part of proposal 1, is missing"))
+    assert d.status.phase == "Failed"
+    assert cond(d.status, "Degraded")[1:] == (
+        "ProposalIncomplete", "ConfigMap default/rb-proposal-1-1, part of proposal 1, is missing")
+
+
+@pytest.mark.parametrize(("data", "expected"), [
+    ({"summary.json": "{}"}, "ConfigMap rb-proposal-1: no parts in data"),
+    ({"summary.json": "{", "parts": "[]"}, "summary.json or parts is not JSON"),
+    ({"summary.json": "[]", "parts": "[]"}, "summary.json must be an object"),
+    ({"summary.json": json.dumps({"bytesToMove": "lots"}), "parts": "[]"},
+     "ConfigMap rb-proposal-1: summary.json: invalid literal"),
+])
+def test_malformed_index_is_an_error_naming_the_config_map(data: dict[str, str],
+                                                           expected: str) -> None:
+    proposal = parse_index("rb-proposal-1", data)
+    assert proposal.figures is None and proposal.error is not None
+    assert expected in proposal.error
+
+
+# ---------------------------------------------------------------- spec problems
+
+@pytest.mark.parametrize(("raw", "field", "fix"), [
+    ({"clusterRef": {"name": "demo"}, "goal": "add-brokers"}, "spec.brokers",
+     "list the broker ids to add or remove"),
+    ({"clusterRef": {"name": "demo"}, "goal": "rebalance", "brokers": [1]}, "spec.brokers",
+     "remove spec.brokers or change spec.goal"),
+    ({"clusterRef": {"name": "demo"}, "goal": "shuffle"}, "spec.goal",
+     "'rebalance', 'add-brokers', 'remove-brokers' or 'leader-balance'"),
+    ({"clusterRef": {"name": "demo"}, "approval": "Yes"}, "spec.approval", "'Approved'"),
+])
+def test_invalid_spec_names_the_field_and_the_fix(raw: dict[str, Any], field: str,
+                                                  fix: str) -> None:
+    model, problems = parse_spec("KafkaRebalance", raw)
+    assert model is None
+    d = step(KafkaRebalanceStatus(), obs(None, spec=None, problems=problems))
+    assert d.status.phase == "Invalid" and d.actions == []
+    status, reason, message = cond(d.status, "Degraded")
+    assert (status, reason) == ("True", "InvalidSpec")
+    assert field in message and fix in message, message
+
+
+def test_unknown_cluster_names_clusterref() -> None:
+    d = step(KafkaRebalanceStatus(), obs(cluster_known=False))
+    assert d.status.phase == "Invalid" and d.actions == []
+    assert cond(d.status, "Degraded")[1:] == (
+        "UnknownCluster", "spec.clusterRef.name: no KafkaCluster 'demo' in namespace default; "
+        "create it or fix the name")
+    # Once the cluster exists the first proposal is made.
+    again = step(d.status, obs())
+    assert again.actions == [CreateJob(1)] and again.status.phase == "PendingProposal"
+    assert cond(again.status, "Degraded")[0] == "False"
+
+
+def test_a_name_too_long_for_the_job_is_refused() -> None:
+    d = step(KafkaRebalanceStatus(), obs(name="r" * 60))
+    assert d.status.phase == "Invalid" and d.actions == []
+    reason, message = cond(d.status, "Degraded")[1:]
+    assert reason == "NameTooLong" and message.startswith("metadata.name:")
+    assert "at most 54 characters" in message
+
+
+def test_unknown_annotation_value_is_reported_and_not_acted_on() -> None:
+    st = proposal_ready()
+    d = step(st, obs(annotation="aprove", fingerprint=FP))
+    assert d.status.phase == "ProposalReady" and d.actions == []
+    assert cond(d.status, "Degraded")[1:] == (
+        "UnknownAnnotation", f"metadata.annotations[{ANNOTATION}]: unknown value 'aprove'; "
+        "use approve, refresh or reject (or remove the annotation)")
+
+
+# ---------------------------------------------------------------- approval, staleness
+
+def test_approval_by_annotation_checks_the_fingerprint_then_creates_step_1() -> None:
+    st = proposal_ready()
+    asks = step(st, obs(annotation="approve"))
+    assert asks.need_fingerprint and asks.actions == [] and not asks.remove_annotation
+    d = step(st, obs(annotation="approve", fingerprint=FP))
+    s = d.status
+    assert s.phase == "Rebalancing" and s.decided_by == "annotation"
+    assert d.remove_annotation
+    assert len(d.actions) == 1 and isinstance(d.actions[0], CreateReassignment)
+    assert d.actions[0].step.name == "rb-1-0001" and d.actions[0].proposal_id == 1
+    assert [x.state for x in s.steps] == ["Created", "Pending"]
+    assert (s.current, s.progress) == ("rb-1-0001", "0/2")
+    assert cond(s, "Approved")[:2] == ("True", "Approved")
+
+
+def test_approval_by_spec_is_the_gitops_switch() -> None:
+    st = proposal_ready()
+    pending = step(st, obs())
+    assert pending.status.phase == "ProposalReady" and not pending.need_fingerprint
+    approved = spec(approval="Approved")
+    d = step(st, obs(approved, generation=2, fingerprint=FP))
+    assert d.status.phase == "Rebalancing" and d.status.decided_by == "spec.approval"
+    assert not d.remove_annotation
+    # approval is not a planning input: the same proposal is executed
+    assert plan_digest(approved) == plan_digest(spec())
+
+
+def test_a_stale_proposal_is_not_executed() -> None:
+    st = proposal_ready()
+    d = step(st, obs(annotation="approve", fingerprint="b" * 64))
+    s = d.status
+    assert s.phase == "Stale" and d.actions == [] and d.remove_annotation
+    assert cond(s, "Stale")[:2] == ("True", "AssignmentChanged")
+    status, reason, message = cond(s, "Degraded")
+    assert (status, reason) == ("True", "StaleProposal")
+    assert "nothing was executed" in message and f"{ANNOTATION}=refresh" in message
+    assert d.events[0].reason == "Stale" and d.events[0].warning
+    # refresh: a new proposal; the old Job and ConfigMaps go
+    r = step(s, obs(annotation="refresh"))
+    assert r.actions == [DeleteProposal(1), CreateJob(2)] and r.remove_annotation
+    assert (r.status.phase, r.status.proposal_id, r.status.proposal) == (
+        "PendingProposal", 2, None)
+    assert cond(r.status, "Stale")[0] == "False"
+
+
+def test_an_empty_proposal_is_ready_on_approval() -> None:
+    st = step(KafkaRebalanceStatus(), obs()).status
+    empty = dict(SUMMARY, resources=0, partitionsInPlan=0, replicasToMove=0, bytesToMove=0)
+    maps = proposal_config_maps("default", "rb", "1", "uid-1", empty, [])
+    st = step(st, obs(job="succeeded", proposal=parse_index("rb-proposal-1", maps[-1]["data"]),
+                      steps=[])).status
+    d = step(st, obs(annotation="approve", fingerprint=FP))
+    assert d.status.phase == "Ready" and d.actions == []
+    assert cond(d.status, "Ready")[:2] == ("True", "Completed")
+
+
+# ---------------------------------------------------------------- rebalancing
+
+def test_steps_run_one_after_another_until_ready() -> None:
+    st = rebalancing()
+    moving = step(st, obs(current=("Moving", "40%", "")))
+    assert moving.actions == [] and moving.status.current_progress == "40%"
+    d = step(moving.status, obs(current=("Completed", "100%", "")))
+    assert [a.step.name for a in d.actions if isinstance(a, CreateReassignment)] == ["rb-1-0002"]
+    assert [x.state for x in d.status.steps] == ["Completed", "Created"]
+    assert d.status.progress == "1/2"
+    last = step(d.status, obs(current=("Completed", "100%", "")))
+    s = last.status
+    assert s.phase == "Ready" and last.actions == []
+    assert [x.state for x in s.steps] == ["Completed", "Completed"]
+    assert (s.progress, s.current) == ("2/2", None)
+    assert cond(s, "Ready")[:2] == ("True", "Completed")
+    assert "Completed" in [e.reason for e in last.events]
+
+
+def test_a_failed_step_fails_the_rebalance_and_creates_no_more() -> None:
+    st = rebalancing()
+    d = step(st, obs(current=("Failed", "50%", "2 partitions failed")))
+    assert d.status.phase == "Failed" and d.actions == []
+    message = cond(d.status, "Degraded")[2]
+    assert message.startswith("PartitionReassignment rb-1-0001 ended Failed: 2 partitions "
+                              "failed; 0 of 2 had completed")
+    assert "kubectl describe preas rb-1-0001" in message
+
+
+def test_a_deleted_step_fails_the_rebalance() -> None:
+    d = step(rebalancing(), obs(current=None))
+    assert d.status.phase == "Failed"
+    assert cond(d.status, "Degraded")[1] == "ReassignmentDeleted"
+
+
+def test_reject_while_rebalancing_cancels_the_running_step() -> None:
+    d = step(rebalancing(), obs(annotation="reject", current=("Moving", "10%", "")))
+    assert d.actions == [CancelReassignment("rb-1-0001")]
+    s = d.status
+    assert s.phase == "Rejected" and d.remove_annotation
+    assert [x.state for x in s.steps] == ["Cancelled", "Pending"]
+    assert "rb-1-0001 cancelled" in cond(s, "Ready")[2]
+
+
+def test_refresh_while_rebalancing_is_refused() -> None:
+    d = step(rebalancing(), obs(annotation="refresh", current=("Moving", "10%", "")))
+    assert d.status.phase == "Rebalancing" and d.actions == [] and d.remove_annotation
+    assert d.events[0].reason == "AnnotationIgnored" and "reject" in d.events[0].message
+
+
+def test_a_spec_change_while_rebalancing_waits_for_the_end() -> None:
+    d = step(rebalancing(), obs(spec(maxConcurrentMoves=2), generation=2,
+                                current=("Moving", "10%", "")))
+    assert d.status.phase == "Rebalancing" and d.actions == []
+    assert "a new proposal is made when it ends" in cond(d.status, "Progressing")[2]
+
+
+# ---------------------------------------------------------------- reject, refresh, spec
+
+def test_reject_before_execution_and_spec_rejected() -> None:
+    d = step(proposal_ready(), obs(annotation="reject"))
+    assert d.status.phase == "Rejected" and d.actions == [] and d.remove_annotation
+    by_spec = step(proposal_ready(), obs(spec(approval="Rejected")))
+    assert by_spec.status.phase == "Rejected"
+    assert by_spec.status.decided_by == "spec.approval"
+    # GitOps: Rejected -> Approved in Git plans afresh (and executes when ready)
+    again = step(by_spec.status, obs(spec(approval="Approved"), generation=2))
+    assert again.actions == [DeleteProposal(1), CreateJob(2)]
+
+
+def test_reject_while_planning_deletes_the_job() -> None:
+    st = step(KafkaRebalanceStatus(), obs()).status
+    d = step(st, obs(annotation="reject", job="running"))
+    assert d.status.phase == "Rejected" and d.actions == [DeleteProposal(1)]
+
+
+def test_a_spec_change_makes_a_new_proposal() -> None:
+    d = step(proposal_ready(), obs(spec(goal="leader-balance"), generation=2))
+    assert d.actions == [DeleteProposal(1), CreateJob(2)]
+    assert d.status.phase == "PendingProposal"
+
+
+def test_approve_after_the_end_is_ignored_with_a_warning() -> None:
+    st = rebalancing()
+    st = step(st, obs(current=("Completed", "100%", ""))).status
+    st = step(st, obs(current=("Completed", "100%", ""))).status
+    d = step(st, obs(annotation="approve"))
+    assert d.status.phase == "Ready" and d.actions == [] and d.remove_annotation
+    assert d.events[0].reason == "AnnotationIgnored" and d.events[0].warning
+
+
+def test_the_timer_idles_while_waiting_for_the_user() -> None:
+    meta = {"generation": 1}
+    waiting = {"phase": "ProposalReady", "observedGeneration": 1}
+    assert not active({"approval": "Pending"}, waiting, meta)
+    assert active({"approval": "Approved"}, waiting, meta)
+    assert active({}, waiting, {"generation": 1, "annotations": {ANNOTATION: "approve"}})
+    assert not active({}, {"phase": "Ready", "observedGeneration": 1}, meta)
+    assert active({}, {"phase": "Ready", "observedGeneration": 1}, {"generation": 2})
+    assert active({}, {"phase": "Rebalancing", "observedGeneration": 1}, meta)
+
+
+# ---------------------------------------------------------------- the Job
+
+CONFIG = PlannerConfig(image="ghcr.io/kraftsman/kraftsman:1.2.3",
+                       service_account="kraftsman-planner", namespace="kraftsman-system",
+                       state_claim="kraftsman-state", node_name="node-a")
+
+
+def test_the_planner_job_follows_the_contract() -> None:
+    job = planner_job(CONFIG, name="rb", namespace="default", uid="uid-1", proposal_id=3,
+                      embedded=True, spark_master=None)
+    meta, pod = job["metadata"], job["spec"]["template"]["spec"]
+    assert (meta["name"], meta["namespace"]) == ("rb-plan-3", "kraftsman-system")
+    assert "ownerReferences" not in meta  # never across namespaces
+    assert job["spec"]["backoffLimit"] == 0 and pod["restartPolicy"] == "Never"
+    assert pod["serviceAccountName"] == "kraftsman-planner"
+    (c,) = pod["containers"]
+    assert c["image"] == CONFIG.image and c["command"] == ["kraftsman"]
+    assert c["args"] == ["rebalance", "propose", "--namespace", "default", "--name", "rb",
+                         "--proposal-id", "3", "--state-dir", "/var/lib/kraftsman"]
+    state = next(v for v in pod["volumes"] if v["name"] == "state")
+    assert state["persistentVolumeClaim"] == {"claimName": "kraftsman-state", "readOnly": True}
+    assert {"name": "state", "mountPath": "/var/lib/kraftsman", "readOnly": True} in \
+        c["volumeMounts"]
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"][0]["matchFields"][0]["values"] == ["node-a"]
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert meta["labels"]["kraftsman.io/rebalance"] == "rb"
+    assert meta["labels"]["kraftsman.io/proposal-id"] == "3"
+
+
+def test_a_kafka_cluster_job_mounts_no_state_and_passes_the_master() -> None:
+    config = PlannerConfig(image="img:1", service_account="sa")  # no POD_NAMESPACE: same ns
+    job = planner_job(config, name="rb", namespace="team-a", uid="uid-1", proposal_id=1,
+                      embedded=False, spark_master="spark://spark:7077")
+    pod = job["spec"]["template"]["spec"]
+    assert [v["name"] for v in pod["volumes"]] == ["tmp"]
+    assert pod["containers"][0]["args"][-2:] == ["--master", "spark://spark:7077"]
+    assert job["metadata"]["namespace"] == "team-a"
+    assert job["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+    assert "affinity" not in pod
+
+
+def test_no_image_or_an_emptydir_state_volume_is_a_clear_error() -> None:
+    with pytest.raises(PlannerUnavailable, match="--planner-image"):
+        planner_job(PlannerConfig(image=None), name="rb", namespace="d", uid="u",
+                    proposal_id=1, embedded=False, spark_master=None)
+    with pytest.raises(PlannerUnavailable, match=r"state\.type=persistentVolumeClaim"):
+        planner_job(PlannerConfig(image="i"), name="rb", namespace="d", uid="u",
+                    proposal_id=1, embedded=True, spark_master=None)
+
+
+@pytest.mark.parametrize(("status", "state"), [
+    (None, "running"), ({"active": 1}, "running"), ({"succeeded": 1}, "succeeded"),
+    ({"failed": 1}, "failed"),
+    ({"conditions": [{"type": "Failed", "status": "True"}]}, "failed"),
+    ({"conditions": [{"type": "Complete", "status": "True"}]}, "succeeded"),
+])
+def test_job_state(status: dict[str, Any] | None, state: str) -> None:
+    assert job_state({"status": status}) == state
+    assert job_state(None) == "missing"
+
+
+# ---------------------------------------------------------------- the reassignments
+
+def test_a_step_is_the_planner_document_on_this_cluster_owned_by_the_rebalance() -> None:
+    body = reassignment_body(DOC.replace("name: demo", "name: elsewhere"), "ConfigMap x key y",
+                             "rb-1-0001", "default", "rb", "uid-1", 1, spec())
+    assert body["metadata"]["name"] == "rb-1-0001"
+    assert body["spec"]["clusterRef"] == {"name": "demo"}
+    assert body["spec"]["partitions"] == [{"topic": "orders", "partition": 0,
+                                           "replicas": [3, 1, 2]}]
+    assert body["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+    assert body["metadata"]["labels"]["kraftsman.io/proposal-id"] == "1"
+    assert "argocd.argoproj.io/sync-wave" not in body["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("{", "ConfigMap rb-proposal-1-1 key resource-0001.yaml: not YAML"),
+    ("kind: KafkaCluster\n", "not a PartitionReassignment document"),
+    (DOC.replace("partition: 0,", "partition: -1,"), "spec.partitions.0.partition"),
+])
+def test_a_bad_document_names_the_config_map_and_key(text: str, expected: str) -> None:
+    with pytest.raises(ProposalError, match=expected.replace(".", r"\.")):
+        reassignment_body(text, "ConfigMap rb-proposal-1-1 key resource-0001.yaml",
+                          "rb-1-0001", "default", "rb", "uid-1", 1, spec())
+
+
+def test_an_api_refusal_names_the_call_and_the_grant() -> None:
+    """What lands in status (Degraded, ApiError) when the API server refuses a call."""
+    from kopf._cogs.clients import errors as kopf_errors
+
+    from kraftsman.handlers.kube import _explain
+
+    forbidden = kopf_errors.APIForbiddenError("jobs.batch is forbidden", status=403, headers={})
+    assert str(_explain("create", "Job kraftsman-system/rb-plan-1", forbidden)) == (
+        "create Job kraftsman-system/rb-plan-1: forbidden; grant the operator's ServiceAccount "
+        "`create` on it (the chart's and manifests/' RBAC do)")
+    other = kopf_errors.APIServerError("etcd timeout", status=500, headers={})
+    assert str(_explain("get", "ConfigMap default/rb-proposal-1", other)).startswith(
+        "get ConfigMap default/rb-proposal-1: APIServerError:")
