@@ -25,22 +25,6 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    names = {opt for o in parser._anonymous.options for opt in o.names()}
-    if "--soak" not in names:
-        parser.addoption("--soak", action="store_true", default=False,
-                         help="also run the long tests (marked slow)")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("--soak"):
-        return
-    skip = pytest.mark.skip(reason="long end-to-end variant: enable with --soak")
-    for item in items:
-        if "slow" in item.keywords and "tests/operator" in str(item.fspath):
-            item.add_marker(skip)
-
-
 @pytest.fixture(autouse=True)
 def _quiet_kopf() -> Iterator[None]:
     logging.getLogger("kopf").setLevel(logging.WARNING)
