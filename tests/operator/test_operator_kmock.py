@@ -379,9 +379,10 @@ async def test_changed_target_mid_flight_retargets(api: Api, start_operator: Any
             break
         assert asyncio.get_running_loop().time() < deadline, f"not re-targeted: {target}"
         await asyncio.sleep(0.1)
-    obj = await api.get("PartitionReassignment", "move")
-    assert obj is not None and obj["status"]["counts"]["failed"] == 0
-    assert obj["status"]["observedGeneration"] == 2
+    # The status of the pass that re-targeted is written after the cluster answered.
+    obj = await api.wait("PartitionReassignment", "move",
+                         lambda o: (o.get("status") or {}).get("observedGeneration") == 2)
+    assert obj["status"]["counts"]["failed"] == 0
 
 
 async def test_examples_reach_ready_or_succeeded_in_file_order(api: Api,
