@@ -31,9 +31,9 @@ class ElectionReport:
         return len(self.results) - self.elected - self.not_needed + len(self.unknown_topics)
 
     def failures(self) -> list[tuple[TopicPartition, ApiResult]]:
-        return sorted(((tp, r) for tp, r in self.results.items()
-                       if not r.ok and r.error != errors.ELECTION_NOT_NEEDED),
-                      key=lambda item: item[0])
+        failed = {tp: r for tp, r in self.results.items()
+                  if not r.ok and r.error != errors.ELECTION_NOT_NEEDED}
+        return [(tp, failed[tp]) for tp in sorted(failed)]
 
 
 def run_election(admin: ClusterAdmin, election_type: ElectionType, *,

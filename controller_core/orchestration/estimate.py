@@ -62,7 +62,7 @@ def estimate_seconds(moves: Sequence[MoveCost], *, throttle: float | None,
         nonlocal next_id, start_at
         slots = max_concurrent_moves - len(left)
         skipped: list[MoveCost] = []
-        scan = max(100, SCAN_FACTOR * max(slots, 0))
+        scan = max(100, SCAN_FACTOR * slots)  # the loop runs only while slots > 0
         instant = False
         while pending and slots > 0 and len(skipped) < scan:
             m = pending.popleft()

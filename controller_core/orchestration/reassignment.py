@@ -26,7 +26,12 @@ from controller_core.admin import ClusterAdmin, PartitionDescription
 from controller_core.errors import ErrorCode
 from controller_core.model import ElectionType, TopicPartition
 from controller_core.orchestration import throttles
-from controller_core.orchestration.estimate import MoveCost, estimate_seconds, move_cost
+from controller_core.orchestration.estimate import (
+    SCAN_FACTOR,
+    MoveCost,
+    estimate_seconds,
+    move_cost,
+)
 
 MAX_RECORDED_FAILURES = 1000
 RATE_SAMPLES = 30
@@ -267,10 +272,10 @@ class ReassignmentExecutor:
         self.cancelled: set[TopicPartition] = set()
         self.retarget: list[TopicPartition] = []  # in flight elsewhere, to re-target at once
         self.original: dict[TopicPartition, tuple[int, ...]] = {}  # replicas before the move
+        self.adding: dict[TopicPartition, tuple[int, ...]] = {}  # replicas the move adds
         self.move_bytes: dict[TopicPartition, int] = {}  # bytes the move copies
         self._loaded = False
         self._synced: tuple[frozenset[TopicPartition], int | None] | None = None
-        self._adding_cache: dict[TopicPartition, tuple[int, ...]] = {}
         self._last_full_check_ms: int | None = None  # None: the next pass lists every move
 
     # -- starting and resuming ------------------------------------------------------------------
@@ -296,7 +301,6 @@ class ReassignmentExecutor:
     def _classify(self, current: Mapping[TopicPartition, PartitionDescription]) -> None:
         """Derive done / moving / pending from the cluster (on start and on resume)."""
         self.moving, self.done, self.retarget = {}, set(), []
-        self._adding_cache.clear()
         pending: list[TopicPartition] = []
         self.failed = {tp for tp in self.plan.moves if str(tp) in self.state.failed}
         for tp, target in self.plan.moves.items():
@@ -307,7 +311,8 @@ class ReassignmentExecutor:
                 continue
             original = _original(d)
             self.original[tp] = original
-            self.move_bytes[tp] = (d.size_bytes or 0) * len(set(target) - set(original))
+            self.adding[tp] = adding = tuple(r for r in target if r not in original)
+            self.move_bytes[tp] = (d.size_bytes or 0) * len(adding)
             if d.adding or d.removing:
                 if _target_of(d) == target:
                     self.moving[tp] = target
@@ -322,12 +327,12 @@ class ReassignmentExecutor:
                 continue
             pending.append(tp)
         # Small moves first: a batch is only as fast as its slowest move (KIP-236).
-        pending.sort(key=lambda tp: (self.move_bytes.get(tp, 0), tp))
+        pending.sort(key=lambda tp: (self.move_bytes[tp], tp))
         self.pending = deque(pending)
         if self.state.bytes_total:
             # On resume, moves that finished while nobody watched count as copied: what the
             # plan still has to copy is known, the rest of the total is done.
-            left = sum(self.move_bytes.get(tp, 0) for tp in (*pending, *self.moving))
+            left = sum(self.move_bytes[tp] for tp in (*pending, *self.moving))
             self.state.bytes_done = max(self.state.bytes_done, self.state.bytes_total - left)
         self._loaded = True
 
@@ -376,13 +381,8 @@ class ReassignmentExecutor:
 
     def _replica_sizes(self) -> dict[tuple[TopicPartition, int], int]:
         """Bytes each adding replica of the moves in flight holds (one call per pass)."""
-        adding = self._adding_of_moving()
-        wanted = [(tp, r) for tp, rs in adding.items() for r in rs]
+        wanted = [(tp, r) for tp in self.moving for r in self.adding[tp]]
         return self.admin.replica_log_sizes(wanted) if wanted else {}
-
-    def _adding_of_moving(self) -> dict[TopicPartition, tuple[int, ...]]:
-        cache = self._adding_cache
-        return {tp: cache[tp] if tp in cache else self._adding(tp) for tp in self.moving}
 
     def _maybe_finished(self, sizes: Mapping[tuple[TopicPartition, int], int]
                         ) -> list[TopicPartition]:
@@ -390,8 +390,9 @@ class ReassignmentExecutor:
         the partition held when the move started, or one is gone (cancelled or re-targeted
         elsewhere). The others are certainly still copying — no need to list them."""
         out = []
-        for tp, adding in self._adding_of_moving().items():
-            expected = self.move_bytes.get(tp, 0) // max(1, len(adding))
+        for tp in self.moving:
+            adding = self.adding[tp]
+            expected = self.move_bytes[tp] // max(1, len(adding))
             got = [sizes.get((tp, r)) for r in adding]
             if not adding or None in got or all(g >= expected for g in got):  # type: ignore[operator]
                 out.append(tp)
@@ -420,7 +421,7 @@ class ReassignmentExecutor:
                 d = current.get(tp)
                 if d is not None and d.replicas == target:
                     self.done.add(tp)
-                    self.state.bytes_done += self.move_bytes.get(tp, 0)
+                    self.state.bytes_done += self.move_bytes[tp]
                 elif self.state.cancel_requested:
                     self.cancelled.add(tp)
                 else:
@@ -430,8 +431,6 @@ class ReassignmentExecutor:
 
     def _start_moves(self) -> None:
         slots = self.limits.max_concurrent_moves - len(self.moving)
-        if slots <= 0 or not self.pending:
-            return
         per_broker_limit = self.limits.max_concurrent_moves_per_broker
         load: dict[int, int] = {}
         if per_broker_limit is not None:
@@ -440,7 +439,7 @@ class ReassignmentExecutor:
                     load[b] = load.get(b, 0) + 1
         chosen: list[TopicPartition] = []
         skipped: list[TopicPartition] = []
-        scan_limit = max(100, 20 * slots)
+        scan_limit = max(100, SCAN_FACTOR * slots)
         while self.pending and len(chosen) < slots and len(skipped) < scan_limit:
             tp = self.pending.popleft()
             touched = self._touched(tp)
@@ -473,7 +472,7 @@ class ReassignmentExecutor:
                 continue
             self.moving[tp] = self.plan.moves[tp]
         # A move that needs no copying (only a reorder or a shrink) completes at once.
-        self._notice_finished(among=[tp for tp in changes if not self._adding(tp)])
+        self._notice_finished(among=[tp for tp in changes if not self.adding[tp]])
 
     def _retarget_in_flight(self) -> None:
         """Moves already in flight that this plan sends elsewhere change target now: they
@@ -482,7 +481,7 @@ class ReassignmentExecutor:
             return
         changes: dict[TopicPartition, Sequence[int] | None] = {
             tp: self.plan.moves[tp] for tp in self.retarget}
-        self.retarget = []
+        self.retarget.clear()  # asked once: a refusal fails the partition
         if not self.state.cancel_requested:
             self._sync_throttles(also=changes)
         results = self.admin.alter_partition_reassignments(changes)
@@ -491,19 +490,11 @@ class ReassignmentExecutor:
                 self.moving[tp] = self.plan.moves[tp]
             else:
                 self._fail(tp, result.message or result.error.name)
-        self._notice_finished(among=[tp for tp in changes if not self._adding(tp)])
+        self._notice_finished(among=[tp for tp in changes if not self.adding[tp]])
 
     def _touched(self, tp: TopicPartition) -> set[int]:
         """Brokers a move loads: those receiving a replica and those giving one up."""
-        return set(self.plan.moves[tp]) ^ set(self.original.get(tp, ()))
-
-    def _adding(self, tp: TopicPartition) -> tuple[int, ...]:
-        adding = self._adding_cache.get(tp)
-        if adding is None:
-            original = set(self.original.get(tp, ()))
-            adding = tuple(r for r in self.plan.moves[tp] if r not in original)
-            self._adding_cache[tp] = adding
-        return adding
+        return set(self.plan.moves[tp]) ^ set(self.original[tp])
 
     def _cancel_in_flight(self) -> None:
         self.state.phase = Phase.CANCELLING
@@ -515,7 +506,7 @@ class ReassignmentExecutor:
         refused = []
         for tp, result in results.items():
             if result.ok:
-                self.moving.pop(tp, None)
+                del self.moving[tp]
                 self.cancelled.add(tp)
             elif result.error == errors.NO_REASSIGNMENT_IN_PROGRESS:
                 continue  # finished meanwhile; _notice_finished records it next pass
@@ -570,7 +561,7 @@ class ReassignmentExecutor:
         key = (moving, rate)
         if key == self._synced and not final:
             return
-        moves = {tp: throttles.Move(self.original.get(tp, ()), self._adding(tp))
+        moves = {tp: throttles.Move(self.original[tp], self.adding[tp])
                  for tp in moving}
         problems = throttles.sync(self.admin, moves, rate, scope=set(self.plan.moves))
         if problems:

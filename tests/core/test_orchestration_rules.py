@@ -9,13 +9,13 @@ failed) over ``ReplicationControlManager.electLeaders``; voter changes follow KI
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
 from controller_core import errors
-from controller_core.admin import OngoingReassignment
+from controller_core.admin import OngoingReassignment, PartitionDescription
 from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.errors import ApiResult, KafkaApiError
 from controller_core.model import ElectionType, TopicPartition
@@ -42,7 +42,7 @@ from controller_core.orchestration.voters import (
     voter_set_problems,
 )
 from controller_core.raft.describe import QuorumStatus
-from tests.helpers import cluster, run_until, tp
+from tests.helpers import cluster, drive, run_until, tp
 
 TOPICS = [
     {"name": "orders", "partitions": 6, "replicationFactor": 3,
@@ -391,6 +391,52 @@ def test_a_rollback_the_controller_refuses_is_said_and_retried_until_it_succeeds
     assert ex.cancelled == solo | {tp("other", 0)}
     assert ex.state.cancelled == 7  # persisted: a restarted operator reports it too
     assert not c.list_partition_reassignments() and throttles.placed(c) == {}
+
+
+class _MoveCompletesBeforeTheRollback:
+    """A real cluster's race: a move completes after the pass looked at its replicas' sizes
+    and before its rollback request reaches the controller. The embedded cluster's clock
+    runs on (in cluster time) until ``racing`` has completed, then the request goes on."""
+
+    def __init__(self, c: EmbeddedCluster, racing: TopicPartition) -> None:
+        self.c, self.racing = c, racing
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.c, name)
+
+    def alter_partition_reassignments(self, changes: Mapping[TopicPartition, Sequence[int] | None]
+                                      ) -> dict[TopicPartition, ApiResult]:
+        if self.racing in changes and changes[self.racing] is None:
+            run_until(self.c, lambda: self.racing not in self.c.list_partition_reassignments(),
+                      step=0.1)
+        return self.c.alter_partition_reassignments(changes)
+
+
+def test_a_move_that_completes_before_its_rollback_does_not_hold_up_the_other_rollbacks(
+        tmp_path: Path) -> None:
+    """ReplicationControlManager answers the cancellation of a move that has just completed
+    with NO_REASSIGNMENT_IN_PROGRESS (ReassignPartitionsCommand --cancel skips such a
+    partition). The executor takes the rollbacks of the other moves of the same request at
+    once, and records the completed move as done at its next pass."""
+    c = cluster(tmp_path, topics=[{"name": n, "partitions": 1, "replicationFactor": 1,
+                                   "sizeBytesPerPartition": s * MB, "assignment": [[0]]}
+                                  for n, s in (("small", 1), ("mid", 20), ("big", 50))])
+    small, mid, big = tp("small", 0), tp("mid", 0), tp("big", 0)
+    plan, _ = ReassignmentPlan.from_moves([(small, [3]), (mid, [4]), (big, [5])],
+                                          limits=Limits(None, 3))
+    ex = ReassignmentExecutor(_MoveCompletesBeforeTheRollback(c, small), plan)  # type: ignore[arg-type]
+    assert ex.start() == []
+    ex.step()
+    assert list(ex.moving) == [small, mid, big]  # small's result comes first
+    c.advance(0.5)  # nothing has copied everything yet
+    ex.cancel()
+    p = ex.step()
+    assert (p.phase, p.moving, p.cancelled) == (Phase.CANCELLING, 1, 2)
+    assert set(ex.moving) == {small} and ex.cancelled == {mid, big} and p.message == ""
+    assert c.list_partition_reassignments() == {}
+    p = ex.step()
+    assert (p.phase, p.done, p.cancelled, p.moving) == (Phase.CANCELLED, 1, 2, 0)
+    assert ex.done == {small} and throttles.placed(c) == {}
 
 
 def test_new_limits_after_the_run_ended_place_no_throttle(tmp_path: Path) -> None:
@@ -766,23 +812,102 @@ def test_a_move_another_tool_cancels_is_a_failure_that_names_where_it_ended(
     assert c.list_partition_reassignments() == {} and throttles.placed(c) == {}
 
 
-def test_the_executor_looks_past_blocked_moves_a_bounded_distance(tmp_path: Path) -> None:
+class _TopicDeleted:
+    """A real cluster where someone deletes a topic while kraftsman moves one of its
+    partitions (the embedded cluster cannot delete topics): from ``deleted`` on, the
+    partition and its reassignment are gone from every answer."""
+
+    def __init__(self, c: EmbeddedCluster, topic: str) -> None:
+        self.c, self.topic, self.deleted = c, topic, False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.c, name)
+
+    def _gone(self, t: TopicPartition) -> bool:
+        return self.deleted and t.topic == self.topic
+
+    def describe_partitions(self, topics: Iterable[str] | None = None,
+                            partitions: Iterable[TopicPartition] | None = None
+                            ) -> list[PartitionDescription]:
+        return [d for d in self.c.describe_partitions(topics, partitions) if not self._gone(d.tp)]
+
+    def list_partition_reassignments(self, partitions: Iterable[TopicPartition] | None = None
+                                     ) -> dict[TopicPartition, OngoingReassignment]:
+        return {t: o for t, o in self.c.list_partition_reassignments(partitions).items()
+                if not self._gone(t)}
+
+    def replica_log_sizes(self, replicas: Iterable[tuple[TopicPartition, int]]
+                          ) -> dict[tuple[TopicPartition, int], int]:
+        return {k: v for k, v in self.c.replica_log_sizes(replicas).items()
+                if not self._gone(k[0])}
+
+
+def test_a_move_whose_topic_is_deleted_meanwhile_fails_saying_so(tmp_path: Path) -> None:
+    """ReplicationControlManager.deleteTopic drops a topic's partitions together with their
+    reassignments: the move has ended, nowhere. It is a failure that says the partition was
+    deleted; the plan's other moves go on."""
+    c = cluster(tmp_path, topics=TOPICS)
+    admin = _TopicDeleted(c, "payments")
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [3, 1, 2]),
+                                           (tp("payments", 0), [4, 0, 1])],
+                                          limits=Limits(None, 2))
+    ex = ReassignmentExecutor(admin, plan)  # type: ignore[arg-type]
+    assert ex.start() == []
+    ex.step()
+    admin.deleted = True
+    p = ex.step()
+    assert ex.state.failed == {"payments-0": "payments-0: the move ended outside kraftsman "
+                                             "with replicas nowhere (deleted), not [4, 0, 1]"}
+    assert (p.failed, p.moving) == (1, 1)
+    while not (p := ex.step()).phase.terminal:
+        c.advance(1)
+    assert p.phase is Phase.FAILED and (p.done, p.failed) == (1, 1)
+
+
+@pytest.mark.parametrize(("chain", "slots", "big_starts"), [
+    (101, 2, False), (100, 2, True),  # 100 blocked moves deep (20 x 2 is less)
+    (121, 6, False), (120, 6, True),  # 20 x 6 = 120 blocked moves deep
+])
+def test_the_executor_looks_past_blocked_moves_a_bounded_distance(
+        tmp_path: Path, chain: int, slots: int, big_starts: bool) -> None:
     """With a per-broker limit, a pass skips moves whose brokers are busy and starts later
     ones, but looks at most max(100, 20 x free slots) blocked moves deep (the estimate's
-    SCAN_FACTOR mirrors it)."""
-    topics = [{"name": "chain", "partitions": 102, "replicationFactor": 1,
-               "sizeBytesPerPartition": MB, "assignment": [[0]] * 102},
+    SCAN_FACTOR is the same). One chain move starts, the others wait for broker 0; the big
+    move behind them starts only when the pass looks far enough."""
+    topics = [{"name": "chain", "partitions": chain, "replicationFactor": 1,
+               "sizeBytesPerPartition": MB, "assignment": [[0]] * chain},
               {"name": "big", "partitions": 1, "replicationFactor": 1,
                "sizeBytesPerPartition": 200 * MB, "assignment": [[2]]}]
-    moves = [(tp("chain", i), [1]) for i in range(102)] + [(tp("big", 0), [3])]
-    for slots, big_starts in ((2, False), (10, True)):
-        c = cluster(tmp_path / str(slots), topics=topics)
-        plan, _ = ReassignmentPlan.from_moves(moves, limits=Limits(None, slots, 1))
-        ex = ReassignmentExecutor(c, plan)
-        assert ex.start() == []
-        ex.step()
-        assert len([t for t in ex.moving if t.topic == "chain"]) == 1
-        assert (tp("big", 0) in ex.moving) is big_starts, slots
+    moves = [(tp("chain", i), [1]) for i in range(chain)] + [(tp("big", 0), [3])]
+    c = cluster(tmp_path, topics=topics)
+    plan, _ = ReassignmentPlan.from_moves(moves, limits=Limits(None, slots, 1))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    assert len([t for t in ex.moving if t.topic == "chain"]) == 1
+    assert (tp("big", 0) in ex.moving) is big_starts
+    assert len(ex.pending) == chain - 1 + (not big_starts)  # the skipped ones kept, in order
+    assert list(ex.pending)[:2] == [tp("chain", 1), tp("chain", 2)]
+
+
+def test_the_per_broker_limit_counts_each_move_through_a_broker_once(tmp_path: Path) -> None:
+    """maxConcurrentMovesPerBroker (kraftsman's own limit, as Cruise Control's per-broker
+    movement concurrency): a broker giving up or receiving a replica takes part in at most
+    that many moves at once — counting the moves in flight and those the pass starts, one
+    each. Broker 0 gives up every replica here; the limit is 2."""
+    c = cluster(tmp_path, topics=[{"name": n, "partitions": 1, "replicationFactor": 1,
+                                   "sizeBytesPerPartition": s * MB, "assignment": [[0]]}
+                                  for n, s in (("a", 1), ("b", 50), ("c", 10), ("d", 20))])
+    a, b, c_, d = tp("a", 0), tp("b", 0), tp("c", 0), tp("d", 0)
+    plan, _ = ReassignmentPlan.from_moves([(a, [1]), (b, [2]), (c_, [3]), (d, [4])],
+                                          limits=Limits(None, 10, 2))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    assert set(ex.moving) == {a, c_} and list(ex.pending) == [d, b]  # smallest first
+    run_until(c, lambda: a not in c.list_partition_reassignments())
+    ex.step()
+    assert ex.done == {a} and set(ex.moving) == {c_, d} and list(ex.pending) == [b]
 
 
 def test_failures_beyond_a_thousand_are_counted_but_not_recorded(tmp_path: Path) -> None:
@@ -884,28 +1009,35 @@ class _Requests:
 def test_a_pass_asks_only_about_moves_whose_copies_look_complete(tmp_path: Path) -> None:
     """At a million partitions a pass cannot list every move: it asks for the adding
     replicas' sizes once, and lists (KIP-455 ListPartitionReassignments with a partition set)
-    only the moves whose every adding replica holds what the partition held at the start."""
+    only the moves whose every adding replica holds what the partition held at the start —
+    and every move once FULL_CHECK_MS of cluster time have passed since the last full list.
+    The clock does not start at zero (a real cluster's is the wall clock)."""
     c = cluster(tmp_path, topics=[{"name": n, "partitions": 1, "replicationFactor": 1,
                                    "sizeBytesPerPartition": s * MB, "assignment": [[0]]}
-                                  for n, s in (("small", 1), ("big", 50))])
+                                  for n, s in (("small", 1), ("big", 12))])
     small, big = tp("small", 0), tp("big", 0)
     plan, _ = ReassignmentPlan.from_moves([(small, [3]), (big, [4])], limits=Limits(None, 2))
     log = _Requests(c)
     ex = ReassignmentExecutor(log, plan)  # type: ignore[arg-type]
+    c.advance(100)
+    t0 = c.now
     assert ex.start() == []
     log.take()
-    ex.step()
+    ex.step()  # the first pass lists every move
     assert log.take() == ([[big, small]], [])  # not fought over: nobody else moves them
     c.advance(1)
-    ex.step()  # small has copied its 1 MB, big 1 of 50
+    ex.step()  # small has copied its 1 MB, big 1 of 12
     assert log.take() == ([[small]], [[(big, 4), (small, 3)]])
-    for seconds in (5, 9):
-        c.advance(seconds - c.now)
+    for seconds in (5, 9, FULL_CHECK_MS / 1000 - 0.5):  # big holds 9 of 12 MB at 9 s:
+        c.advance(t0 + seconds - c.now)                   # more than half is not all
         ex.step()
         assert log.take() == ([], [[(big, 4)]]), seconds
-    c.advance(FULL_CHECK_MS / 1000 + 1 - c.now)
-    ex.step()  # ... and every move at least every FULL_CHECK_MS
+    c.advance(t0 + FULL_CHECK_MS / 1000 - c.now)
+    ex.step()  # ... and every move FULL_CHECK_MS after the last full list
     assert log.take() == ([[big]], [[(big, 4)]])
+    c.advance(1)
+    ex.step()  # which starts the count again
+    assert log.take() == ([], [[(big, 4)]])
 
 
 class _Retention(_Requests):
@@ -960,3 +1092,111 @@ def test_a_move_held_by_a_target_replica_out_of_the_isr_stays_in_flight(tmp_path
     while not (p := ex.step()).phase.terminal:
         c.advance(1)
     assert p.phase is Phase.COMPLETED and p.done == 1
+
+
+class _Writes:
+    """The embedded cluster, logging every reassignment and config change requested, in
+    order: ("alter", {partition: target or None}) and ("configs", {resource: {key: value}})."""
+
+    def __init__(self, c: EmbeddedCluster) -> None:
+        self.c = c
+        self.log: list[tuple[str, dict[object, object]]] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.c, name)
+
+    def alter_partition_reassignments(self, changes: Mapping[TopicPartition, Sequence[int] | None]
+                                      ) -> dict[TopicPartition, ApiResult]:
+        self.log.append(("alter", {t: None if r is None else tuple(r)
+                                   for t, r in changes.items()}))
+        return self.c.alter_partition_reassignments(changes)
+
+    def incremental_alter_configs(self, changes: Mapping[tuple[str, str],
+                                                         Mapping[str, str | None]]
+                                  ) -> dict[tuple[str, str], ApiResult]:
+        self.log.append(("configs", {r: dict(kv) for r, kv in changes.items()}))
+        return self.c.incremental_alter_configs(changes)
+
+    def targets_sent(self, t: TopicPartition) -> list[tuple[int, ...] | None]:
+        return [ch[t] for kind, ch in self.log  # type: ignore[misc]
+                if kind == "alter" and t in ch]
+
+
+def test_moves_in_flight_elsewhere_are_retargeted_throttled_first_and_a_refusal_fails_once(
+        tmp_path: Path) -> None:
+    """kafka-reassign-partitions --execute --additional sends a new target for a move in
+    flight (KIP-455: it replaces the current one), throttling the new replicas first. The
+    controller (ReplicationControlManager) refuses a target that drops every in-sync replica
+    with ELIGIBLE_LEADERS_NOT_AVAILABLE — here solo's only in-sync replica is 3, an adding
+    replica of the earlier move that took over when broker 0 died. That partition fails with
+    the controller's reason, is not asked again, and the plan's other move goes on."""
+    c = cluster(tmp_path, topics=[{"name": n, "partitions": 1, "replicationFactor": 1,
+                                   "sizeBytesPerPartition": s * MB, "assignment": [[b]]}
+                                  for n, s, b in (("solo", 5, 0), ("other", 50, 1))])
+    solo, other = tp("solo", 0), tp("other", 0)
+    c.fail_broker(4)  # the earlier move's second new replica never catches up
+    started = c.alter_partition_reassignments({solo: [3, 4], other: [5]})  # an earlier run
+    assert all(r.ok for r in started.values())
+    run_until(c, lambda: 3 in c.describe_partitions(partitions=[solo])[0].isr)
+    c.fail_broker(0)
+    run_until(c, lambda: c.describe_partitions(partitions=[solo])[0].isr == (3,))
+    plan, _ = ReassignmentPlan.from_moves([(solo, [5]), (other, [2])],
+                                          limits=Limits(MB, 2), additional=True)
+    admin = _Writes(c)
+    ex = ReassignmentExecutor(admin, plan)  # type: ignore[arg-type]
+    assert ex.start() == [] and ex.retarget == [solo, other]
+    p = ex.step()
+    assert ex.state.failed == {"solo-0": "solo-0: the new target [5] drops every in-sync "
+                               "replica [3]; keep one of them in the target, or bring another "
+                               "replica back in sync first"}
+    assert (p.failed, p.moving, set(ex.moving)) == (1, 1, {other})
+    assert [kind for kind, _ in admin.log][:2] == ["configs", "alter"]  # throttle, then move
+    follower = admin.log[0][1][("TOPIC", "other")]["follower.replication.throttled.replicas"]
+    assert follower == "0:2"
+    p = drive(c, ex, limit=200)
+    assert p.phase is Phase.FAILED and (p.done, p.failed) == (1, 1)
+    assert admin.targets_sent(solo) == [(5,)]  # asked once
+    assert c.list_partition_reassignments()[solo].target == (3, 4)  # left as it was
+    assert throttles.placed(c) == {}
+
+
+def test_a_cancelled_run_rolls_back_the_moves_it_takes_over_without_throttling_them(
+        tmp_path: Path) -> None:
+    """Cancelled before its first pass, a run that takes over a move in flight elsewhere
+    (additional) rolls it back like ReassignPartitionsCommand --cancel. Throttles exist only
+    while a movement needs them: this run writes none."""
+    c = cluster(tmp_path)
+    t0 = tp("orders", 0)
+    assert c.alter_partition_reassignments({t0: [3, 1, 2]})[t0].ok
+    plan, _ = ReassignmentPlan.from_moves([(t0, [4, 1, 2])], limits=Limits(MB, 1),
+                                          additional=True)
+    admin = _Writes(c)
+    ex = ReassignmentExecutor(admin, plan)  # type: ignore[arg-type]
+    assert ex.start() == []
+    ex.cancel()
+    p = ex.step()
+    assert (p.phase, p.cancelled, p.moving) == (Phase.CANCELLED, 1, 0)
+    assert [kind for kind, _ in admin.log] == ["alter", "alter"]  # re-target, roll back
+    assert admin.targets_sent(t0) == [(4, 1, 2), None]
+    assert c.list_partition_reassignments() == {}
+
+
+def test_a_retarget_that_copies_nothing_is_done_in_the_same_pass(tmp_path: Path) -> None:
+    """A new target that needs no copy — here the replicas the partition had before the move
+    in flight — takes effect at once in ReplicationControlManager (KIP-455: the adding
+    replicas are dropped). The pass that sends it asks about that move alone and counts it
+    done; the other re-targeted move copies on."""
+    c = cluster(tmp_path)
+    t0, t1 = tp("orders", 0), tp("orders", 1)
+    started = c.alter_partition_reassignments({t0: [3, 1, 2], t1: [4, 2, 0]})  # an earlier run
+    assert all(r.ok for r in started.values())
+    plan, _ = ReassignmentPlan.from_moves([(t0, [0, 1, 2]), (t1, [5, 2, 0])],
+                                          limits=Limits(None, 2), additional=True)
+    log = _Requests(c)
+    ex = ReassignmentExecutor(log, plan)  # type: ignore[arg-type]
+    assert ex.start() == [] and ex.retarget == [t0, t1]
+    log.take()
+    p = ex.step()
+    assert log.take()[0] == [[t0]]
+    assert (p.done, p.moving, ex.done) == (1, 1, {t0})
+    assert c.describe_partitions(partitions=[t0])[0].replicas == (0, 1, 2)
