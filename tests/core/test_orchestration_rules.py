@@ -29,6 +29,7 @@ from controller_core.orchestration.reassignment import (
     FULL_CHECK_MS,
     ExecutorState,
     Limits,
+    MoveDetail,
     Phase,
     ReassignmentExecutor,
     ReassignmentPlan,
@@ -620,6 +621,56 @@ def test_progress_samples_copied_bytes_once_per_instant_and_keeps_the_last_thirt
     assert len(ex.state.samples) == 30 and ex.step().phase is Phase.COMPLETED
 
 
+def test_a_move_copying_one_byte_a_second_still_has_an_eta(tmp_path: Path) -> None:
+    """The ETA is the bytes left over the rate seen, whatever the rate (here a throttle of
+    1 byte/s, as --throttle 1 would set); only no progress at all leaves it unknown."""
+    c = cluster(tmp_path, topics=[{"name": "slow", "partitions": 1, "replicationFactor": 1,
+                                   "sizeBytesPerPartition": 1000, "assignment": [[0]]}])
+    plan, _ = ReassignmentPlan.from_moves([(tp("slow", 0), [3])], limits=Limits(1, 1))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    c.advance(10)
+    p = ex.step()
+    assert (p.bytes_moved, p.rate_bytes_per_second, p.eta_seconds) == (10, 1.0, 990.0)
+
+
+def test_reading_progress_between_passes_records_no_sample(tmp_path: Path) -> None:
+    """Views (kraftsman reassignments status, the operator's status) read progress without
+    changing the persisted state: only a reconcile pass records a rate sample."""
+    c = cluster(tmp_path)
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [3, 1, 2])], limits=Limits(None, 1))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    c.advance(2)
+    p = ex.progress()
+    assert p.bytes_moved == 2 * MB and len(ex.state.samples) == 1
+    ex.step()
+    assert len(ex.state.samples) == 2
+
+
+def test_a_clock_that_went_back_gives_no_rate_rather_than_a_wrong_one(tmp_path: Path) -> None:
+    """The samples persist with the run; resumed where the clock is behind the one that took
+    them (a real cluster's time is the operator host's wall clock), the newest sample is older
+    than the oldest: no rate and no ETA — not a negative rate, not a division by zero."""
+    c = cluster(tmp_path)
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [3, 1, 2])], limits=Limits(None, 1))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    c.advance(5)
+    assert ex.step().rate_bytes_per_second == pytest.approx(MB)
+    now = c.now_ms()
+    for ahead in (60_000, 0):  # the oldest sample a minute ahead of the clock / exactly now
+        state = ex.state.model_copy(deep=True)
+        first = state.samples[0][0]
+        state.samples = [(t - first + now + ahead, b) for t, b in state.samples]
+        p = ReassignmentExecutor(c, plan, state).step()
+        assert p.bytes_moved > 4 * MB and p.moving == 1
+        assert (p.rate_bytes_per_second, p.eta_seconds) == (None, None), ahead
+
+
 def test_progress_details_list_failures_first_then_moves_in_flight_up_to_a_hundred(
         tmp_path: Path) -> None:
     c = cluster(tmp_path, topics=[{"name": "t", "partitions": 102, "replicationFactor": 1,
@@ -640,6 +691,10 @@ def test_progress_details_list_failures_first_then_moves_in_flight_up_to_a_hundr
     assert p.details[0].message == ex.state.failed["t-7"] and "another tool" in \
         p.details[0].message
     assert p.details[0].target == (1,)
+    c.alter_partition_reassignments({tp("t", i): [2] for i in range(100) if i not in (7, 50)})
+    p = ex.step()  # a hundred failures fill the list: no move in flight is shown
+    assert (p.failed, p.moving, len(p.details)) == (100, 2, 100)
+    assert {d.state for d in p.details} == {"failed"}
 
 
 # -- throttles around an operator's own configs ------------------------------------------------
@@ -912,12 +967,15 @@ def test_the_per_broker_limit_counts_each_move_through_a_broker_once(tmp_path: P
 
 def test_failures_beyond_a_thousand_are_counted_but_not_recorded(tmp_path: Path) -> None:
     """The persisted state stays small at any plan size: reasons for the first 1,000
-    failures, a count for all of them."""
+    failures, a count for all of them; a failure without a recorded reason is listed in the
+    progress details as just "failed"."""
     n = 1001
     c = cluster(tmp_path, topics=[{"name": "t", "partitions": n, "replicationFactor": 1,
-                                   "sizeBytesPerPartition": MB, "assignment": [[0]] * n}])
-    plan, _ = ReassignmentPlan.from_moves([(tp("t", i), [1]) for i in range(n)],
-                                          limits=Limits(None, n))
+                                   "sizeBytesPerPartition": MB, "assignment": [[0]] * n},
+                                  {"name": "a", "partitions": 1, "replicationFactor": 1,
+                                   "sizeBytesPerPartition": 50 * MB, "assignment": [[0]]}])
+    plan, _ = ReassignmentPlan.from_moves([(tp("t", i), [1]) for i in range(n)]
+                                          + [(tp("a", 0), [1])], limits=Limits(None, n + 1))
     ex = ReassignmentExecutor(c, plan)
     assert ex.start() == []
     ex.step()
@@ -925,6 +983,10 @@ def test_failures_beyond_a_thousand_are_counted_but_not_recorded(tmp_path: Path)
     p = ex.step()
     assert ex.state.failed_count == n and len(ex.state.failed) == 1000
     assert p.failed == n and "t-1000" not in ex.state.failed
+    c.alter_partition_reassignments({tp("a", 0): [2]})
+    p = ex.step()
+    assert p.failed == n + 1 and "a-0" not in ex.state.failed
+    assert p.details[0] == MoveDetail(tp("a", 0), "failed", (1,), "failed")  # sorts first
 
 
 def test_a_resumed_run_takes_moves_heading_to_its_targets_as_its_own(tmp_path: Path) -> None:
@@ -1087,6 +1149,7 @@ def test_a_move_held_by_a_target_replica_out_of_the_isr_stays_in_flight(tmp_path
     c.advance(15)  # 10 MB at 1 MB/s: replica 3 holds it all
     p = ex.step()
     assert (p.phase, p.moving, p.failed) == (Phase.RUNNING, 1, 0)
+    assert p.bytes_moved == p.bytes_total and p.eta_seconds == 0  # nothing left to copy
     assert c.list_partition_reassignments()[t].target == (3, 1, 2)
     c.restore_broker(1)
     while not (p := ex.step()).phase.terminal:
