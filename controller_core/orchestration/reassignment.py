@@ -555,9 +555,10 @@ class ReassignmentExecutor:
     # -- throttles --------------------------------------------------------------------------------
     def _sync_throttles(self, *, also: Iterable[TopicPartition] = (), final: bool = False) -> None:
         """Throttles on exactly the moves in flight (and ``also``, about to start), at the
-        current limit; a pass that changes neither does not ask the cluster."""
+        current limit — on none once the run is over (``final``); a pass that changes
+        neither does not ask the cluster."""
         moving = frozenset(()) if final else frozenset((*self.moving, *also))
-        rate = None if final else self.limits.throttle_bytes_per_second
+        rate = self.limits.throttle_bytes_per_second
         key = (moving, rate)
         if key == self._synced and not final:
             return

@@ -671,6 +671,72 @@ def test_a_clock_that_went_back_gives_no_rate_rather_than_a_wrong_one(tmp_path: 
         assert (p.rate_bytes_per_second, p.eta_seconds) == (None, None), ahead
 
 
+def test_bytes_moved_are_the_finished_moves_plus_the_copies_in_flight_up_to_the_total(
+        tmp_path: Path) -> None:
+    """Progress in bytes, as kafka-reassign-partitions --verify and KIP-179 see it: what the
+    finished moves copied plus what the adding replicas hold. A partition producers keep
+    writing to grows during its move, and its new replica ends up holding more than the
+    partition did at the start: the figure stops at the plan's total (100 %)."""
+    c = cluster(tmp_path, topics=[
+        {"name": "s", "partitions": 1, "replicationFactor": 1, "sizeBytesPerPartition": MB,
+         "assignment": [[0]]},
+        {"name": "live", "partitions": 1, "replicationFactor": 1,
+         "sizeBytesPerPartition": 4 * MB, "produceBytesPerSecond": MB / 2, "assignment": [[1]]}])
+    s, live = tp("s", 0), tp("live", 0)
+    plan, _ = ReassignmentPlan.from_moves([(s, [3]), (live, [4])], limits=Limits(None, 2))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == [] and ex.state.bytes_total == pytest.approx(5 * MB, rel=1e-3)
+    ex.step()
+    c.advance(2)
+    p = ex.step()
+    assert ex.done == {s} and p.moving == 1
+    assert p.bytes_moved == pytest.approx(3 * MB, rel=1e-2)  # s's 1 MB + 2 MB of live
+    c.advance(4)
+    p = ex.step()
+    assert p.moving == 1 and c.replica_log_sizes([(live, 4)])[(live, 4)] > 5 * MB
+    assert p.bytes_moved == p.bytes_total and p.percent == 100.0
+
+
+def test_a_run_resumed_without_its_state_reports_the_bytes_its_moves_in_flight_copied(
+        tmp_path: Path) -> None:
+    """State lost (a new operator without the old status): the plan's total is unknown, the
+    moves in flight are re-derived from the cluster, and progress still counts what their
+    new replicas hold."""
+    c = cluster(tmp_path)
+    t = tp("orders", 0)
+    plan, _ = ReassignmentPlan.from_moves([(t, [3, 1, 2])], limits=Limits(None, 1))
+    first = ReassignmentExecutor(c, plan)
+    assert first.start() == []
+    first.step()
+    c.advance(3)
+    ex = ReassignmentExecutor(c, plan, ExecutorState(phase=Phase.RUNNING, started_ms=0))
+    assert ex.start() == [] and ex.state.bytes_total == 0
+    p = ex.step()
+    assert p.moving == 1 and p.bytes_moved == pytest.approx(3 * MB, rel=1e-2)
+
+
+def test_a_failed_run_reports_the_bytes_it_finished_and_asks_no_sizes(tmp_path: Path) -> None:
+    """Once a run has ended its abandoned moves are not its progress: the figure is what its
+    finished moves copied, and reading it asks the cluster nothing."""
+    c = cluster(tmp_path, topics=[{"name": n, "partitions": 1, "replicationFactor": 1,
+                                   "sizeBytesPerPartition": s * MB, "assignment": [[0]]}
+                                  for n, s in (("small", 1), ("big", 20))])
+    plan, _ = ReassignmentPlan.from_moves([(tp("small", 0), [3]), (tp("big", 0), [4])],
+                                          limits=Limits(None, 2))
+    log = _Requests(c)
+    ex = ReassignmentExecutor(log, plan)  # type: ignore[arg-type]
+    assert ex.start() == []
+    ex.step()
+    c.advance(2)
+    assert ex.step().done == 1
+    ex.fail("stopped by the user")
+    c.advance(5)
+    log.take()
+    p = ex.progress()
+    assert (p.phase, p.moving, p.bytes_moved) == (Phase.FAILED, 1, MB)
+    assert log.take() == ([], [])
+
+
 def test_progress_details_list_failures_first_then_moves_in_flight_up_to_a_hundred(
         tmp_path: Path) -> None:
     c = cluster(tmp_path, topics=[{"name": "t", "partitions": 102, "replicationFactor": 1,
