@@ -113,7 +113,10 @@ class ClusterAdmin(Protocol):
 
     def list_partition_reassignments(
         self, partitions: Iterable[TopicPartition] | None = None
-    ) -> dict[TopicPartition, OngoingReassignment]: ...
+    ) -> dict[TopicPartition, OngoingReassignment]:
+        """The reassignments in progress among ``partitions`` (None: all of them; an empty
+        list: none, without a request)."""
+        ...
 
     def replica_status(
         self, replicas: Iterable[tuple[TopicPartition, int]] | None = None
@@ -136,7 +139,10 @@ class ClusterAdmin(Protocol):
 
     def describe_configs(
         self, resources: Iterable[ConfigResource]
-    ) -> dict[ConfigResource, dict[str, str]]: ...
+    ) -> dict[ConfigResource, dict[str, str]]:
+        """The dynamic configs of every resource asked (an unknown topic: none); a resource
+        the cluster cannot describe raises rather than being left out."""
+        ...
 
     def incremental_alter_configs(
         self, changes: Mapping[ConfigResource, Mapping[str, str | None]]

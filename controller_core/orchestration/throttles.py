@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import orjson
 
-from controller_core.admin import ClusterAdmin
+from controller_core.admin import ClusterAdmin, ConfigResource
 from controller_core.errors import ApiResult
 from controller_core.metadata.controller import (
     THROTTLE_MARKER_KEY,
@@ -115,26 +115,21 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
     reported, if any (the next call tries again)."""
     want = wanted_entries(moves) if rate is not None else set()
     brokers = [b.id for b in admin.describe_cluster().brokers]
-    broker_cfg = admin.describe_configs([("BROKER", str(b)) for b in brokers])
-    markers: dict[int, Marker] = {}
-    for b in brokers:
-        m = Marker.decode(broker_cfg.get(("BROKER", str(b)), {}).get(THROTTLE_MARKER_KEY), b)
-        if m is not None:
-            markers[b] = m
+    broker_cfg, markers = _markers(admin, brokers)
+    if not want and not markers:
+        return []  # nothing to place, and nothing of kraftsman's in the cluster
     owned = {e for m in markers.values() for e in m.entries}
-    if not want and not owned and not any(m.rate is not None for m in markers.values()):
-        return []
     elsewhere = sorted({e.tp for e in owned if e.tp not in scope})
-    reassigning = set(admin.list_partition_reassignments(elsewhere)) if elsewhere else set()
+    reassigning = set(admin.list_partition_reassignments(elsewhere))
     keep = want | {e for e in owned if e.tp not in scope and e.tp in reassigning}
     drop = owned - keep
     changes: dict[tuple[str, str], dict[str, str | None]] = {}
     topics = sorted({e.topic for e in want | drop})
-    topic_cfg = admin.describe_configs([("TOPIC", t) for t in topics]) if topics else {}
+    topic_cfg = admin.describe_configs([("TOPIC", t) for t in topics])
     new_owned = owned & keep
     for t in topics:
         for side, key in _SIDES.items():
-            raw = topic_cfg.get(("TOPIC", t), {}).get(key, "")
+            raw = topic_cfg[("TOPIC", t)].get(key, "")
             current = parse_throttled_replicas(raw)
             if not isinstance(current, set):
                 continue  # "*" or junk written by someone else: not ours to edit
@@ -153,7 +148,7 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
         by_broker.setdefault(e.broker, set()).add(e)
     for b in brokers:
         res = ("BROKER", str(b))
-        cfg = broker_cfg.get(res, {})
+        cfg = broker_cfg[res]
         m = markers.get(b)
         entries = by_broker.get(b, set())
         if m is None and not entries and b not in wanted_brokers:
@@ -194,10 +189,16 @@ def _problems(results: Mapping[tuple[str, str], ApiResult]) -> list[str]:
 def placed(admin: ClusterAdmin, brokers: Iterable[int] | None = None) -> dict[int, Marker]:
     """The kraftsman markers in the cluster (for views and tests)."""
     ids = [b.id for b in admin.describe_cluster().brokers] if brokers is None else list(brokers)
-    cfg = admin.describe_configs([("BROKER", str(b)) for b in ids])
-    out = {}
-    for b in ids:
-        m = Marker.decode(cfg.get(("BROKER", str(b)), {}).get(THROTTLE_MARKER_KEY), b)
+    return _markers(admin, ids)[1]
+
+
+def _markers(admin: ClusterAdmin, brokers: list[int]
+             ) -> tuple[dict[ConfigResource, dict[str, str]], dict[int, Marker]]:
+    """The brokers' dynamic configs, and the kraftsman markers among them."""
+    cfg = admin.describe_configs([("BROKER", str(b)) for b in brokers])
+    markers = {}
+    for b in brokers:
+        m = Marker.decode(cfg[("BROKER", str(b))].get(THROTTLE_MARKER_KEY), b)
         if m is not None:
-            out[b] = m
-    return out
+            markers[b] = m
+    return cfg, markers

@@ -815,6 +815,76 @@ def test_a_topic_throttled_with_a_wildcard_is_left_as_the_operator_set_it(
     assert _configs(c) == {("TOPIC", "orders"): {LEADER_REPLICAS: "*"}}
 
 
+def test_replicas_the_operator_listed_already_stay_theirs_and_the_rates_still_go(
+        tmp_path: Path) -> None:
+    """ReassignPartitionsCommand appends the moving replicas to ``*.replication.throttled.
+    replicas``; when the operator listed them all before, kraftsman adds no entry of its own
+    — its markers hold only the rates it wrote — and at the end it still removes those rates
+    while the operator's entries stay."""
+    c = cluster(tmp_path)
+    operator = {LEADER_REPLICAS: "0:0,0:1,0:2", FOLLOWER_REPLICAS: "0:3"}
+    c.incremental_alter_configs({("TOPIC", "orders"): operator})
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [3, 1, 2])],
+                                          limits=Limits(MB, 1))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    ex.step()
+    markers = throttles.placed(c)
+    assert set(markers) == {0, 1, 2, 3} and all(not m.entries for m in markers.values())
+    assert _configs(c)[("BROKER", "3")][RATE_KEYS[1]] == str(MB)
+    assert drive(c, ex, limit=100).phase is Phase.COMPLETED
+    assert _configs(c) == {("TOPIC", "orders"): operator}
+
+
+def test_a_run_removes_the_throttles_a_vanished_run_left_once_their_move_ends(
+        tmp_path: Path) -> None:
+    """A replica entry stays while its partition moves, in this plan or in any reassignment
+    the cluster lists (ListPartitionReassignments for those partitions only): the throttles
+    of a run that vanished (its operator gone with its state) are kept while its move goes
+    on and removed by the next run's pass once the cluster finished it."""
+    c = cluster(tmp_path)
+    gone_plan, _ = ReassignmentPlan.from_moves([(tp("orders", 5), [2, 0, 3])],
+                                               limits=Limits(MB, 1))
+    gone = ReassignmentExecutor(c, gone_plan)
+    assert gone.start() == []
+    gone.step()  # then nobody steps it again
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [4, 1, 2])],
+                                          limits=Limits(MB // 4, 1), additional=True)
+    log = _Requests(c)
+    ex = ReassignmentExecutor(log, plan)  # type: ignore[arg-type]
+    assert ex.start() == []
+    ex.step()
+    assert [tp("orders", 5)] in log.listed and None not in log.listed
+    assert throttles.Entry("orders", 5, 3, "F") in throttles.placed(c, [3])[3].entries
+    run_until(c, lambda: not c.list_partition_reassignments([tp("orders", 5)]))
+    ex.step()
+    assert 3 not in throttles.placed(c)  # the vanished run's only entry on broker 3
+    assert RATE_KEYS[1] not in _configs(c).get(("BROKER", "3"), {})
+    assert drive(c, ex, limit=100).phase is Phase.COMPLETED
+    assert throttles.placed(c) == {} and _configs(c) == {}
+
+
+def test_a_pass_that_changes_neither_moves_nor_rate_asks_for_no_config(
+        tmp_path: Path) -> None:
+    """Throttles follow the moves in flight and the rate: a pass where neither changed sends
+    no DescribeConfigs (at a thousand brokers each is a large request); a new rate or a new
+    move in flight does."""
+    c = cluster(tmp_path)
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [3, 1, 2]),
+                                           (tp("orders", 1), [4, 2, 0])], limits=Limits(MB, 1))
+    log = _Requests(c)
+    ex = ReassignmentExecutor(log, plan)  # type: ignore[arg-type]
+    assert ex.start() == []
+    ex.step()
+    assert log.described
+    log.described.clear()
+    c.advance(1)
+    ex.step()
+    assert log.described == []
+    ex.set_limits(Limits(2 * MB, 1))
+    assert log.described and _configs(c)[("BROKER", "3")][RATE_KEYS[1]] == str(2 * MB)
+
+
 def test_an_unthrottled_plan_places_no_throttle_at_all(tmp_path: Path) -> None:
     """``--throttle`` not given: ReassignPartitionsCommand sets no rate and lists no replica."""
     c = cluster(tmp_path)
@@ -1111,6 +1181,7 @@ class _Requests:
         self.c = c
         self.listed: list[list[TopicPartition] | None] = []
         self.sized: list[list[tuple[TopicPartition, int]]] = []
+        self.described: list[list[tuple[str, str]]] = []  # DescribeConfigs, not in take()
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.c, name)
@@ -1126,6 +1197,12 @@ class _Requests:
         asked = sorted(replicas)
         self.sized.append(asked)
         return self.c.replica_log_sizes(asked)
+
+    def describe_configs(self, resources: Iterable[tuple[str, str]]
+                         ) -> dict[tuple[str, str], dict[str, str]]:
+        asked = list(resources)
+        self.described.append(asked)
+        return self.c.describe_configs(asked)
 
     def take(self) -> tuple[list[list[TopicPartition] | None],
                             list[list[tuple[TopicPartition, int]]]]:
