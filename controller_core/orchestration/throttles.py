@@ -141,7 +141,7 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
             if merged != current:
                 changes.setdefault(("TOPIC", t), {})[key] = (
                     format_throttled_replicas(merged) or None)
-    rate_str = None if rate is None else str(rate)
+    rate_str = str(rate)  # used for the wanted brokers only: with no rate, none is wanted
     wanted_brokers = {e.broker for e in want}
     by_broker: dict[int, set[Entry]] = {}
     for e in new_owned:
@@ -155,7 +155,7 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
             continue
         m = m if m is not None else Marker()
         out: dict[str, str | None] = {}
-        if b in wanted_brokers and rate_str is not None:
+        if b in wanted_brokers:
             if m.rate is None:
                 m.previous = {k: cfg.get(k) for k in THROTTLE_RATE_KEYS}
             for k in THROTTLE_RATE_KEYS:

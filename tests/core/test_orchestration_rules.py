@@ -864,6 +864,35 @@ def test_a_run_removes_the_throttles_a_vanished_run_left_once_their_move_ends(
     assert throttles.placed(c) == {} and _configs(c) == {}
 
 
+def test_removing_one_topics_entries_leaves_the_same_replica_of_another_topic_alone(
+        tmp_path: Path) -> None:
+    """``*.replication.throttled.replicas`` is a per-topic config of ``partition:broker``
+    items (ReassignPartitionsCommand edits each topic's own list): when orders-0's move ends,
+    its entry 0:3 goes from orders only — payments' own 0:3, the operator's, stays."""
+    c = cluster(tmp_path, topics=[
+        {"name": "orders", "partitions": 1, "replicationFactor": 3, "sizeBytesPerPartition": MB,
+         "assignment": [[0, 1, 2]]},
+        {"name": "payments", "partitions": 2, "replicationFactor": 3,
+         "sizeBytesPerPartition": 20 * MB, "assignment": [[0, 1, 2], [0, 1, 2]]}])
+    c.incremental_alter_configs({("TOPIC", "payments"): {FOLLOWER_REPLICAS: "0:3"}})
+    plan, _ = ReassignmentPlan.from_moves([(tp("orders", 0), [3, 1, 2]),
+                                           (tp("payments", 1), [4, 1, 2])], limits=Limits(MB, 2))
+    admin = _Writes(c)
+    ex = ReassignmentExecutor(admin, plan)  # type: ignore[arg-type]
+    assert ex.start() == []
+    ex.step()
+    writes = [set(ch) for kind, ch in admin.log if kind == "configs"]
+    assert writes[0] == {("BROKER", str(b)) for b in range(5)} | {
+        ("TOPIC", "orders"), ("TOPIC", "payments")}  # broker 5 takes no part
+    assert _configs(c)[("TOPIC", "payments")][FOLLOWER_REPLICAS] == "0:3,1:4"
+    run_until(c, lambda: tp("orders", 0) not in c.list_partition_reassignments())
+    ex.step()
+    assert ex.done == {tp("orders", 0)} and ("TOPIC", "orders") not in _configs(c)
+    assert _configs(c)[("TOPIC", "payments")][FOLLOWER_REPLICAS] == "0:3,1:4"
+    assert drive(c, ex, limit=200).phase is Phase.COMPLETED
+    assert _configs(c) == {("TOPIC", "payments"): {FOLLOWER_REPLICAS: "0:3"}}
+
+
 def test_a_pass_that_changes_neither_moves_nor_rate_asks_for_no_config(
         tmp_path: Path) -> None:
     """Throttles follow the moves in flight and the rate: a pass where neither changed sends
