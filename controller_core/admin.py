@@ -147,7 +147,8 @@ class ClusterAdmin(Protocol):
     def incremental_alter_configs(
         self, changes: Mapping[ConfigResource, Mapping[str, str | None]]
     ) -> dict[ConfigResource, ApiResult]:
-        """Set (a value) or delete (None) dynamic configs, such as replication throttles."""
+        """Set (a value) or delete (None) dynamic configs, such as replication throttles;
+        nothing to change: no request."""
         ...
 
     def now_ms(self) -> int:

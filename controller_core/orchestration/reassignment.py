@@ -299,8 +299,8 @@ class ReassignmentExecutor:
             self._classify(_describe(self.admin, self.plan.moves))
 
     def _classify(self, current: Mapping[TopicPartition, PartitionDescription]) -> None:
-        """Derive done / moving / pending from the cluster (on start and on resume)."""
-        self.moving, self.done, self.retarget = {}, set(), []
+        """Derive done / moving / pending from the cluster, once: on start, or at the first
+        pass of a resumed run."""
         pending: list[TopicPartition] = []
         self.failed = {tp for tp in self.plan.moves if str(tp) in self.state.failed}
         for tp, target in self.plan.moves.items():

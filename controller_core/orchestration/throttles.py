@@ -178,7 +178,7 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
                 out[THROTTLE_MARKER_KEY] = encoded
         if out:
             changes[res] = out
-    return _problems(admin.incremental_alter_configs(changes)) if changes else []
+    return _problems(admin.incremental_alter_configs(changes))
 
 
 def _problems(results: Mapping[tuple[str, str], ApiResult]) -> list[str]:

@@ -3,10 +3,12 @@ while some movement needs them, one plan at a time, and spec edits that reach th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from controller_core import errors
 from controller_core.embedded.cluster import EmbeddedCluster
+from controller_core.errors import ApiResult
 from controller_core.model import TopicPartition
 from controller_core.orchestration import throttles
 from controller_core.orchestration.reassignment import (
@@ -128,6 +130,66 @@ def test_cleanup_leaves_a_rate_someone_changed_after_ours(tmp_path: Path) -> Non
     c.incremental_alter_configs({("BROKER", "3"): {RATE_KEYS[1]: "2000000"}})
     assert drive(c, ex).phase is Phase.COMPLETED
     assert throttles_in(c) == {("BROKER", "3"): {RATE_KEYS[1]: "2000000"}}
+
+
+def test_a_new_limit_leaves_a_rate_someone_changed_mid_run_as_they_set_it(
+        tmp_path: Path) -> None:
+    """ReassignPartitionsCommand --execute with a new --throttle overwrites the rates; kraftsman
+    changes only the rates that are still its own (the value it wrote): the follower rate an
+    operator changed on broker 3 during the run keeps their value, the leader rate follows."""
+    c = cluster(tmp_path)
+    ex = ReassignmentExecutor(c, plan_of({tp("orders", 0): [3, 1, 2]}, Limits(1_000_000, 1)))
+    ex.start()
+    ex.step()
+    c.incremental_alter_configs({("BROKER", "3"): {RATE_KEYS[1]: "3000000"}})
+    ex.set_limits(Limits(2_000_000, 1))
+    assert rate(c, 3) == "3000000" and rate(c, 0, RATE_KEYS[0]) == "2000000"
+    assert rate(c, 3, RATE_KEYS[0]) == "2000000"  # broker 3's leader rate was still ours
+    assert drive(c, ex).phase is Phase.COMPLETED
+    assert throttles_in(c) == {("BROKER", "3"): {RATE_KEYS[1]: "3000000"}}
+
+
+class _ConfigWrites:
+    """The embedded cluster, keeping every IncrementalAlterConfigs request."""
+
+    def __init__(self, c: EmbeddedCluster) -> None:
+        self.c = c
+        self.writes: list[dict[tuple[str, str], dict[str, str | None]]] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.c, name)
+
+    def incremental_alter_configs(self, changes: Mapping[tuple[str, str],
+                                                         Mapping[str, str | None]]
+                                  ) -> dict[tuple[str, str], ApiResult]:
+        self.writes.append({r: dict(kv) for r, kv in changes.items()})
+        return self.c.incremental_alter_configs(changes)
+
+
+def test_a_pass_writes_only_the_throttle_configs_that_change(tmp_path: Path) -> None:
+    """When one move ends and the next starts, the brokers of the move still in flight keep
+    their rate and marker as they are: the pass rewrites neither (IncrementalAlterConfigs
+    carries only real changes)."""
+    c = cluster(tmp_path, topics=[{"name": n, "partitions": 1, "replicationFactor": 1,
+                                   "sizeBytesPerPartition": s, "assignment": [[b]]}
+                                  for n, s, b in (("a", 20_000_000, 0), ("b", 1_000_000, 1),
+                                                  ("c", 5_000_000, 2))])
+    admin = _ConfigWrites(c)
+    ex = ReassignmentExecutor(admin, plan_of(  # type: ignore[arg-type]
+        {tp("a", 0): [3], tp("b", 0): [4], tp("c", 0): [5]}, Limits(1_000_000, 2)))
+    ex.start()
+    ex.step()
+    assert set(ex.moving) == {tp("b", 0), tp("c", 0)}  # smallest first
+    for _ in range(60):  # until a pass writes: b ended, a started
+        c.advance(1)
+        admin.writes.clear()
+        ex.step()
+        if admin.writes:
+            break
+    assert set(ex.moving) == {tp("a", 0), tp("c", 0)}  # c still copies, same throttle
+    changed = {r for w in admin.writes for r in w}
+    assert ("BROKER", "2") not in changed and ("BROKER", "5") not in changed, changed
+    assert {("BROKER", "1"), ("BROKER", "4"), ("BROKER", "0"), ("BROKER", "3")} <= changed
 
 
 def test_second_plan_while_one_is_in_flight_is_refused_unless_additional(
