@@ -546,7 +546,8 @@ def test_each_bad_target_is_refused_with_what_is_wrong(tmp_path: Path) -> None:
     which, for every partition at once."""
     c = cluster(tmp_path)
     plan, dup = ReassignmentPlan.from_moves([
-        (tp("orders", 0), []), (tp("orders", 1), [3, -1, -2]), (tp("orders", 2), [3, 4, 3, 4]),
+        (tp("orders", 0), []), (tp("orders", 1), [0, -1, -2]),
+        (tp("orders", 2), [3, 4, 3, 5, 4]),
         (tp("orders", 3), [3, 9, 7]), (tp("orders", 4), [3, 4, 5]), (tp("orders", 4), [5]),
         (tp("orders", 9), [1]), (tp("orders", 5), [5, 4, 3])])
     assert [(p.tp, p.error, p.message) for p in dup] == [
@@ -1211,6 +1212,7 @@ class _Requests:
         self.listed: list[list[TopicPartition] | None] = []
         self.sized: list[list[tuple[TopicPartition, int]]] = []
         self.described: list[list[tuple[str, str]]] = []  # DescribeConfigs, not in take()
+        self.partitions_described: list[list[TopicPartition] | None] = []  # nor this
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.c, name)
@@ -1226,6 +1228,13 @@ class _Requests:
         asked = sorted(replicas)
         self.sized.append(asked)
         return self.c.replica_log_sizes(asked)
+
+    def describe_partitions(self, topics: Iterable[str] | None = None,
+                            partitions: Iterable[TopicPartition] | None = None
+                            ) -> list[PartitionDescription]:
+        asked = None if partitions is None else sorted(partitions)
+        self.partitions_described.append(asked)
+        return self.c.describe_partitions(topics, asked)
 
     def describe_configs(self, resources: Iterable[tuple[str, str]]
                          ) -> dict[tuple[str, str], dict[str, str]]:
@@ -1272,6 +1281,20 @@ def test_a_pass_asks_only_about_moves_whose_copies_look_complete(tmp_path: Path)
     c.advance(1)
     ex.step()  # which starts the count again
     assert log.take() == ([], [[(big, 4)]])
+
+
+def test_the_executor_describes_only_the_partitions_of_its_plan(tmp_path: Path) -> None:
+    """Like ReassignPartitionsCommand, which describes the topics of its plan only: at a
+    million partitions the executor cannot describe the whole cluster — on start it asks for
+    the plan's partitions, and at a pass for the moves that ended."""
+    c = cluster(tmp_path, topics=TOPICS)
+    t = tp("orders", 0)
+    plan, _ = ReassignmentPlan.from_moves([(t, [3, 1, 2])], limits=Limits(None, 1))
+    log = _Requests(c)
+    ex = ReassignmentExecutor(log, plan)  # type: ignore[arg-type]
+    assert ex.start() == []
+    assert drive(c, ex, limit=100).phase is Phase.COMPLETED
+    assert log.partitions_described == [[t], [t]]  # on start; when the move ended
 
 
 class _Retention(_Requests):
