@@ -50,7 +50,7 @@ def run_election(admin: ClusterAdmin, election_type: ElectionType, *,
         unknown = tuple(t for t in wanted if t not in present)
         outcome = admin.elect_leaders(election_type, [d.tp for d in described])
         return ElectionReport(election_type, outcome.results, unknown)
-    outcome = admin.elect_leaders(election_type, None)
+    outcome = admin.elect_leaders(election_type)  # no partition set: every partition
     return ElectionReport(election_type, outcome.results, attempted_all=True)
 
 
