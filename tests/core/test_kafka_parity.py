@@ -7,10 +7,11 @@ from pathlib import Path
 
 from controller_core import admin as words
 from controller_core import errors
+from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.errors import ApiResult
 from controller_core.metadata import partition_change as pc
 from controller_core.metadata.records import PartitionChangeRecord
-from controller_core.model import ElectionType, PartitionRegistration, TopicPartition
+from controller_core.model import NO_LEADER, ElectionType, PartitionRegistration, TopicPartition
 from tests.helpers import cluster, run_until, tp
 
 TP = TopicPartition("orders", 0)
@@ -122,3 +123,147 @@ def test_replica_on_a_dead_fenced_broker_out_of_the_isr_is_not_in_sync(tmp_path:
     assert status.status == words.OFFLINE and status.status != words.IN_SYNC
     [healthy] = c.replica_status([(T0, 0)])
     assert healthy.status == words.IN_SYNC
+
+
+# -- leader and partition epochs (PartitionChangeBuilder.build, current metadata version) --------
+def _epochs(c: EmbeddedCluster) -> tuple[int, int]:
+    p = c.image.partition(T0)
+    assert p is not None
+    return p.leader_epoch, p.partition_epoch
+
+
+def test_add_only_move_start_keeps_the_leader_epoch(tmp_path: Path) -> None:
+    """[0,1,2] -> [0,1,2,3]: R grows to [0,1,2,3] and keeps every replica, so
+    PartitionChangeBuilder.triggerLeaderEpochBumpForReplicaReassignmentIfNeeded leaves the
+    leader field unset: the leader epoch stays, the partition epoch bumps (every
+    PartitionChangeRecord bumps it: PartitionRegistration.merge)."""
+    c = cluster(tmp_path)
+    leader_epoch, partition_epoch = _epochs(c)
+    assert c.alter_partition_reassignments({T0: [0, 1, 2, 3]})[T0].ok
+    p = c.image.partition(T0)
+    assert p is not None and (p.replicas, p.adding, p.removing) == ((0, 1, 2, 3), (3,), ())
+    assert _epochs(c) == (leader_epoch, partition_epoch + 1)
+
+
+def test_add_only_move_completion_keeps_the_leader_epoch(tmp_path: Path) -> None:
+    """The add-only move completes when 3 joins the ISR, in the same record as that ISR
+    expansion (PartitionChangeBuilder.build runs completeReassignmentIfNeeded): no replica
+    leaves and the leader stays, so the leader epoch never bumps; two records in all."""
+    c = cluster(tmp_path)
+    leader_epoch, partition_epoch = _epochs(c)
+    assert c.alter_partition_reassignments({T0: [0, 1, 2, 3]})[T0].ok
+    run_until(c, lambda: T0 not in c.list_partition_reassignments())
+    p = c.image.partition(T0)
+    assert p is not None and p.replicas == (0, 1, 2, 3) and set(p.isr) == {0, 1, 2, 3}
+    assert _epochs(c) == (leader_epoch, partition_epoch + 2)
+
+
+def test_move_removing_a_replica_bumps_the_leader_epoch_at_completion_not_at_start(
+        tmp_path: Path) -> None:
+    """[0,1,2] -> [0,1,3]: the start writes R = [0,1,3,2] (TR + RR, nothing leaves: no
+    bump); completion writes R = [0,1,3] without 2, and
+    PartitionChangeBuilder.triggerLeaderEpochBumpForReplicaReassignmentIfNeeded bumps the
+    leader epoch once to fence 2, though the leader 0 stays."""
+    c = cluster(tmp_path)
+    leader_epoch, partition_epoch = _epochs(c)
+    assert c.alter_partition_reassignments({T0: [0, 1, 3]})[T0].ok
+    p = c.image.partition(T0)
+    assert p is not None and (p.replicas, p.removing) == ((0, 1, 3, 2), (2,))
+    assert _epochs(c) == (leader_epoch, partition_epoch + 1)
+    run_until(c, lambda: T0 not in c.list_partition_reassignments())
+    p = c.image.partition(T0)
+    assert p is not None and (p.replicas, p.leader) == ((0, 1, 3), 0)
+    assert _epochs(c) == (leader_epoch + 1, partition_epoch + 2)
+
+
+def test_cancel_that_drops_adding_replicas_bumps_the_leader_epoch(tmp_path: Path) -> None:
+    """Cancelling [0,1,2] -> [0,1,3]: PartitionReassignmentRevert's replicas [0,1,2] lack the
+    adding 3, so PartitionChangeBuilder bumps the leader epoch to fence it."""
+    c = cluster(tmp_path)
+    leader_epoch, partition_epoch = _epochs(c)
+    assert c.alter_partition_reassignments({T0: [0, 1, 3]})[T0].ok
+    assert c.alter_partition_reassignments({T0: None})[T0].ok
+    p = c.image.partition(T0)
+    assert p is not None and (p.replicas, p.leader, p.is_reassigning) == ((0, 1, 2), 0, False)
+    assert _epochs(c) == (leader_epoch + 1, partition_epoch + 2)
+
+
+def test_cancel_of_a_remove_only_move_keeps_the_leader_epoch(tmp_path: Path) -> None:
+    """[0,1,2] -> [0,1] waits while 1 is out of the ISR; its cancel (PartitionReassignmentRevert
+    of a move with no adding replicas) keeps R = [0,1,2]: no replica leaves, the leader 0
+    stays, so PartitionChangeBuilder does not bump the leader epoch."""
+    c = cluster(tmp_path)
+    c.fail_broker(1)
+    c.advance(10)  # 1 is fenced: out of the ISR
+    leader_epoch, partition_epoch = _epochs(c)
+    assert c.alter_partition_reassignments({T0: [0, 1]})[T0].ok
+    p = c.image.partition(T0)
+    assert p is not None and (p.replicas, p.removing, p.isr) == ((0, 1, 2), (2,), (0, 2))
+    assert c.alter_partition_reassignments({T0: None})[T0].ok
+    p = c.image.partition(T0)
+    assert p is not None and (p.replicas, p.is_reassigning) == ((0, 1, 2), False)
+    assert _epochs(c) == (leader_epoch, partition_epoch + 2)
+
+
+def test_isr_shrink_and_expand_keep_the_leader_epoch(tmp_path: Path) -> None:
+    """Follower 1 is fenced (out of the ISR) and comes back (into it): two records, each
+    bumping the partition epoch only. PartitionChangeBuilder.triggerLeaderEpochBumpForIsr-
+    ShrinkIfNeeded bumps on a shrink only below metadata version 3.6 (KAFKA-15021); an
+    expansion never did."""
+    c = cluster(tmp_path)
+    leader_epoch, partition_epoch = _epochs(c)
+    c.fail_broker(1)
+    c.advance(10)
+    p = c.image.partition(T0)
+    assert p is not None and p.isr == (0, 2) and p.leader == 0
+    assert _epochs(c) == (leader_epoch, partition_epoch + 1)
+    c.restore_broker(1)
+    run_until(c, lambda: 1 in c.image.partition(T0).isr)  # type: ignore[union-attr]
+    assert _epochs(c) == (leader_epoch, partition_epoch + 2)
+
+
+def test_leader_change_bumps_both_epochs_once(tmp_path: Path) -> None:
+    """The leader 0 is fenced: one record moves leadership and shrinks the ISR, and bumps the
+    leader epoch once (PartitionChangeBuilder.tryElection sets the leader; merge adds one);
+    the preferred election back bumps it again."""
+    c = cluster(tmp_path)
+    leader_epoch, partition_epoch = _epochs(c)
+    c.fail_broker(0)
+    c.advance(10)
+    p = c.image.partition(T0)
+    assert p is not None and p.leader == 1 and 0 not in p.isr
+    assert _epochs(c) == (leader_epoch + 1, partition_epoch + 1)
+    c.restore_broker(0)
+    run_until(c, lambda: 0 in c.image.partition(T0).isr)  # type: ignore[union-attr]
+    assert c.elect_leaders(ElectionType.PREFERRED, [T0]).results[T0].ok
+    assert _epochs(c) == (leader_epoch + 2, partition_epoch + 3)
+
+
+# -- completion without a live in-sync target replica (PartitionChangeBuilder.tryElection) -------
+def test_move_of_an_offline_partition_onto_its_in_sync_replica_completes_leaderless(
+        tmp_path: Path) -> None:
+    """Brokers 1, 2 then 0 fail: orders-0 is offline with ISR [0] (the last member stays, no
+    leader). A move to [0] has its whole target in sync, so
+    PartitionChangeBuilder.completeReassignmentIfNeeded completes it at once and tryElection
+    finds no acceptable leader: R = [0], no leader, the leader epoch bumped for the removed
+    1 and 2. Waiting instead would not have kept the partition any more available; it leads
+    again as soon as 0 is back."""
+    c = cluster(tmp_path)
+    for b in (1, 2):
+        c.fail_broker(b)
+    c.advance(10)
+    c.fail_broker(0)
+    c.advance(10)
+    offline = c.image.partition(T0)
+    assert offline is not None and (offline.isr, offline.leader) == ((0,), NO_LEADER)
+    assert c.alter_partition_reassignments({T0: [0]})[T0].ok
+    p = c.image.partition(T0)
+    assert p is not None
+    assert (p.replicas, p.isr, p.leader, p.is_reassigning) == ((0,), (0,), NO_LEADER, False)
+    assert p.leader_epoch == offline.leader_epoch + 1
+    assert T0 not in c.list_partition_reassignments()
+    c.restore_broker(0)
+    c.advance(1)
+    p = c.image.partition(T0)
+    assert p is not None and p.leader == 0
+

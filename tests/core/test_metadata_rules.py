@@ -716,11 +716,12 @@ def test_refused_retargets_say_what_would_be_lost_and_what_to_do() -> None:
 def test_retargeting_a_move_to_the_same_replicas_in_another_order_reorders_them() -> None:
     """The target's order is the new preferred order (ReplicationControlManager writes the
     target as given): a re-target of a move to the same replicas in another order is a
-    change, not an identical resubmit, and bumps the leader epoch once."""
+    change, not an identical resubmit; no replica leaves and the leader stays, so
+    PartitionChangeBuilder leaves the leader epoch alone (the partition epoch bumps)."""
     moving = PartitionRegistration((4, 2, 3, 1), (1, 2, 3), 1, 6, 8, (4,), (1,))
     live = frozenset({1, 2, 3, 4})
     q = pc.after(moving, _change(pc.start_reassignment(TP, moving, [2, 4, 3], live)))
-    assert q == PartitionRegistration((2, 4, 3, 1), (1, 2, 3), 1, 7, 9, (4,), (1,))
+    assert q == PartitionRegistration((2, 4, 3, 1), (1, 2, 3), 1, 6, 9, (4,), (1,))
     assert pc.start_reassignment(TP, q, [2, 4, 3], live) is None
 
 
