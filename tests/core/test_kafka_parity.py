@@ -4,15 +4,23 @@ named after its scenario and follows the Kafka class its docstring cites."""
 from __future__ import annotations
 
 from pathlib import Path
+from random import Random
+
+import pytest
+from kafka import KafkaAdminClient
 
 from controller_core import admin as words
 from controller_core import errors
 from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.errors import ApiResult
 from controller_core.metadata import partition_change as pc
-from controller_core.metadata.records import PartitionChangeRecord
+from controller_core.metadata.controller import Controller
+from controller_core.metadata.image import MetadataImage
+from controller_core.metadata.records import BrokerFencingRecord, PartitionChangeRecord, Record
 from controller_core.model import NO_LEADER, ElectionType, PartitionRegistration, TopicPartition
+from kraftsman.cli import main
 from tests.helpers import cluster, run_until, tp
+from tests.serve.harness import served
 
 TP = TopicPartition("orders", 0)
 T0 = tp("orders", 0)  # replicas [0, 1, 2], 10 MB, brokers fetch at 1 MB/s
@@ -267,3 +275,150 @@ def test_move_of_an_offline_partition_onto_its_in_sync_replica_completes_leaderl
     p = c.image.partition(T0)
     assert p is not None and p.leader == 0
 
+
+# -- manual assignments (ReplicationControlManager.validateManualPartitionAssignment) ------------
+class _Controller:
+    """A controller over an image of brokers 0-2 (2 fenced); ``log`` holds what it wrote."""
+
+    def __init__(self) -> None:
+        self.image = MetadataImage()
+        self.log: list[Record] = []
+        self.controller = Controller(self.image, self._emit)
+        for b in range(3):
+            self.controller.register_broker(b, None)
+        self.controller.fence_broker(2)
+
+    def _emit(self, record: Record) -> None:
+        self.image.apply(record)
+        self.log.append(record)
+
+    def create(self, assignment: list[list[int]], validate_only: bool = False) -> ApiResult:
+        return self.controller.create_topic("t", len(assignment), 0, rng=Random(0),
+                                            assignment=assignment, validate_only=validate_only)
+
+
+def test_manual_assignment_with_inconsistent_replica_counts_is_refused() -> None:
+    """ReplicationControlManager.createTopic checks each partition against the previous
+    one's replica count (validateManualPartitionAssignment): INVALID_REPLICA_ASSIGNMENT with
+    Kafka's words, naming the partition; nothing is written, not even in validate-only."""
+    h = _Controller()
+    for validate_only in (True, False):
+        out = h.create([[0, 1], [1, 0], [0]], validate_only)
+        assert out == ApiResult(
+            errors.INVALID_REPLICA_ASSIGNMENT,
+            "topic 't', partition 2: the manual partition assignment includes a partition with "
+            "1 replica(s), but this is not consistent with previous partitions, which have 2 "
+            "replica(s); give every partition the same number of replicas")
+    assert h.log[-1] == BrokerFencingRecord(2, True) and "t" not in h.image.topics
+    written = len(h.log)
+    assert h.create([[0, 1], [1, 2]], validate_only=True).ok and len(h.log) == written
+    assert h.create([[0, 1], [1, 2]]).ok
+    assert [p.replicas for p in h.image.topics["t"].partitions] == [(0, 1), (1, 2)]
+
+
+def test_manual_assignment_empty_unknown_or_repeated_broker_is_refused() -> None:
+    """validateManualPartitionAssignment's other refusals, in its order: an empty list; then,
+    over the ids in ascending order, the first not registered (a negative id is one) or seen
+    twice. Each is INVALID_REPLICA_ASSIGNMENT naming the partition and the broker."""
+    h = _Controller()
+    cases = {
+        "partition 1: the manual partition assignment includes an empty replica list; give "
+        "every partition at least one broker": [[0], []],
+        "partition 0: the manual partition assignment includes broker -1, but no such broker "
+        "is registered; the cluster has [0, 1, 2]": [[1, -1]],
+        "partition 0: the manual partition assignment includes the broker 1 more than once; "
+        "list each broker once": [[9, 1, 1]],
+        "partition 0: the manual partition assignment includes broker 9, but no such broker "
+        "is registered; the cluster has [0, 1, 2]": [[9, 9, 1]],
+        "all brokers specified in the manual partition assignment for partition 1 are fenced "
+        "[2]; assign live brokers": [[0], [2]],
+    }
+    for message, assignment in cases.items():
+        out = h.create(assignment)
+        assert out.error == errors.INVALID_REPLICA_ASSIGNMENT, (assignment, out)
+        assert out.message.endswith(message), (assignment, out.message)
+    assert "t" not in h.image.topics
+
+
+
+def test_validate_only_create_topic_checks_placement_and_writes_nothing() -> None:
+    """CreateTopics with validateOnly runs ReplicationControlManager.createTopic's checks and
+    drops the records: a replication factor above the live brokers is refused as usual, a
+    valid one answers OK, and neither writes a record nor draws from the cluster's seeded
+    RNG (a later placement is the one it would have been without the dry run)."""
+    h = _Controller()
+    rng = Random(7)
+    state, written = rng.getstate(), len(h.log)
+    too_many = h.controller.create_topic("auto", 2, 3, rng=rng, validate_only=True)
+    assert too_many.error == errors.INVALID_REPLICATION_FACTOR
+    assert h.controller.create_topic("auto", 2, 2, rng=rng, validate_only=True).ok
+    assert rng.getstate() == state and len(h.log) == written and "auto" not in h.image.topics
+
+class _Pairs:
+    """Assignments as (partition, replicas) pairs, so one partition can be given twice."""
+
+    def __init__(self, *pairs: tuple[int, list[int]]) -> None:
+        self.pairs = pairs
+
+    def items(self) -> tuple[tuple[int, list[int]], ...]:
+        return self.pairs
+
+
+def test_create_topics_over_the_wire_refuses_inconsistent_manual_assignments(
+        tmp_path: Path) -> None:
+    """`cluster serve`'s CreateTopics, driven by kafka-python, answers as a KRaft controller:
+    INVALID_REPLICA_ASSIGNMENT (39) for replica lists of different lengths, for a partition
+    given twice ("Found multiple manual partition assignments for partition 0"), for indexes
+    that are not 0..n-1, and for an empty list (not INVALID_REPLICATION_FACTOR); a consistent
+    one is created. validate_only refuses the same and creates nothing."""
+    with served(cluster(tmp_path), time_scale=0) as server:
+        admin = KafkaAdminClient(bootstrap_servers=server.bootstrap, request_timeout_ms=5000)
+        try:
+            def create(assignments: object, validate_only: bool = False) -> tuple[int, str]:
+                out = admin.create_topics({"t": {"assignments": assignments}},
+                                          validate_only=validate_only, raise_errors=False)
+                [topic] = out["topics"]
+                return topic["error_code"], topic["error_message"] or ""
+
+            for validate_only in (True, False):
+                code, message = create({0: [0, 1, 2], 1: [1, 2]}, validate_only)
+                assert code == 39 and "includes a partition with 2 replica(s), but this is not " \
+                    "consistent with previous partitions, which have 3 replica(s)" in message
+            assert create(_Pairs((0, [0, 1]), (0, [1, 2]))) == (
+                39, "Found multiple manual partition assignments for partition 0")
+            assert create({0: [0, 1], 2: [1, 2]}) == (
+                39, "partitions should be a consecutive 0-based integer sequence")
+            code, message = create({0: []})
+            assert code == 39 and "empty replica list" in message
+            assert "t" not in server.call(lambda: set(server.cluster.image.topics))
+            assert create({0: [0, 1], 1: [1, 2]}, validate_only=True) == (0, "")
+            assert "t" not in server.call(lambda: set(server.cluster.image.topics))
+            assert create({0: [0, 1], 1: [1, 2]}) == (0, "")
+            assert server.call(lambda: [p.replicas for p in server.cluster.image.topics[
+                "t"].partitions]) == [(0, 1), (1, 2)]
+        finally:
+            admin.close()
+
+
+def test_kafka_cluster_topic_with_inconsistent_manual_assignment_is_refused_by_apply(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`kraftsman apply` of a KafkaCluster whose topic assignment has lists of different
+    lengths (ReplicationControlManager.validateManualPartitionAssignment refuses those):
+    exit 2, one line naming the file, resource and field; no cluster is created."""
+    f = tmp_path / "c.yaml"
+    f.write_text("""
+apiVersion: kraftsman.io/v1alpha1
+kind: KafkaCluster
+metadata: {name: demo}
+spec:
+  embedded:
+    brokers: [{id: 0}, {id: 1}, {id: 2}]
+    topics: [{name: orders, partitions: 2, replicationFactor: 2, assignment: [[0, 1], [1]]}]
+""")
+    state = tmp_path / "state"
+    assert main(["apply", "-f", str(f), "--state-dir", str(state)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"error: {f}: KafkaCluster/demo: spec.embedded.topics[0]: assignment[1] "
+                   "must list 2 distinct brokers\n")
+    assert main(["describe", "cluster", "--state-dir", str(state)]) == 2
+    assert capsys.readouterr().err.startswith(f"error: no cluster in {state}")
