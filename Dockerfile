@@ -17,6 +17,10 @@ RUN apt-get update \
 COPY --from=build /install /usr/local
 # Read-only root filesystem at run time: no bytecode caches, unbuffered logs.
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+# Spark's classes, recorded once here (`kraftsman spark-archive`): the planner Job's JVM maps
+# them instead of loading them, which halves its start.
+ENV KRAFTSMAN_SPARK_CLASS_ARCHIVE=/usr/local/share/kraftsman/spark-classes.jsa
+RUN kraftsman spark-archive
 RUN groupadd --gid 65532 kraftsman \
  && useradd --uid 65532 --gid 65532 --no-create-home --shell /usr/sbin/nologin kraftsman \
  && mkdir -p /var/lib/kraftsman && chown 65532:65532 /var/lib/kraftsman

@@ -85,7 +85,8 @@ def prepare(req: PlanRequest) -> tuple[Snapshot, Goal]:
 
 def run(req: PlanRequest, session: Callable[[], Any] | None = None) -> PlanOutput:
     snapshot, goal = prepare(req)
-    spark = session() if session else make_session(req.master, req.spark_conf)
+    spark = session() if session else make_session(req.master, req.spark_conf,
+                                                   partitions=len(snapshot.partitions))
     result = run_plan(spark, req.snapshot_dir, snapshot, goal, PlanOptions(seed=req.seed))
     cluster = req.cluster_name or snapshot.cluster_name
     resources = render(result.moves, RenderOptions(

@@ -193,3 +193,9 @@ def test_the_image_carries_what_the_planner_job_runs() -> None:
     assert jre is not None and int(jre.group(1)) >= MIN_JAVA
     final_stage = text.rsplit("\nFROM ", 1)[1]
     assert "openjdk" in final_stage  # the runtime stage, not only the build stage
+    # the class archive is recorded at build, where the planner's JVM looks for it, and
+    # before the image drops root (the runtime root filesystem is read-only)
+    archive = re.search(r"ENV KRAFTSMAN_SPARK_CLASS_ARCHIVE=(\S+)", final_stage)
+    assert archive is not None and archive.group(1).startswith("/usr/local/")
+    recorded = final_stage.index("RUN kraftsman spark-archive")
+    assert archive.start() < recorded < final_stage.index("USER ")
