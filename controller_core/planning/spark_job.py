@@ -239,7 +239,7 @@ def _per_rack(df: Any, racks: int) -> list[float]:
 
 
 def _context(bal: Balancer, sources: set[int], dests: set[int], seed: int, choices: int,
-             mean_size: float) -> RoundContext:
+             mean_size: float, repair: bool = False) -> RoundContext:
     """The broker figures of this round for the scorer (small: shipped with the closure)."""
     import numpy as np
 
@@ -265,7 +265,8 @@ def _context(bal: Balancer, sources: set[int], dests: set[int], seed: int, choic
         is_source=np.array([b in sources for b in ids]),
         is_removed=np.array([b in bal.removed for b in ids]),
         dest_slots=np.array([i for i, b in enumerate(ids) if b in dests], dtype=np.int64),
-        seed=seed, choices=choices, mean_size=mean_size, relaxed=bal.relaxed)
+        seed=seed, choices=choices, mean_size=mean_size, relaxed=bal.relaxed, repair=repair,
+        changes=dict(bal.changed))
 
 
 _CANDIDATE_SCHEMA = (
@@ -352,9 +353,9 @@ def run_plan(spark: Any, snapshot_dir: Path, snapshot: Snapshot, goal: Goal,
     clock = _Stopwatch()
     broker_ids = snapshot.broker_ids()
     warm_up = _WorkerWarmUp(spark)
-    base = df = _load_table(spark, snapshot_dir)
+    base = _load_table(spark, snapshot_dir)
     clock.lap("load")
-    before = spark_loads(df, broker_ids)
+    before = spark_loads(base, broker_ids)
     clock.lap("loads before")
     removed = set(goal.brokers) if goal.kind == "remove-brokers" else set()
     new = set(goal.brokers) if goal.kind == "add-brokers" else set()
@@ -362,7 +363,7 @@ def run_plan(spark: Any, snapshot_dir: Path, snapshot: Snapshot, goal: Goal,
     totals = [float(sum(before[b][m] for b in broker_ids)) for m in range(5)]
     racks = {b.rack for b in snapshot.brokers if b.id in eligible}
     targets = compute_targets(snapshot.brokers, eligible, totals, options.weights,
-                              options.tolerance, _per_rack(df, len(racks)))
+                              options.tolerance, _per_rack(base, len(racks)))
     dests = new if goal.receivers_limited else eligible
     bal = Balancer(snapshot.brokers, {b: list(v) for b, v in before.items()}, targets,
                    dest_ids=dests, removed=removed, restriction=restriction(goal))
@@ -373,7 +374,7 @@ def run_plan(spark: Any, snapshot_dir: Path, snapshot: Snapshot, goal: Goal,
     start = last = objective(targets, bal.loads)
     repair = goal.moves_data and not goal.receivers_limited and not goal.drain_only and \
         bool(bal.racks) and \
-        df.filter(rack_dup).limit(1).count() > 0
+        base.filter(rack_dup).limit(1).count() > 0
     if goal.moves_data:
         widen = False
         for rnd in range(options.max_rounds):
@@ -383,18 +384,12 @@ def run_plan(spark: Any, snapshot_dir: Path, snapshot: Snapshot, goal: Goal,
             round_dests = dests if bal.receivers is None else dests & bal.receivers
             if (not sources or not round_dests) and not repair:
                 break
-            cond = rack_dup if repair else F.lit(False)
-            if sources:
-                cond = cond | F.arrays_overlap(
-                    "replicas", F.array(*[F.lit(b) for b in sorted(sources)]).cast("array<int>"))
-            rows = df.filter(cond)
             ctx = _context(bal, sources, round_dests, options.seed * 1_000_003 + rnd,
-                           options.choices, mean_size)
-            cands = _collect_candidates(rows, ctx, bal.source_caps(sources), False)
+                           options.choices, mean_size, repair)
+            cands = _collect_candidates(base, ctx, bal.source_caps(sources), False)
             t1 = time.monotonic()
             accepted = bal.run_round(cands)
             t2 = time.monotonic()
-            df = _with_changes(spark, base, bal.changed)
             now = objective(bal.targets, bal.loads)
             stats.append(RoundStat("replicas", rnd, len(sources), len(cands), accepted,
                                    time.monotonic() - t0, t2 - t1, now))
@@ -417,14 +412,12 @@ def run_plan(spark: Any, snapshot_dir: Path, snapshot: Snapshot, goal: Goal,
         bal.relaxed = widen
         if not sources or bal.receivers == set():
             break
-        rows = df.filter(F.col("leader").isin(sorted(sources)))
         ctx = _context(bal, sources, eligible, options.seed * 1_000_003 + 7919 + rnd,
                        options.choices, mean_size)
-        cands = _collect_candidates(rows, ctx, bal.source_caps(sources, True), True)
+        cands = _collect_candidates(base, ctx, bal.source_caps(sources, True), True)
         t1 = time.monotonic()
         accepted = bal.run_round(cands, leaders=True)
         t2 = time.monotonic()
-        df = _with_changes(spark, base, bal.changed)
         now = objective(bal.targets, bal.loads)
         stats.append(RoundStat("leaders", rnd, len(sources), len(cands), accepted,
                                time.monotonic() - t0, t2 - t1, now))
