@@ -1,6 +1,6 @@
 """KafkaRebalance's pure parts: the state machine (rebalance_flow.decide), the proposal
 ConfigMaps as the planner writes them (kraftsman.proposal), the planner Job the operator
-creates (rebalance_job) and the PartitionReassignments made from the proposal's documents."""
+creates (planner_job_spec) and the PartitionReassignments made from the proposal's documents."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from kraftsman.handlers.common import parse_spec
 from kraftsman.handlers.rebalance import ProposalError, active, reassignment_body
+from kraftsman.planner_job_spec import PlannerConfig, PlannerUnavailable, job_state, planner_job
 from kraftsman.proposal import proposal_config_maps
 from kraftsman.rebalance_flow import (
     ANNOTATION,
@@ -25,7 +26,6 @@ from kraftsman.rebalance_flow import (
     plan_digest,
     steps_of,
 )
-from kraftsman.rebalance_job import PlannerConfig, PlannerUnavailable, job_state, planner_job
 from kraftsman.resources import KafkaRebalanceSpec
 from kraftsman.status import KafkaRebalanceStatus
 

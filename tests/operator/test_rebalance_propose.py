@@ -40,8 +40,8 @@ from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.planning.fingerprint import admin_fingerprint
 from kraftsman.commands.plan import embedded_snapshot
 from kraftsman.handlers.runtime import embedded_cluster_dir
-from kraftsman.planner_job import ProposeError, check_goal_fits, goal_of, parse_rebalance
 from kraftsman.proposal import PART_LIMIT, data_patch, pack, resource_key
+from kraftsman.rebalance_propose import ProposeError, check_goal_fits, goal_of, parse_rebalance
 from kraftsman.resources import API_VERSION, GROUP, VERSION, PartitionReassignmentSpec
 
 pytest.importorskip("pyspark")
@@ -523,7 +523,7 @@ def test_no_credentials(tmp_path: Path) -> None:
 
 def test_refusals_by_the_api_name_the_rbac_fix() -> None:
     from kraftsman.kube_client import KubeError
-    from kraftsman.planner_job import _kube_problem
+    from kraftsman.rebalance_propose import _kube_problem
 
     what = "KafkaCluster team-a/x"
     assert str(_kube_problem(KubeError(403, "Forbidden"), what, "fix", "get on kafkaclusters")

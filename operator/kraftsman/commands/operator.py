@@ -103,7 +103,7 @@ def _run(args: argparse.Namespace) -> int:
     # kopf's own formatter: each message about a resource is prefixed with [namespace/name].
     kopf.configure(debug=args.log_level == "debug", quiet=args.log_level == "warning",
                    log_format=kopf.LogFormat.FULL, log_prefix=True)
-    from kraftsman.rebalance_job import PlannerConfig
+    from kraftsman.planner_job_spec import PlannerConfig
 
     planner = PlannerConfig(
         image=args.planner_image, service_account=args.planner_service_account,
