@@ -245,6 +245,36 @@ def test_schema_and_model_reject_the_same_bad_input(
         parse_resource(_cr(kind, spec))
 
 
+THROTTLED_KINDS = {
+    "PartitionReassignment": {**REF, "partitions": [{"topic": "t", "partition": 0,
+                                                     "replicas": [1]}]},
+    "KafkaRebalance": REF,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(THROTTLED_KINDS))
+@pytest.mark.parametrize(("throttle", "taken"), [
+    (-5, False), (0, False), (1, True), (2**63 - 1, True), (2**63, False)])
+def test_the_crd_and_the_model_take_exactly_the_throttles_the_brokers_take(
+        kind: str, throttle: int, taken: bool,
+        validate_cr: Callable[[dict[str, Any]], list[str]]) -> None:
+    """A broker takes a replication rate that is a Kafka LONG >= 0 (DynamicConfig.Broker);
+    0 stops replication, so a resource's throttle is 1 to Long.MAX_VALUE — checked at
+    admission by the schema's minimum/maximum, and by the model the CLI and operator parse
+    with."""
+    doc = _cr(kind, {**THROTTLED_KINDS[kind], "throttleBytesPerSecond": throttle})
+    errors = validate_cr(doc)
+    if taken:
+        assert errors == []
+        assert parse_resource(doc).spec.throttle_bytes_per_second == throttle
+        return
+    assert [e.split(":")[0] for e in errors] == ["spec.throttleBytesPerSecond"], errors
+    with pytest.raises(UsageError, match=r"spec\.throttleBytesPerSecond: .*; give a whole "
+                                         "number of bytes per second from 1 to "
+                                         "9223372036854775807, or leave the field out"):
+        parse_resource(doc)
+
+
 # Cross-field rules only CEL can express: present in the CRD, and the model agrees.
 CEL = [
     ("KafkaCluster", {}, "exactly one of spec.embedded or spec.bootstrapServers"),

@@ -455,6 +455,11 @@ def test_bad_goal_or_brokers(kube: Kube, kubeconfig: Path, tmp_path: Path, spec:
     ({"goal": "leader-balance", "balance": True}, "spec.balance: only with goal"),
     ({"goal": "rebalance", "maxConcurrentMoves": 0}, "spec.maxConcurrentMoves: Input should"),
     ({"goal": "rebalance", "throttle": 5}, "spec.throttle: unknown field"),
+    ({"goal": "rebalance", "throttleBytesPerSecond": 0}, "spec.throttleBytesPerSecond: Input "
+     "should be greater than or equal to 1; give a whole number of bytes per second from 1 to "
+     "9223372036854775807, or leave the field out for the default 50000000"),
+    ({"goal": "rebalance", "throttleBytesPerSecond": 2**63}, "spec.throttleBytesPerSecond: "
+     "Input should be less than or equal to 9223372036854775807; give a whole number"),
     ({"goal": "rebalance"}, None),
     ({"goal": "remove-brokers", "brokers": [3], "balance": True}, None),
 ])
