@@ -23,19 +23,26 @@ def kraftsman(*args: str) -> list[str]:
             *args]
 
 
-def test_serve_then_sigterm_checkpoints(tmp_path: Path) -> None:
-    state = tmp_path / "state"
+def serve(state: Path, *flags: str) -> tuple[subprocess.Popen[str], str]:
+    """The example cluster created in ``state`` and served by a subprocess: (it, bootstrap)."""
     assert subprocess.run(kraftsman("apply", "-f", str(ROOT / "examples" / "00-cluster.yaml"),
                                     "--state-dir", str(state)),
                           capture_output=True, timeout=120).returncode == 0
     proc = subprocess.Popen(kraftsman("cluster", "serve", "--state-dir", str(state),
-                                      "--listen", "127.0.0.1:0", "--time-scale", "0"),
+                                      "--listen", "127.0.0.1:0", *flags),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith("listening on "):
+        proc.kill()
+        raise AssertionError(f"cluster serve did not start: {line}{proc.communicate()[1]}")
+    return proc, line.split()[-1]
+
+
+def test_serve_then_sigterm_checkpoints(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    proc, bootstrap = serve(state, "--time-scale", "0")
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("listening on "), line
-        bootstrap = line.split()[-1]
         admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
         topic = admin.list_topics()[0]
         target = [b["broker_id"] for b in admin.describe_cluster()["brokers"]][-1:]
@@ -57,15 +64,8 @@ def test_a_clock_that_stops_stops_the_server_with_one_line(tmp_path: Path) -> No
     stops, and a server that no longer advances its cluster would leave every client
     waiting forever. So `cluster serve` exits 1 with one line naming the failure."""
     state = tmp_path / "state"
-    assert subprocess.run(kraftsman("apply", "-f", str(ROOT / "examples" / "00-cluster.yaml"),
-                                    "--state-dir", str(state)),
-                          capture_output=True, timeout=120).returncode == 0
-    proc = subprocess.Popen(kraftsman("cluster", "serve", "--state-dir", str(state),
-                                      "--listen", "127.0.0.1:0", "--checkpoint-every", "0.2"),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc, _ = serve(state, "--checkpoint-every", "0.2")
     try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().startswith("listening on ")
         shutil.rmtree(state)
         _, err = proc.communicate(timeout=60)
     finally:
