@@ -33,6 +33,9 @@ from controller_core.model import NO_LEADER, ElectionType, TopicPartition
 Emit = Callable[[Record], None]
 
 THROTTLE_RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+# Kafka's DynamicConfig.Broker defines both rates as LONG, atLeast(0): a rate is a whole
+# number of bytes/second from 0 to Long.MAX_VALUE (its default: unthrottled).
+MAX_THROTTLE_RATE = 2**63 - 1
 THROTTLE_REPLICA_KEYS = (
     "leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 # What kraftsman placed on a broker (orchestration/throttles.py): kept in the cluster, so an
@@ -306,6 +309,10 @@ class Controller:
                 if not value.isdigit():
                     return ApiResult(errors.INVALID_CONFIG,
                                      f"{key}={value!r}: must be a whole number of bytes/second")
+                if int(value) > MAX_THROTTLE_RATE:
+                    return ApiResult(errors.INVALID_CONFIG,
+                                     f"{key}={value!r}: must be at most {MAX_THROTTLE_RATE} "
+                                     "bytes/second (a LONG)")
             elif key in THROTTLE_REPLICA_KEYS and parse_throttled_replicas(value) is None:
                 return ApiResult(errors.INVALID_CONFIG,
                                  f"{key}={value!r}: expected '*' or 'partition:broker,...'")

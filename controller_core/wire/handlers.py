@@ -22,6 +22,7 @@ from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.errors import ApiResult, ErrorCode, KafkaApiError
 from controller_core.metadata.controller import (
     ALTERABLE_CONFIGS,
+    MAX_THROTTLE_RATE,
     THROTTLE_RATE_KEYS,
     THROTTLE_REPLICA_KEYS,
     format_throttled_replicas,
@@ -49,7 +50,7 @@ _ACL_BITS = {Operation.ALL: 2, Operation.CREATE: 5, Operation.ALTER: 7, Operatio
 # DescribeConfigs ConfigSource and ConfigType values.
 _SOURCE_TOPIC, _SOURCE_BROKER, _SOURCE_DEFAULT_BROKER, _SOURCE_DEFAULT = 1, 2, 3, 5
 # Kafka's defaults for the configs the embedded cluster lets you change.
-_DEFAULTS = {**dict.fromkeys(THROTTLE_RATE_KEYS, str(2**63 - 1)),
+_DEFAULTS = {**dict.fromkeys(THROTTLE_RATE_KEYS, str(MAX_THROTTLE_RATE)),
              **dict.fromkeys(THROTTLE_REPLICA_KEYS, "")}
 _TYPE_STRING, _TYPE_LONG, _TYPE_LIST = 2, 5, 7
 _RESOURCE_TYPES = {2: "TOPIC", 4: "BROKER"}

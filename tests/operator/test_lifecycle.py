@@ -11,6 +11,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 from harness import Api, OperatorThread, cond_is, condition
 from test_operator_kmock import CLUSTER, REF
 
@@ -130,6 +131,45 @@ async def test_replication_factor_change_and_absurd_throttle_are_warned(
     events = await api.wait_events("odd", "PlanWarning")
     kinds = [(e["type"], e["message"][:20]) for e in events if e["reason"] == "PlanWarning"]
     assert len(kinds) == 2 and all(t == "Warning" for t, _ in kinds)
+
+
+@pytest.mark.parametrize("throttle", [-5, 0, 2**63])
+async def test_a_throttle_the_brokers_would_refuse_moves_nothing(
+        api: Api, start_operator: Any, throttle: int) -> None:
+    """Without the CRD's minimum/maximum (the emulator checks no schema) the operator refuses
+    the spec itself: Degraded naming the field and the fix, and not a replica or a throttle
+    placed — the brokers (a Kafka LONG, atLeast(0)) would refuse the rate only after the
+    moves had started unthrottled."""
+    op = start_operator(time_scale=0.1)
+    await ready(api)
+    await api.create("PartitionReassignment", "bad", {
+        **REF, "partitions": moves(0), "throttleBytesPerSecond": throttle})
+    obj = await api.wait("PartitionReassignment", "bad",
+                         cond_is("Degraded", "True", "InvalidSpec"))
+    assert condition(obj, "Succeeded")["status"] == "False"
+    msg = condition(obj, "Degraded")["message"]
+    assert msg.startswith("spec.throttleBytesPerSecond: Input should be"), msg
+    assert msg.endswith("; give a whole number of bytes per second from 1 to "
+                        "9223372036854775807, or leave the field out for no throttle"), msg
+    assert await on_cluster(op, lambda c: c.list_partition_reassignments()) == {}
+    assert await on_cluster(op, throttles) == {}
+
+
+async def test_a_rebalance_with_a_throttle_the_brokers_would_refuse_is_invalid(
+        api: Api, start_operator: Any) -> None:
+    """Its proposal's PartitionReassignments would carry the throttle: refused before a
+    planner Job is started."""
+    start_operator()
+    await ready(api)
+    await api.create("KafkaRebalance", "rb", {**REF, "throttleBytesPerSecond": 2**63})
+    obj = await api.wait("KafkaRebalance", "rb", cond_is("Degraded", "True", "InvalidSpec"))
+    assert obj["status"]["phase"] == "Invalid"
+    msg = condition(obj, "Degraded")["message"]
+    assert "spec.throttleBytesPerSecond: Input should be less than or equal to " \
+        "9223372036854775807; give a whole number of bytes per second from 1 to " \
+        "9223372036854775807, or leave the field out for the default 50000000" in msg, msg
+    async with api.session.get(f"{api.base}/apis/batch/v1/jobs") as r:
+        assert (await r.json()).get("items") == []  # no planner Job
 
 
 # -- what the status says -------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import Any
 
 from controller_core.config import EmbeddedClusterSpec
 from controller_core.embedded.cluster import EmbeddedCluster
+from controller_core.metadata.controller import MAX_THROTTLE_RATE
 from controller_core.planning.goals import GOAL_KINDS, GoalError
 from controller_core.planning.pipeline import OutputError, PlanRequest
 from controller_core.planning.snapshot import Snapshot, SnapshotError
@@ -58,9 +59,10 @@ def register(sub: Any) -> None:
                    help="output directory (default ./kraftsman-plan)")
     p.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
     p.add_argument("--seed", type=int, default=0, help="seed; a fixed seed gives the same plan")
-    p.add_argument("--throttle", type=_positive_int, default=50_000_000, metavar="BYTES_PER_S",
+    p.add_argument("--throttle", default="50000000", metavar="BYTES_PER_S",
                    help="throttleBytesPerSecond of the resources, also used for the duration "
-                        "estimate (default 50000000; 0 = unthrottled)")
+                        f"estimate: 1 to {MAX_THROTTLE_RATE} (default 50000000; 0 = "
+                        "unthrottled)")
     p.add_argument("--max-concurrent-moves", type=_at_least_one, default=10, metavar="N",
                    help="maxConcurrentMoves of the resources: partitions moving at once "
                         "(default 10; also used for the duration estimate)")
@@ -120,7 +122,21 @@ def spark_conf(items: list[str]) -> dict[str, str]:
     return conf
 
 
+def throttle_of(text: str) -> int | None:
+    """``--throttle``: bytes/s the brokers accept (a Kafka LONG), or 0 for none. Checked
+    here rather than by argparse, so a bad value is one line (exit 2), before Spark starts."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= MAX_THROTTLE_RATE:
+        raise UsageError(f"--throttle {text}: give a whole number of bytes per second from 1 "
+                         f"to {MAX_THROTTLE_RATE}, or 0 for no throttle")
+    return value or None
+
+
 def run_plan(args: argparse.Namespace) -> int:
+    throttle = throttle_of(args.throttle)
     require_extra("plan", "plan")
     from controller_core.planning import pipeline
     from controller_core.planning.spark_job import JavaMissingError
@@ -128,7 +144,7 @@ def run_plan(args: argparse.Namespace) -> int:
     req = PlanRequest(
         snapshot_dir=args.snapshot, goal=list(args.goal), out=args.out, master=args.master,
         balance=args.balance,
-        seed=args.seed, throttle=args.throttle or None,
+        seed=args.seed, throttle=throttle,
         max_concurrent_moves=args.max_concurrent_moves,
         max_concurrent_moves_per_broker=args.max_concurrent_moves_per_broker,
         cluster_name=args.cluster_name, spark_conf=spark_conf(args.spark_conf),
