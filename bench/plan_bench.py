@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -59,10 +60,11 @@ def tree_cpu_seconds(root: int | None = None) -> float:
 
 
 def run_cli(snapshot: Path, goal: list[str], balance: bool, master: str | None
-            ) -> tuple[float, float]:
-    """Wall and CPU seconds of one `kraftsman plan` run, as a user starts it. The CPU of the
-    JVM and the Python workers is sampled while they live (they are not reaped by the
-    console script, so the kernel's child accounting misses them)."""
+            ) -> tuple[float, float, dict[str, Any]]:
+    """Wall and CPU seconds of one `kraftsman plan` run, as a user starts it, and the
+    summary of its report.json. The CPU of the JVM and the Python workers is sampled while
+    they live (the console script does not reap them, so the kernel's child accounting
+    misses them)."""
     out = Path(tempfile.mkdtemp(prefix="plan-bench-")) / "out"
     cmd = [str(Path(sys.executable).with_name("kraftsman")), "plan", "--snapshot",
            str(snapshot), "--goal", *goal, "--out", str(out)]
@@ -77,10 +79,11 @@ def run_cli(snapshot: Path, goal: list[str], balance: bool, master: str | None
         time.sleep(0.2)
     wall = time.monotonic() - t0
     err = proc.stderr.read().decode() if proc.stderr else ""
-    shutil.rmtree(out.parent, ignore_errors=True)
     if proc.returncode != 0:
         raise SystemExit(f"kraftsman plan exited {proc.returncode}:\n{err[-2000:]}")
-    return wall, sum(seen.values())
+    report = json.loads((out / "report.json").read_text())["summary"]
+    shutil.rmtree(out.parent, ignore_errors=True)
+    return wall, sum(seen.values()), report
 
 
 def tree_cpu(root: int, reaped: bool = False) -> dict[int, float]:
@@ -119,11 +122,23 @@ def cli_main(args: argparse.Namespace, goal_words: list[str]) -> None:
                                      size_sigma=1.0, empty=empty), d, overwrite=True)
         runs = []
         for i in range(args.repeat):
-            wall, cpu = run_cli(d, goal_words, args.balance, args.master_cli)
+            wall, cpu, report = run_cli(d, goal_words, args.balance, args.master_cli)
             la = os.getloadavg()[0]
             runs.append({"wall_s": wall, "cpu_s": cpu, "load_average": la})
             print(f"{case} {' '.join(goal_words)}: kraftsman plan run {i + 1}: {wall:.1f}s wall, "
                   f"{cpu:.1f} CPU s, load average {la:.1f} on {os.cpu_count()} cores")
+            if i == 0:
+                mom = report["maxOverMean"]
+                print("  max/mean before -> after: " + ", ".join(
+                    f"{k} {mom[k]['before']:.3f} -> {mom[k]['after']:.3f}"
+                    for k in ("disk_bytes", "replicas", "leaders")))
+                ratio = report["bytesToMoveOverLowerBound"]
+                print(f"  {report['partitionsInPlan']} partitions in the plan, "
+                      f"{report['replicasToMove']} replicas to copy, "
+                      + (f"{ratio:.3f}x" if ratio is not None else "n/a (no lower bound)")
+                      + " the bytes lower bound, "
+                      f"{len(report['violations'])} violations, {len(report['rounds'])} rounds")
+                runs[-1]["report"] = report
             sys.stdout.flush()
         med = statistics.median(r["wall_s"] for r in runs)
         print(f"{case}: median {med:.1f}s wall over {len(runs)} runs (min "

@@ -123,6 +123,9 @@ def make_session(master: str = "local[*]", conf: Mapping[str, str] | None = None
         # local workers must run this interpreter (it has numpy, pandas, pyarrow)
         os.environ["PYSPARK_PYTHON"] = sys.executable
     if master.startswith("local"):
+        # everything is on this machine: no address lookup, and no warning about it
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if master.startswith("local"):
         jvm = class_archive.use_options(java)
         if partitions is not None and partitions <= SHORT_PLAN_PARTITIONS:
             jvm.append("-XX:TieredStopAtLevel=1")
@@ -164,8 +167,16 @@ def _load_table(spark: Any, snapshot_dir: Path) -> Any:
     df = df.withColumn("orig_replicas", F.col("replicas")) \
         .withColumn("orig_leader", F.col("leader"))
     # one Arrow batch per Spark partition: a big table arrives in many small ones
-    return df.coalesce(max(2, spark.sparkContext.defaultParallelism * 2)) \
-        .localCheckpoint(eager=True)
+    return df.coalesce(2 * _parallelism(spark)).localCheckpoint(eager=True)
+
+
+def _parallelism(spark: Any) -> int:
+    return max(1, int(spark.sparkContext.defaultParallelism))
+
+
+def _batch_rows(spark: Any) -> int:
+    """Rows per Arrow batch, and so per Spark partition of a table made from Arrow."""
+    return max(1, int(spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")))
 
 
 def spark_loads(df: Any, broker_ids: Iterable[int]) -> dict[int, list[int]]:
@@ -197,8 +208,10 @@ class _WorkerWarmUp:
     the table load takes that out of the first round's path. Its failure is not the plan's:
     the first round's job reports whatever keeps workers from starting."""
 
-    def __init__(self, spark: Any) -> None:
-        slots = max(1, int(spark.sparkContext.defaultParallelism))
+    def __init__(self, spark: Any, rows: int) -> None:
+        # as many workers as a round's job runs at once (a small table is one batch, one task:
+        # a second warm-up task would only hold up the table load for a slot)
+        slots = min(_parallelism(spark), -(-rows // _batch_rows(spark)))
 
         def touch(batches: Iterable[Any]) -> Iterable[Any]:
             importlib.import_module("controller_core.planning.scoring")
@@ -352,7 +365,7 @@ def run_plan(spark: Any, snapshot_dir: Path, snapshot: Snapshot, goal: Goal,
     started = time.monotonic()
     clock = _Stopwatch()
     broker_ids = snapshot.broker_ids()
-    warm_up = _WorkerWarmUp(spark)
+    warm_up = _WorkerWarmUp(spark, len(snapshot.partitions))
     base = _load_table(spark, snapshot_dir)
     clock.lap("load")
     before = spark_loads(base, broker_ids)
