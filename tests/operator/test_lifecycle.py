@@ -153,6 +153,44 @@ async def test_a_reassignment_deleted_while_its_pass_runs_goes_away_when_the_pas
     await api.wait_gone("KafkaCluster", "demo", timeout=PROMPTLY)
 
 
+
+async def test_moves_in_flight_finish_while_the_cluster_deletion_waits_for_them(
+        api: Api, start_operator: Any) -> None:
+    """A deleted KafkaCluster waits for the reassignment that uses it, so that reassignment
+    must be able to finish: kopf runs no timer for a resource being deleted, and the
+    embedded cluster's clock would stand still with the move half done."""
+    start_operator(time_scale=5.0)  # 60 MB at 10 MB/s: ~1.2 s of wall time
+    await ready(api)
+    await api.create("PartitionReassignment", "move", {**REF, "partitions": moves(0)})
+    await api.wait("PartitionReassignment", "move", moving)
+    await api.delete("KafkaCluster", "demo")
+    await api.wait("KafkaCluster", "demo", cond_is("Ready", "False", "InUse"))
+    done = await api.wait("PartitionReassignment", "move", cond_is("Succeeded", "True"),
+                          timeout=PROMPTLY)
+    assert done["status"]["done"] == 1
+    await api.wait_gone("KafkaCluster", "demo", timeout=PROMPTLY)
+
+
+async def test_after_a_restart_a_cluster_whose_deletion_waits_still_serves_its_operations(
+        api: Api, start_operator: Any, tmp_path: Path) -> None:
+    """The operator restarts while a KafkaCluster's deletion waits for a reassignment in
+    flight. No timer opens a cluster being deleted, so the new operator must open it for
+    the reassignment: deleted now, it is rolled back (not skipped) and goes, then the
+    cluster goes."""
+    first = start_operator(state_dir=tmp_path / "volume", time_scale=0.01)
+    await ready(api)
+    await api.create("PartitionReassignment", "move", {**REF, "partitions": moves(0)})
+    await api.wait("PartitionReassignment", "move", moving)
+    await api.delete("KafkaCluster", "demo")
+    await api.wait("KafkaCluster", "demo", cond_is("Ready", "False", "InUse"))
+    await first.astop()
+    start_operator(state_dir=tmp_path / "volume", time_scale=0.01)
+    await api.delete("PartitionReassignment", "move")
+    await api.wait_gone("PartitionReassignment", "move", timeout=PROMPTLY)
+    events = await api.wait_events("move", "Cancelled")
+    assert "RollbackSkipped" not in {e["reason"] for e in events}
+    await api.wait_gone("KafkaCluster", "demo", timeout=PROMPTLY)
+
 # -- edits while a reassignment runs --------------------------------------------------------------
 
 async def test_a_partition_dropped_mid_flight_is_cancelled_and_its_throttles_removed(
