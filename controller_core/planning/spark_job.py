@@ -31,6 +31,8 @@ from controller_core.planning.objective import (
     DEFAULT_TOLERANCE,
     DEFAULT_WEIGHTS,
     DISK,
+    LEADER_METRICS,
+    REPLICA_METRICS,
     REPLICAS,
     Targets,
     check_assignment,
@@ -409,6 +411,10 @@ def run_plan(spark: Any, snapshot_dir: Path, snapshot: Snapshot, goal: Goal,
             if accepted == 0 and (widen or not new):
                 break
             if accepted and settled(last, now, start, options.min_round_gain, bal.receivers):
+                if not widen and new & bal.underloaded(REPLICA_METRICS):
+                    widen = True  # new brokers still short: fill them before settling
+                    last = now
+                    continue
                 bal.stalled = True
                 break
             last = now
@@ -437,6 +443,10 @@ def run_plan(spark: Any, snapshot_dir: Path, snapshot: Snapshot, goal: Goal,
         if accepted == 0 and (widen or not new):
             break
         if accepted and settled(last, now, start, options.min_round_gain, bal.receivers):
+            if not widen and new & bal.underloaded(LEADER_METRICS):
+                widen = True  # new brokers still short of leaders: fill them first
+                last = now
+                continue
             break
         last = now
         widen = widen or accepted == 0

@@ -194,6 +194,27 @@ def test_new_brokers_fill_on_a_cluster_whose_old_brokers_are_all_within_toleranc
         assert max_over_mean(res.loads_after, range(61), m) <= 1.03, m
 
 
+def test_five_new_brokers_of_a_thousand_fill_at_a_hundred_thousand_partitions(
+        spark: Any, tmp_path: Path) -> None:
+    """Issue 13 at its own size: 1,000 brokers on 3 racks, 100,000 evenly placed partitions
+    of 100 MB, brokers 995-999 new and empty. The plan was empty; each new broker must now
+    take its share (300 replicas, 30 GB) and nothing else may move."""
+    new = (995, 996, 997, 998, 999)
+    snap = make_snapshot(brokers=1000, partitions=100_000, seed=9, empty=new,
+                         round_robin=True, size_sigma=0.0, topics=100)
+    d = save(snap, tmp_path / "thousand")
+    snap, res = plan(spark, d, "add-brokers 995,996,997,998,999")
+    assert res.violations == []
+    copied = [m for m in res.moves if set(m.after) != set(m.before)]
+    assert copied and all(set(m.after) - set(m.before) <= set(new) for m in copied)
+    for b in new:
+        assert 294 <= res.loads_after[b][REPLICAS] <= 306, (b, res.loads_after[b])
+        assert res.loads_after[b][LEADERS] >= 90, (b, res.loads_after[b])
+    assert max_over_mean(res.loads_after, range(1000), REPLICAS) <= 1.03
+    assert lower_bound_bytes(res) > 0
+    assert res.bytes_moved <= 1.05 * lower_bound_bytes(res)
+
+
 def test_add_or_remove_with_balance_also_balances_the_other_brokers(
         spark: Any, skewed_dir: Path, added_dir: Path) -> None:
     # one broker of each rack leaves (removing one of a rack's three brokers would force its
