@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,20 @@ def test_default_priority_prefers_the_older_replica_and_never_ties() -> None:
     newer = [default_priority(started + 0.001) for _ in range(50)]
     assert min(older) > max(newer) > 0  # one millisecond later always stands by
     assert max(older) < 2**53  # exact in JSON (the peering object's status)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--planner-resources", "{cpu: 1}"], "--planner-resources: not JSON"),
+    (["--planner-resources", '{"limits": {"memory": "lots"}}'],
+     "--planner-resources: limits.memory 'lots' is not a Kubernetes quantity"),
+    (["--planner-resources", '{"claims": []}'],
+     "--planner-resources: an object with requests and/or limits"),
+    (["--planner-image-pull-secret", "Reg_Cred"],
+     "--planner-image-pull-secret 'Reg_Cred': not a Secret name"),
+])
+def test_bad_planner_job_settings_are_usage_errors(tmp_path: Path, argv: list[str],
+                                                   message: str) -> None:
+    """Refused when the operator starts, not when its first Job is refused by the API."""
+    args = parse("--state-dir", str(tmp_path), *argv)
+    with pytest.raises(UsageError, match=re.escape(message)):
+        args.handler(args)

@@ -276,6 +276,22 @@ async def test_embedded_cluster_on_an_emptydir_is_refused(api: Api, deployed: An
     assert "state.type=persistentVolumeClaim" in str(obj["status"]["conditions"])
 
 
+async def test_the_job_gets_the_charts_planner_resources_and_pull_secrets(
+        api: Api, deployed: Any, kubeconfig: Path, tmp_path: Path) -> None:
+    """From the chart's values through the operator's args to the Job's pod: the image is the
+    operator's, so are its pull secrets; the resources are planner.resources."""
+    big = {"requests": {"cpu": "1", "memory": "6Gi"}, "limits": {"cpu": "4", "memory": "6Gi"}}
+    op = await deployed(from_chart({**PVC, "imagePullSecrets": [{"name": "regcred"}],
+                                    "planner": {"resources": big}}))
+    await api.create("KafkaCluster", "demo", CLUSTER)
+    await api.wait("KafkaCluster", "demo", cond_is("Ready", "True"))
+    await api.create("KafkaRebalance", "rb", REBALANCE)
+    job = await Kubelet(api, op, kubeconfig, tmp_path).wait_job("rb-plan-1")
+    pod = job["spec"]["template"]["spec"]
+    assert pod["containers"][0]["resources"] == big
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+
+
 # ---------------------------------------------------------------- stopping a running rebalance
 # These tests are about what happens to the PartitionReassignments, not about the plan: the
 # proposal is written with the planner's own ConfigMap builder (kraftsman.proposal) instead of
