@@ -134,6 +134,7 @@ class PlannerConfig:
     resources: Mapping[str, Mapping[str, str]] = field(
         default_factory=lambda: copy.deepcopy(DEFAULT_RESOURCES))
     image_pull_secrets: tuple[str, ...] = ()  # the operator's own (the image is the same)
+    problem: str | None = None  # a --planner-* setting the operator could not use
 
     def job_namespace(self, rebalance_namespace: str) -> str:
         return self.namespace or rebalance_namespace
@@ -147,6 +148,10 @@ def planner_job(config: PlannerConfig, *, name: str, namespace: str, uid: str,
                 proposal_id: int, embedded: bool, spark_master: str | None) -> dict[str, Any]:
     """The batch/v1 Job that computes proposal ``proposal_id`` of KafkaRebalance
     ``namespace/name``."""
+    if config.problem:
+        raise PlannerUnavailable(
+            f"the operator's planner settings are invalid: {config.problem}; fix the chart "
+            "value (planner.resources, imagePullSecrets) and upgrade the release")
     if not config.image:
         raise PlannerUnavailable(
             "the operator was started without --planner-image, so it cannot start the planner "

@@ -173,6 +173,20 @@ def kafka_snapshot(req: ProposeRequest, cluster_name: str, spec: KafkaClusterSpe
 # the command
 
 
+def plan_request(spec: KafkaRebalanceSpec, goal: Goal, work: Path, *, master: str,
+                 cluster: str, spark_conf: dict[str, str]) -> Any:
+    """The `kraftsman plan` request of a KafkaRebalance: its snapshot in ``work/snapshot``,
+    output to ``work/plan``; ``throttleBytesPerSecond: 0`` plans unthrottled reassignments."""
+    from controller_core.planning import pipeline
+
+    words = [goal.kind] + ([",".join(map(str, goal.brokers))] if goal.brokers else [])
+    return pipeline.PlanRequest(
+        snapshot_dir=work / "snapshot", goal=words, out=work / "plan", balance=goal.balance,
+        master=master, throttle=spec.throttle_bytes_per_second or None,
+        max_concurrent_moves=spec.max_concurrent_moves, cluster_name=cluster,
+        spark_conf=spark_conf, max_partitions=spec.max_partitions_per_resource)
+
+
 def plan(req: ProposeRequest, name: str, spec: KafkaRebalanceSpec, snap: Snapshot,
          goal: Goal) -> tuple[dict[str, Any], list[str]]:
     """Run ``kraftsman plan``'s pipeline on ``snap`` in a temporary directory: the summary
@@ -187,12 +201,8 @@ def plan(req: ProposeRequest, name: str, spec: KafkaRebalanceSpec, snap: Snapsho
     master = req.master or spec.spark_master or "local[*]"
     with tempfile.TemporaryDirectory(prefix="kraftsman-propose-") as tmp:
         write_snapshot(snap, Path(tmp) / "snapshot")
-        words = [goal.kind] + ([",".join(map(str, goal.brokers))] if goal.brokers else [])
-        request = pipeline.PlanRequest(
-            snapshot_dir=Path(tmp) / "snapshot", goal=words, out=Path(tmp) / "plan",
-            balance=goal.balance, master=master, throttle=spec.throttle_bytes_per_second,
-            max_concurrent_moves=spec.max_concurrent_moves, cluster_name=snap.cluster_name,
-            spark_conf=req.spark_conf, max_partitions=spec.max_partitions_per_resource)
+        request = plan_request(spec, goal, Path(tmp), master=master,
+                               cluster=snap.cluster_name, spark_conf=req.spark_conf)
         try:
             out = pipeline.run(request)
         except JavaMissingError as e:

@@ -180,8 +180,9 @@ class KafkaRebalanceSpec(CamelModel):
     balance: bool = Field(default=False, description="add/remove-brokers: also balance the "
                           "other brokers in the same plan (`kraftsman plan --balance`).")
     throttle_bytes_per_second: int | None = Field(
-        default=50_000_000, ge=1, le=MAX_THROTTLE_RATE, description="Replication throttle "
-        "of the reassignments (bytes/s); the plan's ETA assumes it.")
+        default=50_000_000, ge=0, le=MAX_THROTTLE_RATE, description="Replication throttle "
+        "of the reassignments (bytes/s); the plan's ETA assumes it. 0: unthrottled (as "
+        "`kraftsman plan --throttle 0`).")
     max_concurrent_moves: int = Field(default=10, ge=1, description="Partitions moving at once "
                                       "in each reassignment.")
     max_partitions_per_resource: int = Field(
@@ -282,7 +283,8 @@ FIELD_FIXES = {
     ("PartitionReassignmentSpec", "spec.throttleBytesPerSecond"):
         f"give {_THROTTLE_RANGE}, or leave the field out for no throttle",
     ("KafkaRebalanceSpec", "spec.throttleBytesPerSecond"):
-        f"give {_THROTTLE_RANGE}, or leave the field out for the default 50000000",
+        f"give {_THROTTLE_RANGE}, 0 for none, or leave the field out for the default "
+        "50000000",
 }
 
 

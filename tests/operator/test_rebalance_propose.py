@@ -455,9 +455,10 @@ def test_bad_goal_or_brokers(kube: Kube, kubeconfig: Path, tmp_path: Path, spec:
     ({"goal": "leader-balance", "balance": True}, "spec.balance: only with goal"),
     ({"goal": "rebalance", "maxConcurrentMoves": 0}, "spec.maxConcurrentMoves: Input should"),
     ({"goal": "rebalance", "throttle": 5}, "spec.throttle: unknown field"),
-    ({"goal": "rebalance", "throttleBytesPerSecond": 0}, "spec.throttleBytesPerSecond: Input "
-     "should be greater than or equal to 1; give a whole number of bytes per second from 1 to "
-     "9223372036854775807, or leave the field out for the default 50000000"),
+    ({"goal": "rebalance", "throttleBytesPerSecond": -1}, "spec.throttleBytesPerSecond: Input "
+     "should be greater than or equal to 0; give a whole number of bytes per second from 1 to "
+     "9223372036854775807, 0 for none, or leave the field out for the default 50000000"),
+    ({"goal": "rebalance", "throttleBytesPerSecond": 0}, None),
     ({"goal": "rebalance", "throttleBytesPerSecond": 2**63}, "spec.throttleBytesPerSecond: "
      "Input should be less than or equal to 9223372036854775807; give a whole number"),
     ({"goal": "rebalance"}, None),
@@ -736,3 +737,20 @@ def test_kubeconfig_credentials_reach_the_client(tmp_path: Path) -> None:
                                               insecure=True), tmp_path)
     assert plain.ssl_ca_cert == "/ca.crt" and not plain.verify_ssl
     assert plain.get_api_key_with_prefix("authorization") is None
+
+
+@pytest.mark.parametrize(("throttle", "planned"), [(0, None), (1_000_000, 1_000_000)])
+def test_a_rebalance_throttle_of_zero_plans_unthrottled_reassignments(
+        tmp_path: Path, throttle: int, planned: int | None) -> None:
+    """KafkaRebalance's throttleBytesPerSecond has a default, so 0 is how a spec asks for
+    none: the plan is made as `kraftsman plan --throttle 0` makes it."""
+    from kraftsman.rebalance_propose import plan_request
+
+    doc = {"clusterRef": {"name": "c"}, "goal": "remove-brokers", "brokers": [3],
+           "balance": True, "throttleBytesPerSecond": throttle}
+    spec = parse_rebalance("r", doc)
+    req = plan_request(spec, goal_of("r", spec), tmp_path, master="local[2]", cluster="c",
+                       spark_conf={})
+    assert req.throttle == planned
+    assert req.goal == ["remove-brokers", "3"] and req.balance
+    assert req.snapshot_dir == tmp_path / "snapshot" and req.out == tmp_path / "plan"
