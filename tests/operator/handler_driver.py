@@ -60,6 +60,14 @@ class Driver:
                     return h.fn
         raise KeyError(f"no handler {id_} for {kind}")
 
+    async def stop(self) -> None:
+        """The operator stops: kopf runs the registry's cleanup handlers."""
+        for h in self.registry._activities.get_all_handlers():
+            if h.activity == "cleanup":  # kopf.Activity.CLEANUP (a StrEnum)
+                result = h.fn(logger=logging.getLogger("test"))
+                if asyncio.iscoroutine(result):
+                    await result
+
     def create(self, kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
         obj = {"apiVersion": API_VERSION, "kind": kind,
                "metadata": {"name": name, "namespace": "default", "uid": f"uid-{kind}-{name}",

@@ -6,6 +6,7 @@ same handlers under kopf."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -118,6 +119,46 @@ async def test_an_unused_embedded_cluster_is_stopped_and_its_state_removed(
                             "embedded cluster stopped and its state removed")
 
 
+async def test_a_stopping_operator_saves_its_embedded_clusters_where_they_stood(
+        tmp_path: Path) -> None:
+    d = Driver(tmp_path)  # checkpoints every hour: only closing saves the clock here
+    kc = await d.ready_cluster()
+    cluster = d.rt.clusters[("default", "demo")].cluster
+    d.now += 100
+    await d.call(kc, "reconcile")  # the cluster runs 100 s
+    stood = cluster.now
+    await d.stop()
+    assert d.rt.clusters == {}
+    again = Driver(tmp_path)  # the next operator process, on the same state volume
+    await again.ready_cluster()
+    assert again.rt.clusters[("default", "demo")].cluster.now == stood
+
+
+async def test_work_queued_on_a_cluster_being_closed_never_waits_forever(
+        tmp_path: Path) -> None:
+    """A pass that picked up the cluster before its KafkaCluster was deleted still gets its
+    turn (and finds the cluster closed) instead of waiting for the cluster's lock forever:
+    closing leaves the lock free. (Asked with a bounded wait: a worker thread blocked on the
+    lock could not be cancelled.)"""
+    d = Driver(tmp_path)
+    await d.ready_cluster()
+    opened = d.rt.clusters[("default", "demo")]
+    d.rt.close_cluster(("default", "demo"), remove_state=False, uid=None)
+    assert await asyncio.to_thread(opened.lock.acquire, timeout=5)
+    opened.lock.release()
+
+
+async def test_deleting_a_cluster_that_never_opened_is_released_at_once(
+        tmp_path: Path) -> None:
+    d = Driver(tmp_path)
+    kc = d.create("KafkaCluster", "demo", {"embedded": {"brokers": []}})
+    await d.call(kc, "reconcile")
+    assert kc["status"]["phase"] == "Invalid"
+    await d.call(kc, "teardown")  # nothing open, no state on the volume: nothing to wait for
+    assert d.events[-1] == ("Normal", "ClusterDeleted",
+                            "embedded cluster stopped and its state removed")
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServedCluster]:
     with served(embedded(tmp_path / "served"), time_scale=50) as s:
@@ -177,3 +218,23 @@ async def test_an_unreachable_cluster_is_degraded_and_retried_with_backoff(
     assert conds(kc)["Progressing"] == ("True", "Retrying", "retrying in 2s")
     assert len(d.events) == 1  # the same reason is not announced again
     assert d.rt.clusters == {}
+
+
+async def test_voters_of_a_bootstrap_servers_cluster_are_checked_against_its_nodes(
+        tmp_path: Path, server: ServedCluster) -> None:
+    """On a real cluster the nodes that may be voters are its brokers and the quorum's
+    replicas from DescribeQuorum (KIP-853: an unknown id cannot be added)."""
+    d = kafka_driver(tmp_path)
+    kc = d.create("KafkaCluster", "demo", {"bootstrapServers": server.bootstrap})
+    await d.call(kc, "reconcile")
+    kq = d.create("KafkaQuorum", "q", {**REF, "voters": [0, 1, 42]})
+    await d.call(kq, "reconcile")
+    assert kq["status"]["phase"] == "Invalid"
+    assert conds(kq)["Ready"] == (
+        "False", "UnknownNode", "spec.voters: unknown node id(s) [42]; nodes are [0, 1, 2, 3, "
+        "4, 5]; set spec.voters to live node ids (current voters: [0, 1, 2])")
+    d.set_spec(kq, {"voters": [0, 1]})
+    await d.call(kq, "reconcile")
+    st = kq["status"]
+    assert (st["phase"], st["nextStep"], st["currentVoters"]) == (
+        "Changing", "removing voter 2", [0, 1])

@@ -313,11 +313,11 @@ class RealClusterView:
 
 def test_a_real_cluster_s_live_nodes_are_unfenced_or_recently_caught_up(tmp_path: Path) -> None:
     q = quorum([replica(0, "Leader"), replica(1, "Follower", lag_ms=30_000),
-                replica(2, "Follower", lag_ms=30_001), replica(3, "Observer", lag_ms=-1)],
-               leader=7)
+                replica(2, "Follower", lag_ms=30_001), replica(3, "Observer", lag_ms=-1),
+                replica(4, "Follower", lag_ms=0)], leader=7)
     known, live = nodes_of(RealClusterView(), q)
     assert known == {0, 1, 2, 3, 4}
-    assert live == {0, 1, 7}
+    assert live == {0, 1, 4, 7}  # 4: fenced as a broker, but caught up just now
     c = embedded(tmp_path)
     assert nodes_of(c, c.describe_quorum()) == (c.quorum_node_ids(), c.live_quorum_nodes())
 
@@ -385,6 +385,9 @@ def test_an_embedded_cluster_is_opened_once_and_reopened_on_change(tmp_path: Pat
     reopened = rt.open_cluster(key, "u1", SPEC, "d2")
     assert reopened is not opened and rt.clusters[key] is reopened
     rt.close_all()
+    assert rt.clusters == {} and rt.cluster_dir(key, "u1").is_dir()
+    rt.open_cluster(key, "u1", SPEC, "d2")
+    rt.close_cluster(key, remove_state=False, uid="u1")  # closed, its state kept
     assert rt.clusters == {} and rt.cluster_dir(key, "u1").is_dir()
     rt.open_cluster(key, "u1", SPEC, "d2")
     rt.close_cluster(key, remove_state=True, uid="u1")
