@@ -80,6 +80,42 @@ async def test_a_reassignment_moves_in_batches_and_completes_with_its_milestones
     assert {tuple(p.replicas) for p in leaders} == {(3, 4, 5)}
 
 
+async def test_progress_mid_move_sums_the_rows_bytes_and_rounds_to_a_tenth(d: Driver) -> None:
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES,
+                                                    "maxConcurrentMoves": 6,
+                                                    "throttleBytesPerSecond": 700_000})
+    await d.tick(pr)
+    await d.tick(pr, 0.35)
+    st = pr["status"]
+    rows = st["partitions"]
+    assert (len(rows), st["partitionsOmitted"], st["moving"]) == (6, 0, 6)
+    assert sum(r["bytesMoved"] for r in rows) == st["bytesMoved"] > 0
+    assert all(r["bytesMoved"] == rows[0]["bytesMoved"] for r in rows)  # the same throttle
+    assert st["percent"] == round(100 * st["bytesMoved"] / 18_000_000, 1) == 4.1
+    assert st["progress"] == "4.1%"
+    assert st["etaSeconds"] > 0 and st["etaSeconds"] == round(st["etaSeconds"], 1)
+
+
+async def test_a_replica_without_a_log_yet_counts_as_nothing_copied(
+        d: Driver, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DescribeLogDirs (the kafka backend) leaves out a replica whose broker has not created
+    its log yet; its row counts the other adding replicas' bytes."""
+    cluster = d.rt.clusters[("default", "demo")].cluster
+    sizes = cluster.replica_log_sizes
+
+    def no_log_on_broker_5(replicas: Any) -> dict[Any, int]:
+        return {k: v for k, v in sizes(replicas).items() if k[1] != 5}
+
+    monkeypatch.setattr(cluster, "replica_log_sizes", no_log_on_broker_5)
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES[:1]})
+    await d.tick(pr)
+    await d.tick(pr, 0.5)
+    (row,) = pr["status"]["partitions"]
+    copied = sizes([(TP0, 3), (TP0, 4)])
+    assert row["addingReplicas"] == [3, 4, 5]
+    assert row["bytesMoved"] == copied[(TP0, 3)] + copied[(TP0, 4)] > 0
+
+
 async def test_a_finished_reassignment_writes_nothing_more(d: Driver) -> None:
     pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES[:1]})
     await run_until(d, pr, {"Completed"})
@@ -311,6 +347,8 @@ async def test_a_move_ended_by_another_tool_fails_the_reassignment_and_degrades(
     failed = [r for r in st["partitions"] if r["state"] == "Failed"]
     assert failed[0]["error"] == "REASSIGNMENT_FAILED" and failed[0]["addingReplicas"] == []
     assert failed[0]["removingReplicas"] == [] and failed[0]["partition"] == 0
+    assert failed[0]["currentReplicas"] == [0, 1, 2]  # what it was before the move
+    assert failed[0]["bytesMoved"] is None and failed[0]["bytesToMove"] == 3_000_000
     assert "orders-0: the move ended outside kraftsman" in failed[0]["message"]
     assert ("Failed", succeeded[2], True) in outbox(pr)
     await d.tick(pr)
