@@ -105,6 +105,27 @@ def test_a_saved_state_without_the_spec_it_ran_for_starts_afresh(tmp_path: Path)
     assert [p.error.name for p in problems] == ["REASSIGNMENT_IN_PROGRESS"]
 
 
+def test_a_changed_plan_cancels_its_own_dropped_move_beside_another_tool_s(
+        tmp_path: Path) -> None:
+    """The run's saved state says which moves in flight are its own: with another tool's
+    reassignment in flight too, the previous plan could not be taken up afresh (it would be
+    refused as overlapping), yet its dropped move is still cancelled (KIP-455). The new plan
+    then waits for the other tool's move, as ReassignPartitionsCommand refuses a plan while a
+    reassignment it did not start is in progress."""
+    c = embedded(tmp_path)
+    spec = preas([(0, [3, 4, 5]), (1, [3, 4, 5])], maxConcurrentMoves=1)
+    ex, _, _ = executor_for(c, spec, None, None)
+    ex.step()
+    assert set(c.list_partition_reassignments()) == {TP0}
+    state = ex.state.model_dump(mode="json")
+    other = TopicPartition("orders", 5)
+    c.alter_partition_reassignments({other: [3, 4, 5]})  # another tool
+    _, problems, retargeted = executor_for(c, preas([(1, [3, 4, 5])]), state, spec)
+    assert retargeted is True
+    assert set(c.list_partition_reassignments()) == {other}  # orders-0 rolled back
+    assert [(p.tp, p.error.name) for p in problems] == [(other, "REASSIGNMENT_IN_PROGRESS")]
+
+
 def test_executor_for_a_dry_run_or_a_cancel(tmp_path: Path) -> None:
     c = embedded(tmp_path)
     ex, problems, _ = executor_for(c, preas([(0, [3, 4, 5])], dryRun=True), None, None)
@@ -308,7 +329,8 @@ class RealClusterView:
     """What a kafka-backend admin answers DescribeCluster with (the rest is not asked)."""
 
     def describe_cluster(self) -> Description:
-        return Description([Broker(0, False), Broker(1, True), Broker(4, True)])
+        return Description([Broker(0, False), Broker(1, True), Broker(4, True),
+                            Broker(5, False)])
 
 
 def test_a_real_cluster_s_live_nodes_are_unfenced_or_recently_caught_up(tmp_path: Path) -> None:
@@ -316,8 +338,8 @@ def test_a_real_cluster_s_live_nodes_are_unfenced_or_recently_caught_up(tmp_path
                 replica(2, "Follower", lag_ms=30_001), replica(3, "Observer", lag_ms=-1),
                 replica(4, "Follower", lag_ms=0)], leader=7)
     known, live = nodes_of(RealClusterView(), q)
-    assert known == {0, 1, 2, 3, 4}
-    assert live == {0, 1, 4, 7}  # 4: fenced as a broker, but caught up just now
+    assert known == {0, 1, 2, 3, 4, 5}
+    assert live == {0, 1, 4, 5, 7}  # 4: fenced as a broker, but caught up just now
     c = embedded(tmp_path)
     assert nodes_of(c, c.describe_quorum()) == (c.quorum_node_ids(), c.live_quorum_nodes())
 
