@@ -7,6 +7,7 @@ same handlers under kopf."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import pytest
 from handler_driver import REF, Driver
 
 from controller_core.backends import RetryPolicy
+from kraftsman.handlers import runtime
 from tests.helpers import cluster as embedded
 from tests.serve.harness import ServedCluster, served
 
@@ -146,6 +148,51 @@ async def test_work_queued_on_a_cluster_being_closed_never_waits_forever(
     d.rt.close_cluster(("default", "demo"), remove_state=False, uid=None)
     assert await asyncio.to_thread(opened.lock.acquire, timeout=5)
     opened.lock.release()
+
+
+async def test_a_cluster_is_closed_under_its_lock(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """No pass works on the cluster while it closes (passes run under the same lock)."""
+    d = Driver(tmp_path)
+    await d.ready_cluster()
+    opened = d.rt.clusters[("default", "demo")]
+    close = opened.cluster.close
+    locked_while_closing: list[bool] = []
+
+    def recording_close() -> None:
+        locked_while_closing.append(opened.lock.locked())
+        close()
+
+    monkeypatch.setattr(opened.cluster, "close", recording_close)
+    d.rt.close_cluster(("default", "demo"), remove_state=False, uid=None)
+    assert locked_while_closing == [True]
+
+
+async def test_closing_gives_up_waiting_for_a_hung_pass(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass that never ends does not stop the cluster's deletion (or the operator's
+    shutdown) for good: closing waits CLOSE_WAIT_SECONDS for it, then closes anyway."""
+    monkeypatch.setattr(runtime, "CLOSE_WAIT_SECONDS", 0.05)
+    d = Driver(tmp_path)
+    await d.ready_cluster()
+    opened = d.rt.clusters[("default", "demo")]
+    order: list[str] = []
+    close = opened.cluster.close
+    monkeypatch.setattr(opened.cluster, "close", lambda: (order.append("closed"), close()))
+    holding, let_go = threading.Event(), threading.Event()
+
+    def hung(_: Any) -> None:
+        holding.set()
+        let_go.wait(5)  # bounded: were closing to wait for it, the test still ends
+        order.append("pass ended")
+
+    stuck = asyncio.create_task(d.rt.run(opened, hung))
+    assert await asyncio.to_thread(holding.wait, 5)
+    await asyncio.to_thread(d.rt.close_cluster, ("default", "demo"), remove_state=False,
+                            uid=None)
+    let_go.set()
+    await stuck
+    assert order == ["closed", "pass ended"]
 
 
 async def test_deleting_a_cluster_that_never_opened_is_released_at_once(

@@ -41,6 +41,9 @@ def _safe(part: str) -> str:
 
 
 Backend = EmbeddedCluster | KafkaAdmin
+# How long closing a cluster waits for a pass working on it (a hung worker must not stop a
+# KafkaCluster's deletion, or the operator's shutdown, for good).
+CLOSE_WAIT_SECONDS = 10.0
 # The kafka backend's retries per admin call: short enough that a timer pass does not sit on
 # an unreachable cluster for long (the next pass tries again, with backoff).
 KAFKA_RETRY = RetryPolicy(total_seconds=10.0)
@@ -178,7 +181,7 @@ class Runtime:
         current = self.clusters.pop(key, None)
         if current is not None:
             # Not under an operation running in a worker thread (bounded: never hang here).
-            locked = current.lock.acquire(timeout=10)
+            locked = current.lock.acquire(timeout=CLOSE_WAIT_SECONDS)
             try:
                 current.cluster.close()
             finally:
