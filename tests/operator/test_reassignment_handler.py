@@ -91,9 +91,45 @@ async def test_progress_mid_move_sums_the_rows_bytes_and_rounds_to_a_tenth(d: Dr
     assert (len(rows), st["partitionsOmitted"], st["moving"]) == (6, 0, 6)
     assert sum(r["bytesMoved"] for r in rows) == st["bytesMoved"] > 0
     assert all(r["bytesMoved"] == rows[0]["bytesMoved"] for r in rows)  # the same throttle
+    # 0.35 s at the 700,000 B/s throttle into each of brokers 3, 4 and 5 (whole messages)
+    assert st["bytesMoved"] == 734_994
     assert st["percent"] == round(100 * st["bytesMoved"] / 18_000_000, 1) == 4.1
     assert st["progress"] == "4.1%"
-    assert st["etaSeconds"] > 0 and st["etaSeconds"] == round(st["etaSeconds"], 1)
+    assert st["etaSeconds"] == 8.2  # 17,265,006 bytes left at 2.1 MB/s, to a tenth
+
+
+async def test_a_move_that_keeps_some_replicas_adds_and_removes_only_the_others(
+        d: Driver) -> None:
+    """As Kafka's PartitionReassignmentReplicas: adding = target - original, removing =
+    original - target, and the replica set while moving is the original plus the adding."""
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": [
+        {"topic": "orders", "partition": 0, "replicas": [0, 1, 3]}]})
+    await d.tick(pr)
+    await d.tick(pr, 0.5)
+    (row,) = pr["status"]["partitions"]
+    assert (row["currentReplicas"], row["targetReplicas"]) == ([0, 1, 2, 3], [0, 1, 3])
+    assert (row["addingReplicas"], row["removingReplicas"]) == ([3], [2])
+    copied = d.rt.clusters[("default", "demo")].cluster.replica_log_sizes([(TP0, 3)])
+    assert row["bytesToMove"] == 1_000_000 and row["bytesMoved"] == copied[(TP0, 3)] > 0
+
+
+async def test_a_restarted_operator_still_reports_a_partition_that_failed_before(
+        d: Driver, tmp_path: Path) -> None:
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES[:2]})
+    await d.tick(pr)
+    cluster = d.rt.clusters[("default", "demo")].cluster
+    cluster.alter_partition_reassignments({TP0: None})  # someone cancels one move
+    await d.tick(pr, 0.1)
+    assert (pr["status"]["phase"], pr["status"]["counts"]["failed"]) == ("Moving", 1)
+    fresh = Driver(tmp_path)  # a new operator process: the executor is rebuilt from status
+    fresh.objects, fresh.now = d.objects, d.now
+    await fresh.tick(pr, 0.1)
+    st = pr["status"]
+    assert (st["phase"], st["counts"]["failed"], st["counts"]["moving"]) == ("Moving", 1, 1)
+    failed = [r for r in st["partitions"] if r["state"] == "Failed"]
+    assert [(r["partition"], r["error"], r["addingReplicas"]) for r in failed] == [
+        (0, "REASSIGNMENT_FAILED", [])]
+    assert "orders-0: the move ended outside kraftsman" in failed[0]["message"]
 
 
 async def test_a_replica_without_a_log_yet_counts_as_nothing_copied(
