@@ -17,6 +17,7 @@ import pytest
 from handler_driver import REF, Driver
 
 from controller_core.backends import RetryPolicy
+from controller_core.wire.auth import AuthFile, Authorizer
 from kraftsman.handlers import runtime
 from tests.helpers import cluster as embedded
 from tests.serve.harness import ServedCluster, served
@@ -145,7 +146,7 @@ async def test_work_queued_on_a_cluster_being_closed_never_waits_forever(
     d = Driver(tmp_path)
     await d.ready_cluster()
     opened = d.rt.clusters[("default", "demo")]
-    d.rt.close_cluster(("default", "demo"), remove_state=False, uid=None)
+    d.rt.close_cluster(("default", "demo"))
     assert await asyncio.to_thread(opened.lock.acquire, timeout=5)
     opened.lock.release()
 
@@ -164,7 +165,7 @@ async def test_a_cluster_is_closed_under_its_lock(tmp_path: Path,
         close()
 
     monkeypatch.setattr(opened.cluster, "close", recording_close)
-    d.rt.close_cluster(("default", "demo"), remove_state=False, uid=None)
+    d.rt.close_cluster(("default", "demo"))
     assert locked_while_closing == [True]
 
 
@@ -188,8 +189,7 @@ async def test_closing_gives_up_waiting_for_a_hung_pass(tmp_path: Path,
 
     stuck = asyncio.create_task(d.rt.run(opened, hung))
     assert await asyncio.to_thread(holding.wait, 5)
-    await asyncio.to_thread(d.rt.close_cluster, ("default", "demo"), remove_state=False,
-                            uid=None)
+    await asyncio.to_thread(d.rt.close_cluster, ("default", "demo"))
     let_go.set()
     await stuck
     assert order == ["closed", "pass ended"]
@@ -285,3 +285,53 @@ async def test_voters_of_a_bootstrap_servers_cluster_are_checked_against_its_nod
     st = kq["status"]
     assert (st["phase"], st["nextStep"], st["currentVoters"]) == (
         "Changing", "removing voter 2", [0, 1])
+
+
+async def test_a_real_cluster_without_a_controller_is_unavailable(
+        tmp_path: Path, server: ServedCluster) -> None:
+    d = kafka_driver(tmp_path)
+    kc = d.create("KafkaCluster", "real", {"bootstrapServers": server.bootstrap})
+    await d.call(kc, "reconcile")
+    for node in (0, 1, 2):
+        server.call(lambda node=node: server.cluster.fail_controller(node))
+    d.now += 5
+    await d.call(kc, "reconcile")
+    assert kc["status"]["phase"] == "Degraded"
+    reason, message = conds(kc)["Degraded"][1:]
+    assert reason == "ClusterUnavailable" and message.startswith("NOT_CONTROLLER: ")
+    assert d.events[-1] == ("Warning", "ClusterUnavailable", message)
+    await d.call(kc, "teardown")
+
+
+async def test_changed_bootstrap_servers_connect_anew_and_close_the_old_connection(
+        tmp_path: Path, server: ServedCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    d = kafka_driver(tmp_path)
+    kc = d.create("KafkaCluster", "real", {"bootstrapServers": server.bootstrap})
+    await d.call(kc, "reconcile")
+    old = d.rt.clusters[("default", "real")]
+    assert old.opened_at == d.now  # the Secret is looked at again 30 s from here
+    closed: list[bool] = []
+    close = old.cluster.close
+    monkeypatch.setattr(old.cluster, "close", lambda: (closed.append(True), close()))
+    with served(embedded(tmp_path / "other"), time_scale=50) as other:
+        d.set_spec(kc, {"bootstrapServers": other.bootstrap})
+        await d.call(kc, "reconcile")
+        assert closed == [True] and d.rt.clusters[("default", "real")] is not old
+        other_id = other.call(lambda: other.cluster.describe_cluster().cluster_id)
+        assert kc["status"]["clusterId"] == other_id
+        assert conds(kc)["Ready"][2].endswith(f"(via {other.bootstrap})")
+        await d.call(kc, "teardown")
+
+
+def test_a_real_cluster_is_reached_with_the_credentials_of_its_secret(tmp_path: Path) -> None:
+    auth = Authorizer.from_file(AuthFile.model_validate({
+        "users": [{"name": "admin", "password": "pw-1"}],
+        "acls": [{"principal": "User:admin", "operations": ["ALTER"]}]}))
+    with served(embedded(tmp_path / "c"), auth, time_scale=50) as s:
+        rt = kafka_driver(tmp_path).rt
+        secret = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                  "sasl.username": "admin", "sasl.password": "pw-1"}
+        opened = rt.open_kafka(("default", "sasl"), "u", s.bootstrap, secret, "d")
+        served_id = s.call(lambda: s.cluster.describe_cluster().cluster_id)
+        assert opened.cluster.describe_cluster().cluster_id == served_id
+        rt.close_all()

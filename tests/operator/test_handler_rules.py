@@ -409,10 +409,7 @@ def test_an_embedded_cluster_is_opened_once_and_reopened_on_change(tmp_path: Pat
     rt.close_all()
     assert rt.clusters == {} and rt.cluster_dir(key, "u1").is_dir()
     rt.open_cluster(key, "u1", SPEC, "d2")
-    rt.close_cluster(key, remove_state=False, uid="u1")  # closed, its state kept
-    assert rt.clusters == {} and rt.cluster_dir(key, "u1").is_dir()
-    rt.open_cluster(key, "u1", SPEC, "d2")
-    rt.close_cluster(key, remove_state=True, uid="u1")
+    rt.close_cluster(key, remove_state_of="u1")
     assert not rt.cluster_dir(key, "u1").exists()
 
 

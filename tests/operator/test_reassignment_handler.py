@@ -9,7 +9,7 @@ from typing import Any
 
 import kopf
 import pytest
-from handler_driver import REF, Driver, condition, outbox
+from handler_driver import CLUSTER, REF, Driver, condition, outbox
 
 from controller_core.model import TopicPartition
 from kraftsman.handlers.opstate import saved_state
@@ -330,6 +330,53 @@ async def test_a_throttle_too_low_for_a_week_and_a_replication_factor_change_war
     assert pr["status"]["warnings"] == warnings[:1]
 
 
+async def test_a_throttle_changed_mid_run_is_judged_by_the_bytes_still_to_move(
+        d: Driver) -> None:
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES,
+                                                    "maxConcurrentMoves": 1,
+                                                    "throttleBytesPerSecond": 10_000_000})
+    await run_until_done(d, pr, 1)
+    d.set_spec(pr, {"throttleBytesPerSecond": 1})
+    await d.tick(pr, 0.01)
+    assert pr["status"]["warnings"] == [
+        "spec.throttleBytesPerSecond: 1 B/s moves the 15000000 bytes left in ~174 days; "
+        "raise the throttle"]  # 18 MB planned, 3 MB of them moved
+
+
+async def run_until_done(d: Driver, obj: dict[str, Any], done: int, limit: int = 40) -> None:
+    for _ in range(limit):
+        await d.tick(obj, 0.1)
+        if obj["status"].get("done", 0) >= done:
+            return
+    raise AssertionError(f"never {done} done: {obj['status']}")
+
+
+# One partition of each size, so that moving it onto one new broker at 1 B/s takes exactly
+# a week (604,800 s) or 7.5 days (648,000 s).
+WEEK = {"embedded": {**CLUSTER["embedded"], "topics": [
+    {"name": name, "partitions": 1, "replicationFactor": 3, "assignment": [[0, 1, 2]],
+     "sizeBytesPerPartition": size} for name, size in (("week", 604_800),
+                                                       ("longer", 648_000))]}}
+
+
+async def test_a_throttle_is_warned_about_past_a_week_in_rounded_days(tmp_path: Path) -> None:
+    d = Driver(tmp_path)
+    await d.ready_cluster(spec=WEEK)
+    week = d.create("PartitionReassignment", "week", {**REF, "throttleBytesPerSecond": 1,
+                                                      "partitions": [{"topic": "week",
+                                                                      "partition": 0,
+                                                                      "replicas": [0, 1, 3]}]})
+    await d.tick(week)
+    assert week["status"]["warnings"] == []  # a week exactly is not more than a week
+    longer = d.create("PartitionReassignment", "longer", {
+        **REF, "throttleBytesPerSecond": 1, "additional": True,  # beside the first one
+        "partitions": [{"topic": "longer", "partition": 0, "replicas": [0, 1, 3]}]})
+    await d.tick(longer)
+    assert longer["status"]["warnings"] == [
+        "spec.throttleBytesPerSecond: 1 B/s moves the 648000 bytes left in ~8 days; raise "
+        "the throttle"]  # 7.5 days
+
+
 async def test_more_than_five_replication_factor_changes_are_summed_up(d: Driver) -> None:
     moves = [{"topic": "orders", "partition": p, "replicas": [3, 4]} for p in range(6)]
     pr = d.create("PartitionReassignment", "move", {**REF, "partitions": moves})
@@ -449,7 +496,7 @@ async def test_deleting_a_finished_or_dry_run_reassignment_releases_at_once(d: D
 async def test_deleting_when_the_cluster_is_gone_skips_the_rollback(d: Driver) -> None:
     pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES})
     await d.tick(pr)
-    d.rt.close_cluster(("default", "demo"), remove_state=False, uid=None)
+    d.rt.close_cluster(("default", "demo"))
     with pytest.raises(kopf.TemporaryError, match="waiting for KafkaCluster demo to roll back"):
         await d.call(pr, "rollback")  # the KafkaCluster still exists: wait for it
     d.delete(d.objects[("KafkaCluster", "demo")])

@@ -43,7 +43,7 @@ Pending = list[Any]  # [seq, reason, message, warning]
 
 def encode(doc: Mapping[str, Any]) -> str:
     return PREFIX + base64.b64encode(zlib.compress(
-        orjson.dumps(_pack(doc), option=orjson.OPT_SORT_KEYS), 6)).decode()
+        orjson.dumps(_pack(doc), option=orjson.OPT_SORT_KEYS))).decode()
 
 
 _PAIR = re.compile(r"^\d+:\d+$")

@@ -52,7 +52,8 @@ KAFKA_RETRY = RetryPolicy(total_seconds=10.0)
 @dataclass
 class OpenCluster:
     """One cluster the operator talks to. ``cluster`` is the ClusterAdmin: the in-process
-    EmbeddedCluster, or a KafkaAdmin connected to a real cluster (``backend == "kafka"``)."""
+    EmbeddedCluster, or a KafkaAdmin connected to a real cluster. ``last_wall`` and
+    ``last_checkpoint`` run an embedded cluster's clock; ``opened_at`` dates a connection."""
 
     cluster: Backend
     spec_digest: str
@@ -60,7 +61,6 @@ class OpenCluster:
     lock: threading.Lock = field(default_factory=threading.Lock)
     last_wall: float = 0.0
     last_checkpoint: float = 0.0
-    backend: str = "embedded"
     opened_at: float = 0.0
 
     @property
@@ -162,22 +162,19 @@ class Runtime:
 
     def open_kafka(self, key: ClusterKey, uid: str, bootstrap_servers: str,
                    secret_data: dict[str, str] | None, digest: str) -> OpenCluster:
-        """Connect the kafka backend (blocking: call it in a worker thread); re-connect when
-        the spec or the Secret changed. Raises SecretError / KafkaApiError (see
+        """Connect the kafka backend anew (blocking: call it in a worker thread), closing the
+        connection it replaces; the handler calls it when the spec or the Secret (``digest``)
+        changed. Raises SecretError / KafkaApiError (see
         :func:`controller_core.backends.open_kafka_admin`); nothing stays open then."""
-        current = self.clusters.get(key)
-        if current is not None and current.uid == uid and current.spec_digest == digest:
-            return current
-        if current is not None:
-            self.close_cluster(key, remove_state=False, uid=None)
+        self.close_cluster(key)
         admin = open_kafka_admin(bootstrap_servers, secret_data, retry=self.kafka_retry)
-        now = self.clock()
-        opened = OpenCluster(admin, digest, uid, last_wall=now, last_checkpoint=now,
-                             backend="kafka", opened_at=now)
+        opened = OpenCluster(admin, digest, uid, opened_at=self.clock())
         self.clusters[key] = opened
         return opened
 
-    def close_cluster(self, key: ClusterKey, *, remove_state: bool, uid: str | None) -> None:
+    def close_cluster(self, key: ClusterKey, *, remove_state_of: str | None = None) -> None:
+        """Close the cluster ``key`` if open; ``remove_state_of``: the uid of an embedded
+        cluster whose state directory goes too (its KafkaCluster was deleted)."""
         current = self.clusters.pop(key, None)
         if current is not None:
             # Not under an operation running in a worker thread (bounded: never hang here).
@@ -187,12 +184,12 @@ class Runtime:
             finally:
                 if locked:
                     current.lock.release()
-        if remove_state and uid is not None:
-            shutil.rmtree(self.cluster_dir(key, uid), ignore_errors=True)
+        if remove_state_of is not None:
+            shutil.rmtree(self.cluster_dir(key, remove_state_of), ignore_errors=True)
 
     def close_all(self) -> None:
         for key in list(self.clusters):
-            self.close_cluster(key, remove_state=False, uid=None)
+            self.close_cluster(key)
 
     def advance(self, opened: OpenCluster) -> float:
         """Run an embedded cluster for the wall time since the last call (times time_scale);
