@@ -61,6 +61,17 @@ async def test_a_fenced_broker_shows_in_the_figures(tmp_path: Path) -> None:
                                   "6 brokers, 1 topics, 6 partitions, 6 under-replicated")
 
 
+async def test_partitions_without_a_live_replica_are_offline(tmp_path: Path) -> None:
+    d = Driver(tmp_path)
+    kc = await d.ready_cluster()
+    for broker in (0, 1, 2):  # every partition's replicas
+        d.rt.clusters[("default", "demo")].cluster.fail_broker(broker)
+    d.now += 30
+    await d.call(kc, "reconcile")
+    st = kc["status"]
+    assert (st["fencedBrokers"], st["offlinePartitions"], st["partitions"]) == (3, 6, 6)
+
+
 async def test_an_invalid_spec_names_the_field(tmp_path: Path) -> None:
     d = Driver(tmp_path)
     kc = d.create("KafkaCluster", "demo", {"embedded": {"brokers": []}})

@@ -4,10 +4,11 @@ walk's status and milestones, the runtime's backoff, state files and cluster clo
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import kopf
 import pytest
@@ -23,7 +24,13 @@ from kraftsman.handlers.common import generation, parse_spec, publish, settled
 from kraftsman.handlers.opstate import Outbox, encode
 from kraftsman.handlers.quorum import Pass, fill, milestones, nodes_of, problem_reason, quorum_pass
 from kraftsman.handlers.reassignment import problem_messages, problems_reason, summary
-from kraftsman.handlers.runtime import Backoff, Runtime, default_priority, spec_digest
+from kraftsman.handlers.runtime import (
+    Backoff,
+    OpenCluster,
+    Runtime,
+    default_priority,
+    spec_digest,
+)
 from kraftsman.reconcile import election_of, executor_for, limits_of, plan_of
 from kraftsman.resources import LeaderElectionSpec, PartitionReassignmentSpec
 from kraftsman.status import (
@@ -411,6 +418,25 @@ def test_an_embedded_cluster_is_opened_once_and_reopened_on_change(tmp_path: Pat
     rt.open_cluster(key, "u1", SPEC, "d2")
     rt.close_cluster(key, remove_state_of="u1")
     assert not rt.cluster_dir(key, "u1").exists()
+
+
+def test_clusters_open_with_the_runtime_s_fsync_setting(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """fsync=False (tests, benchmarks) leaves out the fsyncs of the metadata log and the
+    quorum's log (the atomic writes of the checkpoint and the quorum state always fsync)."""
+    synced: list[int] = []
+    fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), fsync(fd))[1])
+    Runtime(tmp_path / "off", fsync=False).open_cluster(("ns", "c"), "u", SPEC, "d")
+    without = len(synced)
+    Runtime(tmp_path / "on", fsync=True).open_cluster(("ns", "c"), "u", SPEC, "d")
+    assert len(synced) - without > without
+
+
+def test_a_real_cluster_s_clock_is_not_run_by_the_operator(tmp_path: Path) -> None:
+    rt = Runtime(tmp_path, clock=lambda: 50.0)
+    real = OpenCluster(cast(Any, object()), "d", "u")  # any ClusterAdmin but the embedded one
+    assert rt.advance(real) == 0.0 and real.last_wall == 0.0
 
 
 async def test_work_on_a_cluster_runs_one_at_a_time_in_a_thread(tmp_path: Path) -> None:
