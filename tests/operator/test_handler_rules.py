@@ -303,6 +303,8 @@ def test_voter_problems_have_reasons() -> None:
     assert problem_reason(["voters: unknown node id(s) [9]; nodes are [0]"]) == "UnknownNode"
     assert problem_reason(["voters: only 1 of [0, 1, 2] are live, fewer"]) == "VotersNotLive"
     assert problem_reason(["voters: [1, 1] lists a node id twice"]) == "InvalidVoters"
+    assert problem_reason(["voters: [1, 1] lists a node id twice",
+                           "voters: unknown node id(s) [9]; nodes are [0]"]) == "UnknownNode"
 
 
 def test_milestones_are_the_difference_to_the_last_published_quorum() -> None:

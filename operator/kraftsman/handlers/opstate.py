@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import functools
+import itertools
 import logging
 import re
 import time
@@ -50,8 +51,7 @@ _PAIR = re.compile(r"^\d+:\d+$")
 
 
 def _deltas(values: list[int]) -> list[int]:
-    values = sorted(values)
-    return [b - a for a, b in zip([0, *values], values, strict=False)]
+    return [b - a for a, b in itertools.pairwise([0, *sorted(values)])]
 
 
 def _undeltas(deltas: list[int]) -> list[int]:
