@@ -49,6 +49,7 @@ class Driver:
         self.registry = build_registry(self.rt)
         self.objects: dict[tuple[str, str], dict[str, Any]] = {}
         self.events: list[tuple[str, str, str]] = []  # (type, reason, message)
+        self.status_patch: dict[str, Any] = {}  # what the last call wrote to the status
         self.settings = kopf.OperatorSettings()
 
     def handler(self, kind: str, id_: str) -> Callable[..., Any]:
@@ -125,7 +126,8 @@ class Driver:
             while not queue.empty():
                 e = queue.get_nowait()
                 self.events.append((e.type, e.reason, e.message))
-            for k, v in (patch.get("status") or {}).items():
+            self.status_patch = dict(patch.get("status") or {})
+            for k, v in self.status_patch.items():
                 if v is None:
                     obj["status"].pop(k, None)
                 else:

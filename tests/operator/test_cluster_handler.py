@@ -18,7 +18,9 @@ from handler_driver import REF, Driver
 
 from controller_core.backends import RetryPolicy
 from controller_core.wire.auth import AuthFile, Authorizer
+from kraftsman.handlers import cluster as cluster_handlers
 from kraftsman.handlers import runtime
+from kraftsman.handlers.secrets import SecretUnavailable
 from tests.helpers import cluster as embedded
 from tests.serve.harness import ServedCluster, served
 
@@ -346,3 +348,74 @@ def test_a_real_cluster_is_reached_with_the_credentials_of_its_secret(tmp_path: 
         served_id = s.call(lambda: s.cluster.describe_cluster().cluster_id)
         assert opened.cluster.describe_cluster().cluster_id == served_id
         rt.close_all()
+
+
+async def test_an_unchanged_cluster_writes_no_status(tmp_path: Path) -> None:
+    d = Driver(tmp_path)
+    kc = await d.ready_cluster()
+    d.now += 1
+    await d.call(kc, "reconcile")  # the cluster ran 1 s; its figures are the same
+    assert d.status_patch == {}
+
+
+class Secrets:
+    """The Secrets of the test's API server, read as the operator reads them (read_secret is
+    replaced: the driver has no API server); counts the reads."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, dict[str, str]] = {}
+        self.reads = 0
+
+    async def read(self, namespace: str, name: str, settings: Any, logger: Any
+                   ) -> dict[str, str]:
+        self.reads += 1
+        if name not in self.data:
+            raise SecretUnavailable("SecretNotFound", f"spec.authSecretRef.name: Secret "
+                                    f"{name!r} in namespace {namespace} does not exist; "
+                                    "create it or fix the name")
+        return dict(self.data[name])
+
+
+@pytest.fixture
+def secrets(monkeypatch: pytest.MonkeyPatch) -> Secrets:
+    store = Secrets()
+    monkeypatch.setattr(cluster_handlers, "read_secret", store.read)
+    return store
+
+
+async def test_a_missing_then_a_malformed_secret_are_named_with_the_fix(
+        tmp_path: Path, server: ServedCluster, secrets: Secrets) -> None:
+    d = kafka_driver(tmp_path)
+    kc = d.create("KafkaCluster", "real", {"bootstrapServers": server.bootstrap,
+                                           "authSecretRef": {"name": "creds"}})
+    await d.call(kc, "reconcile")
+    assert conds(kc)["Degraded"] == (
+        "True", "SecretNotFound", "spec.authSecretRef.name: Secret 'creds' in namespace "
+        "default does not exist; create it or fix the name")
+    secrets.data["creds"] = {"sasl.passwrd": "pw"}
+    d.now += 1
+    await d.call(kc, "reconcile")
+    status, reason, message = conds(kc)["Degraded"]
+    assert (status, reason) == ("True", "InvalidSecret")
+    assert message.startswith("spec.authSecretRef.name: Secret 'creds': ")
+    assert "sasl.passwrd" in message and message.endswith(
+        "; fix the Secret (keys: docs/real-clusters.md)")
+    assert [e[1] for e in d.events] == ["SecretNotFound", "InvalidSecret"]
+
+
+async def test_a_connected_cluster_reads_its_secret_again_every_30_seconds(
+        tmp_path: Path, server: ServedCluster, secrets: Secrets) -> None:
+    secrets.data["creds"] = {"security.protocol": "PLAINTEXT"}
+    d = kafka_driver(tmp_path)
+    kc = d.create("KafkaCluster", "real", {"bootstrapServers": server.bootstrap,
+                                           "authSecretRef": {"name": "creds"}})
+    await d.call(kc, "reconcile")
+    opened = d.rt.clusters[("default", "real")]
+    assert kc["status"]["phase"] == "Ready" and secrets.reads == 1
+    d.now += 29
+    await d.call(kc, "reconcile")
+    assert secrets.reads == 1
+    d.now += 1
+    await d.call(kc, "reconcile")  # 30 s: read again; unchanged, so the connection stays
+    assert secrets.reads == 2 and d.rt.clusters[("default", "real")] is opened
+    await d.call(kc, "teardown")

@@ -10,7 +10,7 @@ from typing import Any
 
 import kopf
 import pytest
-from handler_driver import REF, Driver, deliver_events, outbox
+from handler_driver import CLUSTER, REF, Driver, deliver_events, outbox
 
 from controller_core import errors
 from controller_core.model import ElectionType, TopicPartition
@@ -263,6 +263,53 @@ async def test_continuous_elects_above_the_threshold_at_its_interval(d: Driver) 
     await d.call(le, "reconcile")
     assert le["status"]["runs"] == 3 and le["status"]["recentRuns"][-1]["elected"] == 0
     assert len(outbox(le)) == 1
+
+
+# The cluster of handler_driver plus a topic "logs" whose preferred leader is broker 5.
+TWO_TOPICS = {"embedded": {**CLUSTER["embedded"], "topics": [
+    *CLUSTER["embedded"]["topics"],  # type: ignore[index]
+    {"name": "logs", "partitions": 3, "replicationFactor": 3,
+     "assignment": [[5, 3, 4], [5, 4, 3], [5, 3, 4]]}]}}
+
+
+async def test_continuous_looks_at_the_imbalance_of_its_own_partitions_topics(
+        tmp_path: Path) -> None:
+    d = Driver(tmp_path)
+    await d.ready_cluster(spec=TWO_TOPICS)
+    await off_preferred(d, 5)  # every "logs" partition off its preferred leader: 3 of 9
+    le = d.create("LeaderElection", "cont", {
+        **REF, "partitions": [{"topic": "orders", "partition": 0},
+                              {"topic": "orders", "partition": 1}],
+        "mode": "Continuous", "imbalanceThresholdPercent": 20})
+    await d.call(le, "reconcile")
+    st = le["status"]
+    assert (st["imbalancePercent"], st["recentRuns"][-1]["elected"]) == (0.0, 0)
+    assert outbox(le) == []
+    by_topic = d.create("LeaderElection", "logs", {
+        **REF, "topics": ["logs"], "mode": "Continuous", "imbalanceThresholdPercent": 20})
+    await d.call(by_topic, "reconcile")
+    assert by_topic["status"]["imbalancePercent"] == 100.0
+
+
+async def test_a_pass_that_does_not_see_the_last_status_write_yet_does_not_elect_again(
+        tmp_path: Path) -> None:
+    """The next pass may get a body without the status the last pass wrote (a stale read);
+    the operator's own copy of the state, with a later revision, wins over it."""
+    d = Driver(tmp_path)
+    kc = d.create("KafkaCluster", "demo", CLUSTER)
+    le = d.create("LeaderElection", "el", {**REF, "allTopicPartitions": True})
+    await run(d, le)  # waits for the cluster: the first state, revision 1
+    stale = le["status"]["operationState"]
+    await d.call(kc, "reconcile")
+    await off_preferred(d, 0)
+    await run(d, le)  # elected: revision 2
+    assert le["status"]["counts"]["elected"] == 2
+    await off_preferred(d, 0)
+    le["status"]["operationState"] = stale
+    await run(d, le)
+    leaders = {p.tp.partition: p.leader for p in
+               d.rt.clusters[("default", "demo")].cluster.describe_partitions()}
+    assert leaders[0] != 0 and leaders[3] != 0  # not elected a second time
 
 
 async def test_continuous_with_failures_reports_them(d: Driver) -> None:

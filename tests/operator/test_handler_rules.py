@@ -19,8 +19,8 @@ from controller_core.model import ElectionType, TopicPartition
 from controller_core.orchestration.reassignment import Limits, Phase, PlanProblem, dry_run
 from controller_core.orchestration.voters import WalkPhase
 from controller_core.raft.describe import QuorumStatus, ReplicaStatus
-from kraftsman.handlers import configure
-from kraftsman.handlers.common import generation, parse_spec, publish, settled
+from kraftsman.handlers import build_registry, configure
+from kraftsman.handlers.common import PLURALS, generation, parse_spec, publish, settled
 from kraftsman.handlers.opstate import Outbox, encode
 from kraftsman.handlers.quorum import Pass, fill, milestones, nodes_of, problem_reason, quorum_pass
 from kraftsman.handlers.reassignment import problem_messages, problems_reason, summary
@@ -231,6 +231,14 @@ def test_parse_spec_names_the_field_without_the_kind() -> None:
     assert model is not None and problems == []
     assert parse_spec("KafkaQuorum", None)[0] is None
     assert generation({}) == 1 and generation({"generation": 4}) == 4
+
+
+def test_every_kind_is_handled_on_the_operator_s_registry(tmp_path: Path) -> None:
+    registry = build_registry(Runtime(tmp_path))
+    handled = {h.selector.plural for reg in (registry._spawning, registry._changing,
+                                             registry._indexing)
+               for h in reg.get_all_handlers() if h.selector is not None}
+    assert handled == set(PLURALS.values())
 
 
 def test_configure_keeps_kopf_bookkeeping_out_of_the_status(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import kopf
 import pytest
-from handler_driver import CLUSTER, REF, Driver, condition, outbox
+from handler_driver import CLUSTER, REF, Driver, condition, deliver_events, outbox
 
 from controller_core.model import TopicPartition
 from kraftsman.handlers.opstate import saved_state
@@ -541,6 +541,18 @@ async def test_a_cluster_without_a_controller_is_retried_with_backoff(d: Driver)
     await run_until(d, pr, {"Completed"})  # resumed where it stood
     assert [r for r, _, _ in outbox(pr)] == ["Started", "Completed"]
     assert d.rt.backoff.failures == {}
+
+
+async def test_a_newer_state_in_the_status_wins_over_the_operator_s_own_copy(
+        d: Driver) -> None:
+    """After a hand-over another replica may have gone on (here: posted the Events); the state
+    it stored, with a later revision, is the one to go on from."""
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES[:1]})
+    await d.tick(pr)
+    assert [r for r, _, _ in outbox(pr)] == ["Started"]
+    deliver_events(pr)
+    await d.tick(pr, 0.1)
+    assert outbox(pr) == []
 
 
 async def test_a_state_file_of_an_older_version_is_resumed(d: Driver, tmp_path: Path) -> None:
