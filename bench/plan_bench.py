@@ -11,8 +11,12 @@ mean) — for the planner and for the kafka-reassign-partitions --generate basel
 With ``--goal`` (add-brokers/remove-brokers, optionally ``--balance``) it plans that goal
 instead and compares bytes moved with the report's lower bound (each staying broker's disk
 above its target plus everything on the removed brokers: "drain and balance"); added
-brokers are made empty in the generated cluster. ``--spark-start`` also times a fresh
-SparkSession (what a `kraftsman plan` run pays before planning).
+brokers are made empty in the generated cluster. ``--cli`` times what a user runs instead: the
+`kraftsman plan` console script as a subprocess on each generated snapshot (``--repeat``
+times), from the command to its exit — imports, Spark start, plan, report and picture —
+with the CPU seconds of its whole process tree.
+
+    .venv/bin/python bench/plan_bench.py --cli --case 1000x100 --repeat 5
 """
 
 from __future__ import annotations
@@ -20,9 +24,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -47,7 +56,39 @@ def tree_cpu_seconds(root: int | None = None) -> float:
     """CPU seconds (user + system, with reaped children) of this process and every process
     under it: the Spark JVM and its Python workers. Unlike wall time it hardly depends on
     what else runs on a shared machine; a quiet 2-core machine needs at least half of it."""
-    root = os.getpid() if root is None else root
+    return sum(tree_cpu(os.getpid() if root is None else root, reaped=True).values())
+
+
+def run_cli(snapshot: Path, goal: list[str], balance: bool, master: str | None
+            ) -> tuple[float, float, dict[str, Any]]:
+    """Wall and CPU seconds of one `kraftsman plan` run, as a user starts it, and the
+    summary of its report.json. The CPU of the JVM and the Python workers is sampled while
+    they live (the console script does not reap them, so the kernel's child accounting
+    misses them)."""
+    out = Path(tempfile.mkdtemp(prefix="plan-bench-")) / "out"
+    cmd = [str(Path(sys.executable).with_name("kraftsman")), "plan", "--snapshot",
+           str(snapshot), "--goal", *goal, "--out", str(out)]
+    cmd += ["--balance"] if balance else []
+    cmd += ["--master", master] if master else []
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    seen: dict[int, float] = {}
+    while proc.poll() is None:
+        for pid, cpu in tree_cpu(proc.pid).items():
+            seen[pid] = max(seen.get(pid, 0.0), cpu)
+        time.sleep(0.2)
+    wall = time.monotonic() - t0
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    if proc.returncode != 0:
+        raise SystemExit(f"kraftsman plan exited {proc.returncode}:\n{err[-2000:]}")
+    report = json.loads((out / "report.json").read_text())["summary"]
+    shutil.rmtree(out.parent, ignore_errors=True)
+    return wall, sum(seen.values()), report
+
+
+def tree_cpu(root: int, reaped: bool = False) -> dict[int, float]:
+    """CPU seconds (user + system; with ``reaped``, also of the children each one waited
+    for) of each process in the tree under ``root``."""
     tick = os.sysconf("SC_CLK_TCK")
     children: dict[int, list[int]] = {}
     cpu: dict[int, float] = {}
@@ -60,13 +101,53 @@ def tree_cpu_seconds(root: int | None = None) -> float:
             continue
         fields = stat.rsplit(")", 1)[1].split()
         children.setdefault(int(fields[1]), []).append(int(entry))
-        cpu[int(entry)] = sum(int(x) for x in fields[11:15]) / tick
-    total, todo = 0.0, [root]
+        cpu[int(entry)] = sum(int(x) for x in fields[11:15 if reaped else 13]) / tick
+    out, todo = {}, [root]
     while todo:
         pid = todo.pop()
-        total += cpu.get(pid, 0.0)
+        out[pid] = cpu.get(pid, 0.0)
         todo += children.get(pid, [])
-    return total
+    return out
+
+
+def cli_main(args: argparse.Namespace, goal_words: list[str]) -> None:
+    rows = []
+    for case in args.case or ["1000x100"]:
+        n_p, n_b = (int(x) for x in case.lower().split("x"))
+        d = args.workdir / f"snap-{n_p}-{n_b}"
+        goal = parse_goal(goal_words, args.balance)
+        empty = goal.brokers if goal.kind == "add-brokers" else ()
+        write_snapshot(make_snapshot(brokers=n_b, partitions=n_p, racks=3, seed=args.seed,
+                                     skew=args.skew, topics=max(1, n_p // 1000),
+                                     size_sigma=1.0, empty=empty), d, overwrite=True)
+        runs = []
+        for i in range(args.repeat):
+            wall, cpu, report = run_cli(d, goal_words, args.balance, args.master_cli)
+            la = os.getloadavg()[0]
+            runs.append({"wall_s": wall, "cpu_s": cpu, "load_average": la})
+            print(f"{case} {' '.join(goal_words)}: kraftsman plan run {i + 1}: {wall:.1f}s wall, "
+                  f"{cpu:.1f} CPU s, load average {la:.1f} on {os.cpu_count()} cores")
+            if i == 0:
+                mom = report["maxOverMean"]
+                print("  max/mean before -> after: " + ", ".join(
+                    f"{k} {mom[k]['before']:.3f} -> {mom[k]['after']:.3f}"
+                    for k in ("disk_bytes", "replicas", "leaders")))
+                ratio = report["bytesToMoveOverLowerBound"]
+                print(f"  {report['partitionsInPlan']} partitions in the plan, "
+                      f"{report['replicasToMove']} replicas to copy, "
+                      + (f"{ratio:.3f}x" if ratio is not None else "n/a (no lower bound)")
+                      + " the bytes lower bound, "
+                      f"{len(report['violations'])} violations, {len(report['rounds'])} rounds")
+                runs[-1]["report"] = report
+            sys.stdout.flush()
+        med = statistics.median(r["wall_s"] for r in runs)
+        print(f"{case}: median {med:.1f}s wall over {len(runs)} runs (min "
+              f"{min(r['wall_s'] for r in runs):.1f}s, max {max(r['wall_s'] for r in runs):.1f}s)")
+        rows.append({"case": case, "goal": " ".join(goal_words), "runs": runs,
+                     "median_wall_s": med})
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(rows, indent=1))
 
 
 def lower_bound(loads: dict[int, list[int]]) -> float:
@@ -96,7 +177,15 @@ def main() -> None:
                     help="write each case's report.png into this directory (to look at)")
     ap.add_argument("--goal", default="rebalance", help='e.g. "remove-brokers 97"')
     ap.add_argument("--balance", action="store_true", help="with --goal add/remove-brokers")
+    ap.add_argument("--cli", action="store_true",
+                    help="time the kraftsman plan console script instead (see above)")
+    ap.add_argument("--repeat", type=int, default=3, help="--cli runs per case")
+    ap.add_argument("--master-cli", default=None,
+                    help="--master for the --cli runs (default: the CLI's own, local[*])")
     args = ap.parse_args()
+    if args.cli:
+        cli_main(args, args.goal.split())
+        return
     cases = args.case or ["100000x100"]
     goal = parse_goal(args.goal.split(), args.balance)
     t0, c0 = time.monotonic(), tree_cpu_seconds()

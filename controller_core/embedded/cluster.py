@@ -258,11 +258,14 @@ class EmbeddedCluster:
         if self._since_snapshot >= self.spec.snapshot_every_records:
             self.snapshot()
 
-    def close(self) -> None:
+    def close(self, *, checkpoint: bool = True) -> None:
+        """Release the files; ``checkpoint=False`` after a failure mid-advance (the state on
+        disk stays as the last checkpoint and the durable metadata log left it)."""
         if self.read_only:
             self.log.close()
             return
-        self.checkpoint()
+        if checkpoint:
+            self.checkpoint()
         self.log.close()
         self.quorum.close()
 

@@ -33,6 +33,9 @@ from controller_core.model import NO_LEADER, ElectionType, TopicPartition
 Emit = Callable[[Record], None]
 
 THROTTLE_RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+# Kafka's DynamicConfig.Broker defines both rates as LONG, atLeast(0): a rate is a whole
+# number of bytes/second from 0 to Long.MAX_VALUE (its default: unthrottled).
+MAX_THROTTLE_RATE = 2**63 - 1
 THROTTLE_REPLICA_KEYS = (
     "leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 # What kraftsman placed on a broker (orchestration/throttles.py): kept in the cluster, so an
@@ -68,35 +71,74 @@ class Controller:
 
     def create_topic(self, name: str, partitions: int, replication_factor: int, *,
                      rng: Random, assignment: Sequence[Sequence[int]] | None = None,
-                     message_bytes: int = 1024, produce_bytes_per_second: float = 0.0) -> ApiResult:
+                     message_bytes: int = 1024, produce_bytes_per_second: float = 0.0,
+                     validate_only: bool = False) -> ApiResult:
+        """Create a topic, placed by ``assign_replicas`` or on the given ``assignment`` (one
+        replica list per partition, ``partitions`` and ``replication_factor`` then unused).
+        ``validate_only`` runs every check and writes nothing (CreateTopics validateOnly)."""
         if name in self.image.topics:
             return ApiResult(errors.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
         live = {b.id: b.rack for b in self.image.brokers.values() if not b.fenced}
+        manual = assignment is not None
         if assignment is None:
             if replication_factor > len(live):
                 return ApiResult(errors.INVALID_REPLICATION_FACTOR,
                                  f"replication factor {replication_factor} exceeds the "
                                  f"{len(live)} live brokers")
+            if validate_only:
+                return OK  # placing draws from the cluster's seeded RNG: not for a dry run
             assignment = assign_replicas(live, partitions, replication_factor, rng)
-        unknown = sorted({b for rs in assignment for b in rs} - set(self.image.brokers))
-        if unknown:
-            return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT,
-                             f"topic {name!r}: assignment names unknown broker(s) {unknown}")
-        # As ReplicationControlManager.createTopic: the ISR is the live replicas and the first
-        # of them leads; a partition none of whose brokers is live is refused, not created
-        # leaderless.
-        isrs = [tuple(r for r in replicas if r in live) for replicas in assignment]
-        offline = [i for i, isr in enumerate(isrs) if not isr]
-        if offline:
-            return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT,
-                             f"topic {name!r}: all brokers specified in the manual partition "
-                             f"assignment for partition {offline[0]} are fenced "
-                             f"{list(assignment[offline[0]])}; assign live brokers")
+        # As ReplicationControlManager.createTopic, partition by partition: the replica list
+        # is valid (validateManualPartitionAssignment, each as long as the one before), and
+        # some replica is live — the ISR is the live replicas and the first of them leads; a
+        # partition none of whose brokers is live is refused, not created leaderless.
+        isrs: list[tuple[int, ...]] = []
+        for i, replicas in enumerate(assignment):
+            problem = self._manual_assignment_problem(
+                replicas, len(assignment[i - 1]) if i else None) if manual else None
+            if problem is not None:
+                return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT,
+                                 f"topic {name!r}, partition {i}: {problem}")
+            isr = tuple(r for r in replicas if r in live)
+            if not isr:
+                return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT,
+                                 f"topic {name!r}: all brokers specified in the manual partition "
+                                 f"assignment for partition {i} are fenced {list(replicas)}; "
+                                 "assign live brokers")
+            isrs.append(isr)
+        if validate_only:
+            return OK
         topic_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
         self._emit(TopicRecord(name, topic_id, message_bytes, produce_bytes_per_second))
         for i, isr in enumerate(isrs):
             self._emit(PartitionRecord(name, i, tuple(assignment[i]), isr, isr[0]))
         return OK
+
+    def _manual_assignment_problem(self, replicas: Sequence[int],
+                                   replication_factor: int | None) -> str | None:
+        """ReplicationControlManager.validateManualPartitionAssignment, in its order: an empty
+        list; then, walking the ids in ascending order, the first one not registered or seen
+        twice (so a negative id is an unregistered broker); then a replica count unlike
+        ``replication_factor`` (the previous partition's). Kafka's wording, with the way out."""
+        if not replicas:
+            return ("the manual partition assignment includes an empty replica list; give every "
+                    "partition at least one broker")
+        brokers = self.image.brokers
+        previous = None
+        for b in sorted(replicas):
+            if b not in brokers:
+                return (f"the manual partition assignment includes broker {b}, but no such "
+                        f"broker is registered; the cluster has {sorted(brokers)}")
+            if b == previous:
+                return (f"the manual partition assignment includes the broker {b} more than "
+                        "once; list each broker once")
+            previous = b
+        if replication_factor is not None and len(replicas) != replication_factor:
+            return (f"the manual partition assignment includes a partition with {len(replicas)} "
+                    "replica(s), but this is not consistent with previous partitions, which "
+                    f"have {replication_factor} replica(s); give every partition the same "
+                    "number of replicas")
+        return None
 
     def fence_broker(self, broker_id: int) -> None:
         """A broker stopped heartbeating: out of every ISR, leadership moves to in-sync peers."""
@@ -267,6 +309,10 @@ class Controller:
                 if not value.isdigit():
                     return ApiResult(errors.INVALID_CONFIG,
                                      f"{key}={value!r}: must be a whole number of bytes/second")
+                if int(value) > MAX_THROTTLE_RATE:
+                    return ApiResult(errors.INVALID_CONFIG,
+                                     f"{key}={value!r}: must be at most {MAX_THROTTLE_RATE} "
+                                     "bytes/second (a LONG)")
             elif key in THROTTLE_REPLICA_KEYS and parse_throttled_replicas(value) is None:
                 return ApiResult(errors.INVALID_CONFIG,
                                  f"{key}={value!r}: expected '*' or 'partition:broker,...'")

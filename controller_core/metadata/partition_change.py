@@ -6,8 +6,11 @@ touch state; the controller applies the records. The invariants every result kee
 
 * the ISR never holds a replica outside the replica set (KAFKA-6638, KAFKA-9672);
 * a leader is always a live member of the ISR (or there is no leader);
-* the leader epoch bumps on every leader change and whenever a reassignment starts, completes
-  or is cancelled, so stale and removed replicas are fenced (KAFKA-12803/13972/16120);
+* the leader epoch bumps exactly when the leader changes or a replica leaves the replica set
+  (PartitionChangeBuilder.triggerLeaderEpochBumpForReplicaReassignmentIfNeeded, at the current
+  metadata version): a removed or dropped adding replica is fenced (KAFKA-12803/13972/16120)
+  while a move that only adds, an ISR change and an add-only completion leave it alone; the
+  partition epoch bumps with every record;
 * a reassignment or its cancellation never leaves a partition leaderless while a suitable
   replica is in sync (KAFKA-14808, KAFKA-14424) — it is refused instead.
 """
@@ -45,10 +48,10 @@ def then_complete(tp: TopicPartition, p: PartitionRegistration, c: PartitionChan
     if done is None:
         return c
     final = after(mid, done)
-    # One record bumps the leader epoch once (PartitionChangeBuilder.build), however many
-    # reasons it has: here the change and the completion that drops replicas.
+    # One record bumps the leader epoch at most once (PartitionChangeBuilder.build), however
+    # many reasons it has: here the change and the completion that drops replicas.
     merged = _record(tp, p, replicas=final.replicas, isr=final.isr, leader=final.leader,
-                     adding=final.adding, removing=final.removing, bump_leader_epoch=True)
+                     adding=final.adding, removing=final.removing)
     assert merged is not None
     return merged
 
@@ -64,18 +67,22 @@ def _eligible_leader(order: Sequence[int], isr: Sequence[int], live: Set[int]) -
 def _record(tp: TopicPartition, p: PartitionRegistration, *, leader: int,
             isr: tuple[int, ...] | None = None, replicas: tuple[int, ...] | None = None,
             adding: tuple[int, ...] | None = None, removing: tuple[int, ...] | None = None,
-            bump_leader_epoch: bool = False) -> PartitionChangeRecord | None:
+            ) -> PartitionChangeRecord | None:
     """A record carrying only the fields that change; ``None`` when nothing does. A field
     not given keeps the partition's value; the ISR keeps only members of the new replica set
-    (so a move's callers leave it to this); the leader epoch bumps with every leader change
-    (as PartitionChangeBuilder does) and, with ``bump_leader_epoch``, also without one."""
+    (so a move's callers leave it to this). The leader epoch bumps as PartitionChangeBuilder
+    bumps it: on a leader change (tryElection sets the leader), and when the new replica set
+    lacks a replica of the old one (triggerLeaderEpochBumpForReplicaReassignmentIfNeeded), so
+    the replica that left is fenced. Not on an ISR change: Kafka bumps on an ISR shrink only
+    below metadata version 3.6 (triggerLeaderEpochBumpForIsrShrinkIfNeeded, KAFKA-15021)."""
     replicas = p.replicas if replicas is None else replicas
     isr = p.isr if isr is None else isr
     replicas_set = set(replicas)
     isr = tuple(r for r in isr if r in replicas_set)
     assert leader == NO_LEADER or leader in isr  # a leader is always in the ISR
     leader_changed = leader != p.leader
-    new_epoch = p.leader_epoch + 1 if (leader_changed or bump_leader_epoch) else None
+    replica_left = not replicas_set.issuperset(p.replicas)
+    new_epoch = p.leader_epoch + 1 if (leader_changed or replica_left) else None
     change = PartitionChangeRecord(
         tp.topic, tp.partition,
         replicas=replicas if replicas != p.replicas else None,
@@ -132,13 +139,12 @@ def start_reassignment(tp: TopicPartition, p: PartitionRegistration, target: Seq
                 "the target or wait for another replica to catch up")
     if not adding and not removing:
         # The same replicas (None: nothing changes), a reorder, or a return to the original
-        # replicas: the replicas being added are dropped, so the epoch bumps to fence them.
-        return _record(tp, p, replicas=target, leader=leader, adding=(),
-                       removing=(), bump_leader_epoch=p.is_reassigning)
-    change = _record(tp, p, replicas=replicas, leader=leader, adding=adding, removing=removing)
-    if change is None:
-        return None  # the same target again: nothing to do, no epoch bump
-    return change._replace(leader_epoch=p.leader_epoch + 1)  # a (re)started move bumps it
+        # replicas (the replicas being added leave, so the leader epoch bumps to fence them).
+        return _record(tp, p, replicas=target, leader=leader, adding=(), removing=())
+    # A move that starts keeps every replica (R = TR + RR): no leader epoch bump, as in
+    # KRaft; a re-target that drops an adding replica of the move it replaces bumps it.
+    # The same target again is None: nothing to do.
+    return _record(tp, p, replicas=replicas, leader=leader, adding=adding, removing=removing)
 
 
 def cancel_reassignment(tp: TopicPartition, p: PartitionRegistration,
@@ -157,8 +163,9 @@ def cancel_reassignment(tp: TopicPartition, p: PartitionRegistration,
                 f"{tp}: cannot cancel — none of the original replicas {list(original)} is alive "
                 "and in sync, so the rollback would leave the partition leaderless "
                 "(KAFKA-14424); bring an original replica back or let the move finish")
-    change = _record(tp, p, replicas=original, leader=leader, adding=(), removing=(),
-                     bump_leader_epoch=True)
+    # The adding replicas leave R (PartitionReassignmentRevert): that bumps the leader epoch;
+    # a move that only removed replicas rolls back with none leaving, and no bump.
+    change = _record(tp, p, replicas=original, leader=leader, adding=(), removing=())
     assert change is not None
     return change
 
@@ -171,6 +178,14 @@ def maybe_complete_reassignment(tp: TopicPartition, p: PartitionRegistration,
     (``newTargetIsr.containsAll(newTargetReplicas)``): "the adding replicas caught up" is not
     enough — a target replica that fell out of the ISR (its broker died) holds the move, so
     in-sync replicas being removed are not dropped while the target is under-replicated.
+
+    The leader is then chosen as PartitionChangeBuilder.tryElection chooses it (electLeader:
+    the current one if it stays in sync and alive, else the first live in-sync target
+    replica) and, as there, no such replica means the move completes leaderless rather than
+    waits. That loses nothing: the target is all in the ISR, and a fenced broker leaves every
+    ISR it is not the last member of, so this happens only to a partition that is offline
+    already (its one in-sync replica is on a fenced broker); it leads again when that broker
+    is back, as it would have after a wait.
     """
     if not p.is_reassigning:
         return None
@@ -181,10 +196,7 @@ def maybe_complete_reassignment(tp: TopicPartition, p: PartitionRegistration,
     leader = p.leader
     if leader not in isr or leader not in live:
         leader = _eligible_leader(target, isr, live)
-        if leader == NO_LEADER:
-            return None  # no live in-sync target replica yet: wait rather than go leaderless
-    return _record(tp, p, replicas=target, leader=leader, adding=(), removing=(),
-                   bump_leader_epoch=True)
+    return _record(tp, p, replicas=target, leader=leader, adding=(), removing=())
 
 
 # -- elections (KIP-183, KIP-460) -------------------------------------------------------------

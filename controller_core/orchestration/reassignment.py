@@ -53,7 +53,7 @@ class Phase(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    throttle_bytes_per_second: int | None = None
+    throttle_bytes_per_second: int | None = None  # None: no throttle
     max_concurrent_moves: int = 10
     max_concurrent_moves_per_broker: int | None = None
 
@@ -464,8 +464,14 @@ class ReassignmentExecutor:
                                f"{list(ongoing.target)}; not fought over")
                 continue
             changes[tp] = self.plan.moves[tp]
-        # Throttle before moving: not a byte is copied at full speed.
-        self._sync_throttles(also=changes)
+        # Throttle before moving: not a byte is copied at full speed. When the brokers refuse
+        # the throttle, the moves wait (pending, tried again next pass) instead of starting
+        # unthrottled.
+        if not self._sync_throttles(also=changes) \
+                and self.limits.throttle_bytes_per_second is not None:
+            self.pending.extendleft(reversed(changes))
+            self.state.message += "; no move starts until the throttle is set"
+            return
         results = self.admin.alter_partition_reassignments(changes)
         for tp, result in results.items():
             if not result.ok:
@@ -562,22 +568,24 @@ class ReassignmentExecutor:
             self.state.failed[str(tp)] = message
 
     # -- throttles --------------------------------------------------------------------------------
-    def _sync_throttles(self, *, also: Iterable[TopicPartition] = (), final: bool = False) -> None:
+    def _sync_throttles(self, *, also: Iterable[TopicPartition] = (), final: bool = False) -> bool:
         """Throttles on exactly the moves in flight (and ``also``, about to start), at the
-        current limit; a pass that changes neither does not ask the cluster."""
+        current limit; a pass that changes neither does not ask the cluster. False when the
+        cluster refused some of it (the message says what; the next pass tries again)."""
         moving = frozenset(()) if final else frozenset((*self.moving, *also))
         rate = None if final else self.limits.throttle_bytes_per_second
         key = (moving, rate)
         if key == self._synced and not final:
-            return
+            return True
         moves = {tp: throttles.Move(self.original.get(tp, ()), self._adding(tp))
                  for tp in moving}
         problems = throttles.sync(self.admin, moves, rate, scope=set(self.plan.moves))
         if problems:
             self.state.message = "could not set throttles: " + "; ".join(problems[:5])
             self._synced = None  # try again next pass
-        else:
-            self._synced = key
+            return False
+        self._synced = key
+        return True
 
     # -- reporting --------------------------------------------------------------------------------
     def progress(self, *, sample: bool = False,

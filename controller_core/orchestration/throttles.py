@@ -183,7 +183,16 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
                 out[THROTTLE_MARKER_KEY] = encoded
         if out:
             changes[res] = out
-    return _problems(admin.incremental_alter_configs(changes)) if changes else []
+    # Brokers first: their markers say which topic entries are kraftsman's, so a topic entry
+    # is written only once its marker is (a broker refusing the rate — a value it does not
+    # take, a missing ACL — must not leave entries that nothing would remove).
+    brokers_first = [{r: c for r, c in changes.items() if r[0] == kind}
+                     for kind in ("BROKER", "TOPIC")]
+    for batch in brokers_first:
+        problems = _problems(admin.incremental_alter_configs(batch)) if batch else []
+        if problems:
+            return problems
+    return []
 
 
 def _problems(results: Mapping[tuple[str, str], ApiResult]) -> list[str]:

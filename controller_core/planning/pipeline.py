@@ -10,8 +10,11 @@ The output directory is built in a temporary sibling and renamed into place at t
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,7 +88,10 @@ def prepare(req: PlanRequest) -> tuple[Snapshot, Goal]:
 
 def run(req: PlanRequest, session: Callable[[], Any] | None = None) -> PlanOutput:
     snapshot, goal = prepare(req)
-    spark = session() if session else make_session(req.master, req.spark_conf)
+    charting = _import_in_background("matplotlib.pyplot")  # for report.png, at the end
+    spark = session() if session else make_session(req.master, req.spark_conf,
+                                                   partitions=len(snapshot.partitions))
+    charting.join()
     result = run_plan(spark, req.snapshot_dir, snapshot, goal, PlanOptions(seed=req.seed))
     cluster = req.cluster_name or snapshot.cluster_name
     resources = render(result.moves, RenderOptions(
@@ -96,6 +102,20 @@ def run(req: PlanRequest, session: Callable[[], Any] | None = None) -> PlanOutpu
         max_partitions=req.max_partitions))
     write_output(req.out, result, resources, req.throttle, cluster)
     return PlanOutput(req.out, result, resources, summary(result, resources, req.throttle))
+
+
+def _import_in_background(module: str) -> threading.Thread:
+    """Import ``module`` in a thread: matplotlib takes most of a second to import, and the
+    driver has that time while it waits for Spark's JVM to start. A failed import is left
+    for the code that needs the module to report."""
+
+    def load() -> None:
+        with contextlib.suppress(Exception):
+            importlib.import_module(module)
+
+    thread = threading.Thread(target=load, name=f"import {module}", daemon=True)
+    thread.start()
+    return thread
 
 
 def write_output(out: Path, result: PlanResult, resources: list[RenderedResource],

@@ -14,7 +14,8 @@ piling onto the single most underloaded one, and the draw is reproducible.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from controller_core.planning.objective import DISK, LEADERS, NET_IN, NET_OUT, REPLICAS
@@ -51,6 +52,44 @@ class RoundContext:
     choices: int          # destinations returned per candidate
     mean_size: float      # mean replica size, bytes
     relaxed: bool = False  # a giver may end below its band (see Balancer.relaxed)
+    repair: bool = False  # replicas sharing a rack are moved even off brokers that do not give
+    # pid -> (replicas, leader) of every partition the plan changed so far: the table in
+    # Spark keeps the snapshot's assignment, each batch is brought up to date here
+    changes: Mapping[int, tuple[tuple[int, ...], int]] = field(default_factory=dict)
+
+
+def with_changes(pdf: Any, changes: Mapping[int, tuple[tuple[int, ...], int]]) -> Any:
+    """The batch with the plan's changes so far applied (replicas and leader)."""
+    if not changes:
+        return pdf
+    np, pd = _np(), _pd()
+    pids = pdf["pid"].to_numpy(np.int64)
+    hit = np.fromiter((int(p) in changes for p in pids), dtype=bool, count=len(pids))
+    if not hit.any():
+        return pdf
+    pdf = pdf.copy()
+    rows = np.nonzero(hit)[0]
+    new = [changes[int(pids[r])] for r in rows]
+    replicas = list(pdf["replicas"])
+    for r, (reps, _) in zip(rows, new, strict=True):
+        replicas[r] = list(reps)
+    pdf["replicas"] = pd.Series(replicas, index=pdf.index, dtype=object)
+    leaders = pdf["leader"].to_numpy(np.int64).copy()
+    leaders[rows] = [leader for _, leader in new]
+    pdf["leader"] = leaders
+    return pdf
+
+
+def _shares_a_rack(racks: Any, rf: Any, n_racks: int) -> Any:
+    """Rows with two replicas in one rack (a broker without a rack counts as one rack,
+    "no rack") while the racks are enough for all of them."""
+    np = _np()
+    width = racks.shape[1]
+    dup = np.zeros(racks.shape[0], dtype=bool)
+    for i in range(width):
+        for k in range(i + 1, width):
+            dup |= (racks[:, i] == racks[:, k]) & (racks[:, k] != -2)
+    return dup & (rf <= n_racks)
 
 
 def uniform(a: Any, b: Any, seed: int) -> Any:
@@ -100,6 +139,7 @@ def score_replica_moves(pdf: Any, ctx: RoundContext) -> Any:
     empty = pd.DataFrame({c: [] for c in CANDIDATE_COLUMNS})
     if n == 0:
         return empty
+    pdf = with_changes(pdf, ctx.changes)
     lists = list(pdf["replicas"])
     width = max(len(r) for r in lists)
     ids = _padded(lists, width)
@@ -111,6 +151,10 @@ def score_replica_moves(pdf: Any, ctx: RoundContext) -> Any:
     bin_ = pdf["bin"].to_numpy(np.float64)
     bout = pdf["bout"].to_numpy(np.float64)
     racks = np.where(slots >= 0, ctx.rack[np.clip(slots, 0, None)], -2)
+    # the partitions of this round: a replica on a giving broker, or (repairing) a shared rack
+    in_round = (ctx.is_source[np.clip(slots, 0, None)] & (slots >= 0)).any(axis=1)
+    if ctx.repair and ctx.n_racks > 0:
+        in_round |= _shares_a_rack(racks, rf, ctx.n_racks)
     D = ctx.dest_slots
     dest_ids = ctx.broker_ids[D]
     e, coef, band = ctx.excess, ctx.coef, ctx.band
@@ -126,7 +170,7 @@ def score_replica_moves(pdf: Any, ctx: RoundContext) -> Any:
         earlier_dup = (racks[:, :j] == racks[:, [j]]).any(axis=1) if j > 0 else \
             np.zeros(n, dtype=bool)
         mandatory = valid & (ctx.is_removed[s] | (earlier_dup & rack_possible & (racks[:, j] >= 0)))
-        cand = valid & (ctx.is_source[s] | mandatory)
+        cand = valid & in_round & (ctx.is_source[s] | mandatory)
         rows = np.nonzero(cand)[0]
         if rows.size == 0 or D.size == 0:
             continue
@@ -196,6 +240,7 @@ def score_leader_moves(pdf: Any, ctx: RoundContext) -> Any:
     empty = pd.DataFrame({c: [] for c in CANDIDATE_COLUMNS})
     if n == 0:
         return empty
+    pdf = with_changes(pdf, ctx.changes)
     lists = list(pdf["replicas"])
     width = max(len(r) for r in lists)
     ids = _padded(lists, width)

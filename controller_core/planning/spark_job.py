@@ -10,24 +10,29 @@ Spark from the table itself. Nothing here collects the whole table to the driver
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from controller_core.planning import class_archive
 from controller_core.planning.balancer import Balancer, Candidate, settled
 from controller_core.planning.goals import Goal
 from controller_core.planning.objective import (
     DEFAULT_TOLERANCE,
     DEFAULT_WEIGHTS,
     DISK,
+    LEADER_METRICS,
+    REPLICA_METRICS,
     REPLICAS,
     Targets,
     check_assignment,
@@ -35,7 +40,7 @@ from controller_core.planning.objective import (
     objective,
 )
 from controller_core.planning.result import PartitionMove, PlanResult, RoundStat
-from controller_core.planning.schema import PARTITIONS_FILE
+from controller_core.planning.schema import PARTITION_COLUMNS, PARTITIONS_FILE
 from controller_core.planning.scoring import (
     RoundContext,
     best_per_source,
@@ -43,8 +48,11 @@ from controller_core.planning.scoring import (
     score_replica_moves,
 )
 from controller_core.planning.snapshot import Snapshot
+from controller_core.storage.framing import fsync_dir
 
 MIN_JAVA = 17
+# up to this many partitions a local plan is short: its JVM compiles with C1 only
+SHORT_PLAN_PARTITIONS = 100_000
 
 
 class JavaMissingError(Exception):
@@ -80,10 +88,10 @@ def check_java(env: Mapping[str, str] | None = None) -> str:
             raise JavaMissingError(f"no `java` on PATH and JAVA_HOME is not set. {fix}")
         java = found
     try:
-        proc = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
-    except OSError as e:
+        version = class_archive.java_version(java)
+    except (OSError, subprocess.SubprocessError) as e:
         raise JavaMissingError(f"{java} does not run ({e}). {fix}") from e
-    m = re.search(r'version "(\d+)(?:\.(\d+))?', proc.stderr + proc.stdout)
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', version)
     if m:
         major = int(m.group(1))
         if major == 1 and m.group(2):
@@ -94,9 +102,14 @@ def check_java(env: Mapping[str, str] | None = None) -> str:
 
 
 def make_session(master: str = "local[*]", conf: Mapping[str, str] | None = None,
-                 app_name: str = "kraftsman-plan") -> Any:
-    """A SparkSession with settings that suit planning; ``conf`` overrides any of them."""
-    check_java()
+                 app_name: str = "kraftsman-plan", *, partitions: int | None = None) -> Any:
+    """A SparkSession with settings that suit planning; ``conf`` overrides any of them.
+
+    ``partitions`` (the snapshot's size) tunes a local driver JVM: a short plan spends most of
+    its CPU warming the JVM up — loading Spark's classes and compiling them — and C2, the
+    optimising compiler, costs more than it returns in a run of seconds. A local driver maps
+    the class archive of :mod:`.class_archive` when one was recorded."""
+    java = check_java()
     from pyspark.sql import SparkSession
 
     settings = {
@@ -111,6 +124,15 @@ def make_session(master: str = "local[*]", conf: Mapping[str, str] | None = None
     if master.startswith("local") and not os.environ.get("PYSPARK_PYTHON"):
         # local workers must run this interpreter (it has numpy, pandas, pyarrow)
         os.environ["PYSPARK_PYTHON"] = sys.executable
+    if master.startswith("local"):
+        # everything is on this machine: no address lookup, and no warning about it
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if master.startswith("local"):
+        jvm = class_archive.use_options(java)
+        if partitions is not None and partitions <= SHORT_PLAN_PARTITIONS:
+            jvm.append("-XX:TieredStopAtLevel=1")
+        if jvm:
+            settings["spark.driver.extraJavaOptions"] = " ".join(jvm)
     settings.update(conf or {})
     builder = SparkSession.builder.master(master).appName(app_name)
     for k, v in settings.items():
@@ -124,9 +146,17 @@ def make_session(master: str = "local[*]", conf: Mapping[str, str] | None = None
 
 
 def _load_table(spark: Any, snapshot_dir: Path) -> Any:
+    """The partition table as a Spark DataFrame, shipped from the driver as Arrow batches.
+
+    The driver reads the (validated) Parquet itself: that works on any master — executors of
+    a remote cluster need not see the snapshot's path — and spares a short plan the JVM's
+    Parquet and Hadoop file-system start-up, seconds of a cold JVM."""
     from pyspark.sql import functions as F
 
-    raw = spark.read.parquet(str(snapshot_dir / PARTITIONS_FILE))
+    pq = importlib.import_module("pyarrow.parquet")
+    table = pq.read_table(str(snapshot_dir / PARTITIONS_FILE),
+                          columns=[c.name for c in PARTITION_COLUMNS])
+    raw = spark.createDataFrame(table)
     df = raw.select(
         F.xxhash64("topic", "partition").alias("pid"),
         F.col("topic"), F.col("partition").cast("long").alias("partition"),
@@ -138,51 +168,93 @@ def _load_table(spark: Any, snapshot_dir: Path) -> Any:
     )
     df = df.withColumn("orig_replicas", F.col("replicas")) \
         .withColumn("orig_leader", F.col("leader"))
-    parts = max(2, spark.sparkContext.defaultParallelism * 2)
-    df = df.repartition(parts, "pid").localCheckpoint(eager=True)
-    row = df.agg(F.count(F.lit(1)).alias("n"), F.countDistinct("pid").alias("d")).first()
-    if row["n"] != row["d"]:
-        # xxhash64 of (topic, partition) collided — never seen, but never silently wrong
-        raise RuntimeError("internal: partition id hash collision; rename a topic or report")
-    return df
+    # one Arrow batch per Spark partition: a big table arrives in many small ones
+    return df.coalesce(2 * _parallelism(spark)).localCheckpoint(eager=True)
+
+
+def _parallelism(spark: Any) -> int:
+    return max(1, int(spark.sparkContext.defaultParallelism))
+
+
+def _batch_rows(spark: Any) -> int:
+    """Rows per Arrow batch, and so per Spark partition of a table made from Arrow."""
+    return max(1, int(spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")))
 
 
 def spark_loads(df: Any, broker_ids: Iterable[int]) -> dict[int, list[int]]:
-    """Per-broker load of the table's current assignment, aggregated by Spark."""
+    """Per-broker load of the table's current assignment, aggregated by Spark in one job
+    (the leader is one of the distinct replicas, so each row names it exactly once)."""
     from pyspark.sql import functions as F
 
     loads = {b: [0, 0, 0, 0, 0] for b in broker_ids}
-    reps = df.select(F.explode("replicas").alias("b"), "size", "bin") \
-        .groupBy("b").agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("disk"),
-                          F.sum("bin").alias("nin")).collect()
-    for r in reps:
-        row = loads[int(r["b"])]
-        row[0], row[2], row[3] = int(r["n"]), int(r["disk"]), int(r["nin"])
-    leads = df.groupBy("leader").agg(
-        F.count(F.lit(1)).alias("n"),
-        F.sum(F.col("bout") + F.col("bin") * (F.size("replicas") - 1)).alias("nout")).collect()
-    for r in leads:
-        row = loads[int(r["leader"])]
-        row[1], row[4] = int(r["n"]), int(r["nout"])
+    leads = F.col("b") == F.col("leader")
+    rows = df.select(F.explode("replicas").alias("b"), "leader", "size", "bin", "bout",
+                     F.size("replicas").alias("rf")) \
+        .groupBy("b").agg(
+            F.count(F.lit(1)).alias("n"), F.sum("size").alias("disk"),
+            F.sum("bin").alias("nin"),
+            F.sum(F.when(leads, 1).otherwise(0)).alias("leaders"),
+            F.sum(F.when(leads, F.col("bout") + F.col("bin") * (F.col("rf") - 1))
+                  .otherwise(0)).alias("nout")).collect()
+    for r in rows:
+        loads[int(r["b"])] = [int(r["n"]), int(r["leaders"]), int(r["disk"]), int(r["nin"]),
+                              int(r["nout"])]
     return loads
+
+
+class _WorkerWarmUp:
+    """Start Spark's Python workers while the JVM loads the table.
+
+    Each worker imports numpy, pandas, pyarrow and the scorer — about a second of CPU —
+    when its first task arrives; Spark keeps workers for reuse, so a trivial job run beside
+    the table load takes that out of the first round's path. Its failure is not the plan's:
+    the first round's job reports whatever keeps workers from starting."""
+
+    def __init__(self, spark: Any, rows: int) -> None:
+        # as many workers as a round's job runs at once (a small table is one batch, one task:
+        # a second warm-up task would only hold up the table load for a slot)
+        slots = min(_parallelism(spark), -(-rows // _batch_rows(spark)))
+
+        def touch(batches: Iterable[Any]) -> Iterable[Any]:
+            importlib.import_module("controller_core.planning.scoring")
+            yield from batches
+
+        self._job = spark.range(0, slots, 1, slots).mapInPandas(touch, "id long")
+        self._thread = threading.Thread(target=self._run, name="spark-worker-warm-up",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        with contextlib.suppress(Exception):
+            self._job.collect()
+
+    def join(self) -> None:
+        self._thread.join()
 
 
 def _per_rack(df: Any, racks: int) -> list[float]:
     """Replicas, disk and bytes in that each rack must hold: partitions with as many
-    replicas as there are racks have one replica in every rack (see compute_targets)."""
+    replicas as there are racks have one replica in every rack (see compute_targets).
+
+    The same job checks that the partition ids are distinct: xxhash64 of (topic, partition)
+    has never been seen to collide, but a plan must never be silently wrong."""
     from pyspark.sql import functions as F
 
+    every_rack = F.size("replicas") == racks
+    r = df.agg(F.count(F.lit(1)).alias("rows"), F.countDistinct("pid").alias("ids"),
+               F.sum(F.when(every_rack, 1).otherwise(0)).alias("n"),
+               F.sum(F.when(every_rack, F.col("size")).otherwise(0)).alias("disk"),
+               F.sum(F.when(every_rack, F.col("bin")).otherwise(0)).alias("nin")).first()
+    if r["rows"] != r["ids"]:
+        raise RuntimeError("internal: partition id hash collision; rename a topic or report")
     if racks < 2:
         return [0.0] * 5
-    r = df.filter(F.size("replicas") == racks).agg(
-        F.count(F.lit(1)).alias("n"), F.sum("size").alias("disk"),
-        F.sum("bin").alias("nin")).first()
     n, disk, nin = (float(r[k] or 0) for k in ("n", "disk", "nin"))
     return [n, 0.0, disk, nin, 0.0]
 
 
 def _context(bal: Balancer, sources: set[int], dests: set[int], seed: int, choices: int,
-             mean_size: float) -> RoundContext:
+             mean_size: float, repair: bool = False) -> RoundContext:
     """The broker figures of this round for the scorer (small: shipped with the closure)."""
     import numpy as np
 
@@ -208,7 +280,8 @@ def _context(bal: Balancer, sources: set[int], dests: set[int], seed: int, choic
         is_source=np.array([b in sources for b in ids]),
         is_removed=np.array([b in bal.removed for b in ids]),
         dest_slots=np.array([i for i, b in enumerate(ids) if b in dests], dtype=np.int64),
-        seed=seed, choices=choices, mean_size=mean_size, relaxed=bal.relaxed)
+        seed=seed, choices=choices, mean_size=mean_size, relaxed=bal.relaxed, repair=repair,
+        changes=dict(bal.changed))
 
 
 _CANDIDATE_SCHEMA = (
@@ -294,9 +367,10 @@ def run_plan(spark: Any, snapshot_dir: Path, snapshot: Snapshot, goal: Goal,
     started = time.monotonic()
     clock = _Stopwatch()
     broker_ids = snapshot.broker_ids()
-    base = df = _load_table(spark, snapshot_dir)
+    warm_up = _WorkerWarmUp(spark, len(snapshot.partitions))
+    base = _load_table(spark, snapshot_dir)
     clock.lap("load")
-    before = spark_loads(df, broker_ids)
+    before = spark_loads(base, broker_ids)
     clock.lap("loads before")
     removed = set(goal.brokers) if goal.kind == "remove-brokers" else set()
     new = set(goal.brokers) if goal.kind == "add-brokers" else set()
@@ -304,7 +378,7 @@ def run_plan(spark: Any, snapshot_dir: Path, snapshot: Snapshot, goal: Goal,
     totals = [float(sum(before[b][m] for b in broker_ids)) for m in range(5)]
     racks = {b.rack for b in snapshot.brokers if b.id in eligible}
     targets = compute_targets(snapshot.brokers, eligible, totals, options.weights,
-                              options.tolerance, _per_rack(df, len(racks)))
+                              options.tolerance, _per_rack(base, len(racks)))
     dests = new if goal.receivers_limited else eligible
     bal = Balancer(snapshot.brokers, {b: list(v) for b, v in before.items()}, targets,
                    dest_ids=dests, removed=removed, restriction=restriction(goal))
@@ -315,7 +389,7 @@ def run_plan(spark: Any, snapshot_dir: Path, snapshot: Snapshot, goal: Goal,
     start = last = objective(targets, bal.loads)
     repair = goal.moves_data and not goal.receivers_limited and not goal.drain_only and \
         bool(bal.racks) and \
-        df.filter(rack_dup).limit(1).count() > 0
+        base.filter(rack_dup).limit(1).count() > 0
     if goal.moves_data:
         widen = False
         for rnd in range(options.max_rounds):
@@ -325,30 +399,29 @@ def run_plan(spark: Any, snapshot_dir: Path, snapshot: Snapshot, goal: Goal,
             round_dests = dests if bal.receivers is None else dests & bal.receivers
             if (not sources or not round_dests) and not repair:
                 break
-            cond = rack_dup if repair else F.lit(False)
-            if sources:
-                cond = cond | F.arrays_overlap(
-                    "replicas", F.array(*[F.lit(b) for b in sorted(sources)]).cast("array<int>"))
-            rows = df.filter(cond)
             ctx = _context(bal, sources, round_dests, options.seed * 1_000_003 + rnd,
-                           options.choices, mean_size)
-            cands = _collect_candidates(rows, ctx, bal.source_caps(sources), False)
+                           options.choices, mean_size, repair)
+            cands = _collect_candidates(base, ctx, bal.source_caps(sources), False)
             t1 = time.monotonic()
             accepted = bal.run_round(cands)
             t2 = time.monotonic()
-            df = _with_changes(spark, base, bal.changed)
             now = objective(bal.targets, bal.loads)
             stats.append(RoundStat("replicas", rnd, len(sources), len(cands), accepted,
                                    time.monotonic() - t0, t2 - t1, now))
             if accepted == 0 and (widen or not new):
                 break
             if accepted and settled(last, now, start, options.min_round_gain, bal.receivers):
+                if not widen and new & bal.underloaded(REPLICA_METRICS):
+                    widen = True  # new brokers still short: fill them before settling
+                    last = now
+                    continue
                 bal.stalled = True
                 break
             last = now
             # nothing accepted: from now on every broker that can give does
             widen = widen or accepted == 0
 
+    warm_up.join()
     clock.lap("replica rounds")
     last = objective(bal.targets, bal.loads)
     widen = False
@@ -358,20 +431,22 @@ def run_plan(spark: Any, snapshot_dir: Path, snapshot: Snapshot, goal: Goal,
         bal.relaxed = widen
         if not sources or bal.receivers == set():
             break
-        rows = df.filter(F.col("leader").isin(sorted(sources)))
         ctx = _context(bal, sources, eligible, options.seed * 1_000_003 + 7919 + rnd,
                        options.choices, mean_size)
-        cands = _collect_candidates(rows, ctx, bal.source_caps(sources, True), True)
+        cands = _collect_candidates(base, ctx, bal.source_caps(sources, True), True)
         t1 = time.monotonic()
         accepted = bal.run_round(cands, leaders=True)
         t2 = time.monotonic()
-        df = _with_changes(spark, base, bal.changed)
         now = objective(bal.targets, bal.loads)
         stats.append(RoundStat("leaders", rnd, len(sources), len(cands), accepted,
                                time.monotonic() - t0, t2 - t1, now))
         if accepted == 0 and (widen or not new):
             break
         if accepted and settled(last, now, start, options.min_round_gain, bal.receivers):
+            if not widen and new & bal.underloaded(LEADER_METRICS):
+                widen = True  # new brokers still short of leaders: fill them first
+                last = now
+                continue
             break
         last = now
         widen = widen or accepted == 0
@@ -479,3 +554,77 @@ def _dedupe(items: list[Any]) -> list[Any]:
     return out
 
 
+
+
+def stop_jvm(spark: Any, timeout: float = 600.0) -> None:
+    """Stop the session and wait for its local JVM to exit (it writes a class archive at
+    exit); a later session in this process starts a new JVM."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    spark.stop()
+    if gateway is None:
+        return
+    proc = getattr(gateway, "proc", None)
+    gateway.shutdown()
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    if proc is not None:
+        if proc.stdin is not None:
+            proc.stdin.close()  # the gateway JVM exits at EOF on its stdin
+        proc.wait(timeout)
+
+
+def record_class_archive(path: Path) -> int:
+    """Record the class archive at ``path`` (see :mod:`.class_archive`) by planning a small
+    synthetic cluster on a local JVM that dumps the classes it loaded at exit; the archive
+    appears whole or not at all. Returns its size in bytes."""
+    import tempfile
+
+    from controller_core.planning.goals import parse_goal
+    from controller_core.planning.snapshot import write_snapshot
+    from controller_core.planning.synthetic import make_snapshot
+
+    path = path.resolve()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise class_archive.ArchiveError(
+            f"cannot create {path.parent} ({e.strerror}); choose another path with --out or "
+            f"{class_archive.ENV}") from e
+    if not os.access(path.parent, os.W_OK):
+        raise class_archive.ArchiveError(
+            f"{path.parent} is not writable; choose another path with --out or "
+            f"{class_archive.ENV}")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
+    tmp.unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory(prefix="kraftsman-archive-") as work:
+        snap_dir = Path(work) / "snapshot"
+        snapshot = make_snapshot(brokers=6, partitions=120, seed=1, skew=1.0)
+        write_snapshot(snapshot, snap_dir)
+        spark = make_session("local[2]", {
+            "spark.driver.extraJavaOptions":
+                f"-XX:TieredStopAtLevel=1 -XX:ArchiveClassesAtExit={tmp} "
+                "-Xlog:cds=off",  # one warning per class it cannot share
+            "spark.driver.memory": "1g"})
+        try:
+            run_plan(spark, snap_dir, snapshot, parse_goal(["rebalance"], False))
+        except BaseException:
+            stop_jvm(spark)
+            tmp.unlink(missing_ok=True)
+            raise
+        stop_jvm(spark)
+    try:
+        size = tmp.stat().st_size
+    except FileNotFoundError:
+        raise class_archive.ArchiveError(
+            f"the JVM wrote no archive at {tmp}; run `java -XX:ArchiveClassesAtExit=x.jsa "
+            "-version` to see whether this Java supports class-data sharing") from None
+    if size == 0:
+        tmp.unlink(missing_ok=True)
+        raise class_archive.ArchiveError(f"the JVM wrote an empty archive at {tmp}")
+    # the JVM maps the archive without checking it: never rename one that is not on disk
+    fsync_dir(tmp)  # (opens read-only and fsyncs: a file as well as a directory)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+    return size

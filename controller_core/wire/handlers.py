@@ -22,6 +22,7 @@ from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.errors import ApiResult, ErrorCode, KafkaApiError
 from controller_core.metadata.controller import (
     ALTERABLE_CONFIGS,
+    MAX_THROTTLE_RATE,
     THROTTLE_RATE_KEYS,
     THROTTLE_REPLICA_KEYS,
     format_throttled_replicas,
@@ -49,7 +50,7 @@ _ACL_BITS = {Operation.ALL: 2, Operation.CREATE: 5, Operation.ALTER: 7, Operatio
 # DescribeConfigs ConfigSource and ConfigType values.
 _SOURCE_TOPIC, _SOURCE_BROKER, _SOURCE_DEFAULT_BROKER, _SOURCE_DEFAULT = 1, 2, 3, 5
 # Kafka's defaults for the configs the embedded cluster lets you change.
-_DEFAULTS = {**dict.fromkeys(THROTTLE_RATE_KEYS, str(2**63 - 1)),
+_DEFAULTS = {**dict.fromkeys(THROTTLE_RATE_KEYS, str(MAX_THROTTLE_RATE)),
              **dict.fromkeys(THROTTLE_REPLICA_KEYS, "")}
 _TYPE_STRING, _TYPE_LONG, _TYPE_LIST = 2, 5, 7
 _RESOURCE_TYPES = {2: "TOPIC", 4: "BROKER"}
@@ -244,24 +245,32 @@ class Handlers:
             if t.num_partitions != -1 or t.replication_factor != -1:
                 return errors.INVALID_REQUEST, ("give either assignments or numPartitions/"
                                                 "replicationFactor, not both")
-            by_index = {a.partition_index: list(a.broker_ids) for a in t.assignments}
+            # ReplicationControlManager.createTopic's checks of the partition indexes; the
+            # controller checks every replica list (validateManualPartitionAssignment).
+            by_index: dict[int, list[int]] = {}
+            for a in t.assignments:
+                if a.partition_index in by_index:
+                    return errors.INVALID_REPLICA_ASSIGNMENT, (
+                        "Found multiple manual partition assignments for partition "
+                        f"{a.partition_index}")
+                by_index[a.partition_index] = list(a.broker_ids)
             if sorted(by_index) != list(range(len(by_index))):
-                return errors.INVALID_REPLICA_ASSIGNMENT, "partition indexes must be 0..n-1"
+                return errors.INVALID_REPLICA_ASSIGNMENT, (
+                    "partitions should be a consecutive 0-based integer sequence")
             assignment = [by_index[i] for i in range(len(by_index))]
-            partitions, rf = len(assignment), len(assignment[0])
+            partitions, rf = len(assignment), -1
         else:
             partitions = 1 if t.num_partitions == -1 else t.num_partitions
             rf = min(3, brokers) if t.replication_factor == -1 else t.replication_factor
-        if partitions <= 0:
-            return errors.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
-        if rf <= 0 or rf > brokers:
-            return errors.INVALID_REPLICATION_FACTOR, (
-                f"Replication factor: {rf} must be between 1 and the {brokers} brokers")
-        if validate_only:
-            return errors.NONE, ""
+            if partitions <= 0:
+                return errors.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
+            if rf <= 0 or rf > brokers:
+                return errors.INVALID_REPLICATION_FACTOR, (
+                    f"Replication factor: {rf} must be between 1 and the {brokers} brokers")
         try:
             result = self.cluster.controller.create_topic(
-                t.name, partitions, rf, rng=self.cluster.rng, assignment=assignment)
+                t.name, partitions, rf, rng=self.cluster.rng, assignment=assignment,
+                validate_only=validate_only)
         except ValueError as e:
             return INVALID_TOPIC, str(e)
         return result.error, result.message

@@ -142,8 +142,8 @@ class ClusterServer:
     async def stop(self, *, checkpoint: bool = True) -> None:
         if self._clock_task is not None:
             self._clock_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._clock_task
+            # a clock that failed is clock_failure()'s to report, not stop()'s
+            await asyncio.wait({self._clock_task})
             self._clock_task = None
         for srv in self._servers:
             srv.close()
@@ -167,6 +167,16 @@ class ClusterServer:
         if task is None or not task.done() or task.cancelled():
             return None
         return task.exception()
+
+    async def clock_stopped(self) -> BaseException | None:
+        """Wait until the simulated clock stops: the exception that stopped it, or None once
+        the server was stopped. A server whose clock stopped serves a frozen cluster — every
+        client waiting for a move to finish waits forever — so its owner should stop it."""
+        task = self._clock_task
+        if task is None:
+            return None
+        await asyncio.wait({task})
+        return self.clock_failure()
 
     async def _run_clock(self) -> None:
         loop = asyncio.get_running_loop()

@@ -326,11 +326,24 @@ def render_crd(kind: str) -> str:
         schema=crd_schema(kind))
 
 
-def render_all(root: Path | None = None) -> dict[Path, str]:
+def render_health_script(kind: str) -> str:
+    """The Argo CD health script of `kind`: the shared prelude and the kind's body.
+
+    Argo CD runs each script alone (no `require`), so the prelude (condition lookup, the
+    generation check, Degraded) is written into every script from one source,
+    `templates/argocd/prelude.lua`, by the kind's `templates/argocd/<Kind>.lua.j2`.
+    """
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True, trim_blocks=True, autoescape=False)
+    return env.get_template(f"argocd/{kind}.lua.j2").render()
+
+
+def render_all() -> dict[Path, str]:
     """Every generated file, by path relative to the repository root.
 
-    The Argo CD health scripts are hand-written Lua under `root`; the argocd-cm snippet and
-    the chart's copies are generated from them.
+    The Argo CD health scripts (`health.lua` per kind, the chart's copies and the argocd-cm
+    snippet) are generated from `templates/argocd/`.
     """
     env = _env()
     out: dict[Path, str] = {}
@@ -344,20 +357,19 @@ def render_all(root: Path | None = None) -> dict[Path, str]:
     # kopf's peering CRD never changes, and the chart's ClusterKopfPeering object needs it
     # before templates are applied: Helm's crds/ directory does exactly that.
     out[CHART_DIR / "crds" / "kopfpeerings.kopf.dev.yaml"] = peering
-    if root is not None:
-        scripts = {kind: (root / ARGOCD_SCRIPTS / kind / "health.lua").read_text().rstrip("\n")
-                   for kind in KIND_INFO if (root / ARGOCD_SCRIPTS / kind / "health.lua").exists()}
-        out[ARGOCD_DIR / "argocd-cm-health.yaml"] = env.get_template(
-            "argocd-cm.yaml.j2").render(group=GROUP, scripts=scripts)
-        for kind, script in scripts.items():
-            out[CHART_ARGOCD_DIR / f"{kind}.lua"] = script + "\n"
+    scripts = {kind: render_health_script(kind) for kind in KIND_INFO}
+    out[ARGOCD_DIR / "argocd-cm-health.yaml"] = env.get_template("argocd-cm.yaml.j2").render(
+        group=GROUP, scripts={kind: script.rstrip("\n") for kind, script in scripts.items()})
+    for kind, script in scripts.items():
+        out[ARGOCD_SCRIPTS / kind / "health.lua"] = script
+        out[CHART_ARGOCD_DIR / f"{kind}.lua"] = script
     return out
 
 
 def stale_files(root: Path) -> list[str]:
     """Unified diffs of every generated file that differs from what is committed under root."""
     problems = []
-    for rel, text in render_all(root).items():
+    for rel, text in render_all().items():
         path = root / rel
         current = path.read_text() if path.exists() else ""
         if current != text:
@@ -370,7 +382,7 @@ def stale_files(root: Path) -> list[str]:
 
 def write_all(root: Path) -> list[Path]:
     written = []
-    for rel, text in render_all(root).items():
+    for rel, text in render_all().items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists() or path.read_text() != text:

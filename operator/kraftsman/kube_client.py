@@ -25,10 +25,30 @@ MERGE_PATCH = "application/merge-patch+json"
 
 
 class KubeError(Exception):
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(f"HTTP {status} {reason}")
+    """An API call that failed: the HTTP status (0: no answer), its reason and the API
+    server's own message (a Status object's ``message``: what is invalid, who is forbidden)."""
+
+    def __init__(self, status: int, reason: str, message: str = "") -> None:
+        text = f"HTTP {status} {reason}"
+        super().__init__(f"{text}: {one_line(message)}" if message else text)
         self.status = status
         self.reason = reason
+        self.message = message
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _status_message(body: Any) -> str:
+    """The ``message`` of a Kubernetes Status answer, if the body is one."""
+    import json
+
+    try:
+        doc = json.loads(body) if isinstance(body, (str, bytes)) and body else None
+    except ValueError:
+        return ""
+    return str(doc.get("message") or "") if isinstance(doc, dict) else ""
 
 
 def _file(data: str | bytes, tmp: Path, name: str) -> str:
@@ -86,7 +106,8 @@ class KubeClient:
         try:
             return fn(*args, **kw)
         except ApiException as e:
-            raise KubeError(int(e.status or 0), str(e.reason or "")) from None
+            raise KubeError(int(e.status or 0), str(e.reason or ""),
+                            _status_message(e.body)) from None
         except OSError as e:  # urllib3 wraps refusals in MaxRetryError, an OSError
             raise KubeError(0, f"cannot reach the API server ({type(e).__name__})") from None
 

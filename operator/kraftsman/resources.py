@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from controller_core.config import TOPIC_NAME_PATTERN, BrokerId, CamelModel, EmbeddedClusterSpec
+from controller_core.metadata.controller import MAX_THROTTLE_RATE
 from kraftsman.cli_errors import UsageError
 
 GROUP = "kraftsman.io"
@@ -97,7 +98,8 @@ class PartitionReassignmentSpec(CamelModel):
     partitions: list[PartitionMove] = Field(
         min_length=1, description="Partition -> target replicas.")
     throttle_bytes_per_second: int | None = Field(
-        default=None, ge=1, description="Replication throttle on the moving replicas.")
+        default=None, ge=1, le=MAX_THROTTLE_RATE,
+        description="Replication throttle on the moving replicas (bytes/s); none if unset.")
     max_concurrent_moves: int = Field(default=10, ge=1, description="Partitions moving at once.")
     max_concurrent_moves_per_broker: int | None = Field(
         default=None, ge=1, description="Moves touching one broker at once.")
@@ -178,8 +180,9 @@ class KafkaRebalanceSpec(CamelModel):
     balance: bool = Field(default=False, description="add/remove-brokers: also balance the "
                           "other brokers in the same plan (`kraftsman plan --balance`).")
     throttle_bytes_per_second: int | None = Field(
-        default=50_000_000, ge=1, description="Replication throttle of the reassignments "
-        "(bytes/s); the plan's ETA assumes it.")
+        default=50_000_000, ge=0, le=MAX_THROTTLE_RATE, description="Replication throttle "
+        "of the reassignments (bytes/s); the plan's ETA assumes it. 0: unthrottled (as "
+        "`kraftsman plan --throttle 0`).")
     max_concurrent_moves: int = Field(default=10, ge=1, description="Partitions moving at once "
                                       "in each reassignment.")
     max_partitions_per_resource: int = Field(
@@ -273,6 +276,18 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
+_THROTTLE_RANGE = f"a whole number of bytes per second from 1 to {MAX_THROTTLE_RATE}"
+# The fix of a bad value, for fields whose bare constraint ("greater than or equal to 1") does
+# not say what to write instead.
+FIELD_FIXES = {
+    ("PartitionReassignmentSpec", "spec.throttleBytesPerSecond"):
+        f"give {_THROTTLE_RANGE}, or leave the field out for no throttle",
+    ("KafkaRebalanceSpec", "spec.throttleBytesPerSecond"):
+        f"give {_THROTTLE_RANGE}, 0 for none, or leave the field out for the default "
+        "50000000",
+}
+
+
 def format_validation_error(where: str, err: ValidationError,
                             model: type[BaseModel] | None = None) -> list[str]:
     problems = []
@@ -280,6 +295,9 @@ def format_validation_error(where: str, err: ValidationError,
         loc = "spec" + "".join(
             f"[{p}]" if isinstance(p, int) else f".{p}" for p in e["loc"]) if e["loc"] else "spec"
         msg = str(e["msg"]).removeprefix("Value error, ")
+        fix = FIELD_FIXES.get((model.__name__ if model else "", loc))
+        if fix is not None:
+            msg = f"{msg}; {fix}"
         if e["type"] == "extra_forbidden" and e["loc"]:
             known = _fields_at(model, tuple(e["loc"][:-1])) if model is not None else []
             msg = (f"unknown field{did_you_mean(str(e['loc'][-1]), known)}"

@@ -165,6 +165,31 @@ def test_bad_input_exits_2_names_the_field_and_applies_nothing(
     assert not (state / "clusters").exists()  # nothing applied, not even the cluster
 
 
+@pytest.mark.parametrize(("throttle", "says"), [
+    (-5, "Input should be greater than or equal to 1"),
+    (0, "Input should be greater than or equal to 1"),
+    (2**63, "Input should be less than or equal to 9223372036854775807"),
+])
+def test_a_throttle_the_brokers_would_refuse_is_one_line_and_moves_nothing(
+        throttle: int, says: str, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        state: Path) -> None:
+    """A broker refuses a rate that is not a Kafka LONG >= 0 only once the executor sets it —
+    after the move started. So it is refused with the resource, before anything moves."""
+    s = ["--state-dir", str(state)]
+    assert run(capsys, "apply", "-f", write(tmp_path, "c.yaml", CLUSTER), *s)[0] == 0
+    bad = MOVE.replace("  maxConcurrentMoves: 2\n",
+                       f"  maxConcurrentMoves: 2\n  throttleBytesPerSecond: {throttle}\n")
+    code, out, err = run(capsys, "apply", "-f", write(tmp_path, "m.yaml", bad), *s)
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        f"error: {tmp_path / 'm.yaml'}: PartitionReassignment/move: "
+        f"spec.throttleBytesPerSecond: {says}; give a whole number of bytes per second from 1 "
+        "to 9223372036854775807, or leave the field out for no throttle"]
+    code, out, _ = run(capsys, "reassignments", "list", *s)
+    assert (code, out.strip()) == (0, "No partition reassignments found.")
+    assert not (state / "rollback").exists()
+
+
 def test_every_problem_is_reported_at_once(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                            state: Path) -> None:
     bad = MOVE.replace("[3, 1]", "[9, 1]").replace("partition: 1,", "partition: 7,")

@@ -66,15 +66,18 @@ def test_all_adding_before_any_removing() -> None:
     assert set(p.replicas) == {1, 2, 3, 4, 5, 6}  # nothing removed before 6 is in sync
 
 
-def test_epochs_bump_on_start_complete_and_cancel() -> None:
+def test_the_leader_epoch_bumps_when_a_replica_leaves_not_when_a_move_starts() -> None:
+    """PartitionChangeBuilder.triggerLeaderEpochBumpForReplicaReassignmentIfNeeded: the start
+    keeps every replica (R = [1,2,4,3]), so no bump; the cancel drops the adding 4 and the
+    completion the removed 3, so each bumps it once. The partition epoch bumps every time."""
     p = PartitionRegistration((1, 2, 3), (1, 2, 3), leader=1, leader_epoch=7)
     started = apply(p, pc.start_reassignment(TP, p, [1, 2, 4], ALL))
-    assert started.leader_epoch == 8
+    assert (started.leader_epoch, started.partition_epoch) == (7, 1)
     cancelled = apply(started, pc.cancel_reassignment(TP, started, ALL))
-    assert cancelled.leader_epoch == 9
+    assert (cancelled.leader_epoch, cancelled.partition_epoch) == (8, 2)
     done = apply(join_isr(started, 4), pc.maybe_complete_reassignment(
         TP, join_isr(started, 4), ALL))
-    assert done.leader_epoch == 9 and done.replicas == (1, 2, 4)
+    assert done.leader_epoch == 8 and done.replicas == (1, 2, 4)
 
 
 def test_new_target_while_moving_cancels_first() -> None:

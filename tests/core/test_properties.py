@@ -97,14 +97,22 @@ def check_move(tp: TopicPartition, p: PartitionRegistration, target: Sequence[in
     assert set(p.replicas) == set(target) | set(original), where
 
 
+def kafka_leader_epoch(before: PartitionRegistration, after: PartitionRegistration) -> int:
+    """The leader epoch PartitionChangeBuilder gives ``after``: one more on a leader change
+    (tryElection) or when a replica leaves the replica set
+    (triggerLeaderEpochBumpForReplicaReassignmentIfNeeded); not for an ISR change at the
+    current metadata version (triggerLeaderEpochBumpForIsrShrinkIfNeeded: below 3.6 only)."""
+    replica_left = not set(after.replicas) >= set(before.replicas)
+    return before.leader_epoch + int(after.leader != before.leader or replica_left)
+
+
 # -- pure transitions ----------------------------------------------------------------------------
 def _apply(p: PartitionRegistration, out: object) -> PartitionRegistration:
     assert isinstance(out, PartitionChangeRecord), out
     after = apply_change(p, out)
     check_registration(TP, after)
-    assert after.leader_epoch >= p.leader_epoch, "leader epoch went back"
-    if after.leader != p.leader:
-        assert after.leader_epoch > p.leader_epoch, "a leader change must bump the leader epoch"
+    assert after.leader_epoch == kafka_leader_epoch(p, after), \
+        f"leader epoch {p.leader_epoch} -> {after.leader_epoch}, not as Kafka: {p} -> {after}"
     assert after.partition_epoch == p.partition_epoch + 1
     return after
 
@@ -152,7 +160,8 @@ def test_start_reassignment_shapes_the_move(case: PartitionCase, data: st.DataOb
         assert after.leader == p.leader, "a kept, live, in-sync leader keeps leading"
     if after.is_reassigning:
         check_move(TP, after, target, set(p.original))
-        assert after.leader_epoch > p.leader_epoch, "starting a move bumps the leader epoch"
+        if not p.is_reassigning and after.leader == p.leader:
+            assert after.leader_epoch == p.leader_epoch, "a move that starts keeps its epoch"
     else:
         assert after.replicas == tuple(target) and set(target) == set(p.original)
 
@@ -179,7 +188,8 @@ def test_start_then_cancel_restores_the_original_set(case: PartitionCase,
     after = _apply(moving, cancelled)
     assert set(after.replicas) == original and not after.is_reassigning
     assert after.leader != NO_LEADER and after.leader in live, "a cancel must leave a leader"
-    assert after.leader_epoch > moving.leader_epoch, "a cancel bumps the leader epoch"
+    if moving.adding:
+        assert after.leader_epoch > moving.leader_epoch, "a cancel fences the adding replicas"
 
 
 @PURE
@@ -208,12 +218,11 @@ def test_start_then_catch_up_completes_on_the_target(case: PartitionCase,
         if done is not None:
             before = reg
             reg = _apply(reg, done)
-            assert reg.leader_epoch > before.leader_epoch, "completion bumps the leader epoch"
+            if before.removing:
+                assert reg.leader_epoch > before.leader_epoch, "completion fences the removed"
             break
-    if reg.is_reassigning:
-        # Only a move whose target is all in sync may wait: no live target replica to lead.
-        assert set(target) <= set(reg.isr) and not _eligible(target, reg.isr, live), reg
-        return
+    # PartitionChangeBuilder.completeReassignmentIfNeeded: an all-in-sync target completes.
+    assert not reg.is_reassigning, f"the target is in sync, yet the move waits: {reg}"
     assert reg.replicas == target, "after completion R is the target, in the target's order"
     assert set(reg.isr) <= set(target)
     assert reg.leader in target and reg.leader in live
@@ -250,7 +259,8 @@ def test_retarget_keeps_what_the_new_target_keeps(case: PartitionCase,
     assert after.isr == tuple(r for r in p.isr if r in after.replicas)
     if p.leader in after.isr and p.leader in live:
         assert after.leader == p.leader
-    assert after.leader_epoch > p.leader_epoch, "replacing a move fences its dropped replicas"
+    if set(p.replicas) - set(after.replicas):
+        assert after.leader_epoch > p.leader_epoch, "replacing a move fences its dropped replicas"
     assert pc.start_reassignment(TP, after, target, live) is None or not after.is_reassigning
 
 
@@ -488,7 +498,7 @@ class ClusterMachine(RuleBasedStateMachine):
             assert not p.is_reassigning
             assert set(p.replicas) == move.original, \
                 f"{tp}: after cancel R={p.replicas}, original {sorted(move.original)}"
-            assert p.leader_epoch > old.leader_epoch, "a cancel bumps the leader epoch"
+            assert p.leader_epoch == kafka_leader_epoch(old, p), f"{tp}: cancel {old} -> {p}"
             return
         original = self.moves[tp].original if tp in self.moves else frozenset(old.replicas)
         if old.is_reassigning:
@@ -496,9 +506,9 @@ class ClusterMachine(RuleBasedStateMachine):
             if old.target == tuple(target):
                 assert p == old, "an identical resubmit changes nothing (not even the epoch)"
                 return
+        assert p.leader_epoch == kafka_leader_epoch(old, p), f"{tp}: move {old} -> {p}"
         if p.is_reassigning:
             check_move(tp, p, target, original)
-            assert p.leader_epoch > old.leader_epoch, "starting a move bumps the leader epoch"
             self.moves[tp] = Move(tuple(target), original)
         else:
             assert p.replicas == tuple(target), f"{tp}: completed at once on {p.replicas}"
@@ -731,14 +741,15 @@ class ClusterMachine(RuleBasedStateMachine):
                 assert move is not None, f"{tp} is moving but nobody moved it: {p}"
                 check_move(tp, p, move.target, move.original)
                 # PartitionReassignmentReplicas.maybeCompleteReassignment: complete once every
-                # target replica (not only the adding ones) is in the ISR.
-                if set(p.target) <= set(p.isr):
-                    assert not _eligible(move.target, p.isr, live), \
-                        f"{tp}: every target replica is in sync but the move did not complete: {p}"
+                # target replica (not only the adding ones) is in the ISR, with a leader or
+                # without one (PartitionChangeBuilder.tryElection).
+                assert not set(p.target) <= set(p.isr), \
+                    f"{tp}: every target replica is in sync but the move did not complete: {p}"
             elif move is not None:
                 assert p.replicas == move.target, \
                     f"{tp}: completed on {p.replicas}, target {move.target}"
-                assert p.leader_epoch > seen_epoch, f"{tp}: completion must bump the leader epoch"
+                if move.original - set(move.target):
+                    assert p.leader_epoch > seen_epoch, f"{tp}: completion fences the removed"
                 del self.moves[tp]
         assert img.reassigning == reassigning
         listed = c.list_partition_reassignments()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from controller_core import errors
 from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.model import TopicPartition
@@ -204,3 +206,62 @@ def test_max_concurrent_moves_change_with_a_retarget_retargets_the_move_in_fligh
     assert ongoing[tp("orders", 0)].target == (3, 1, 2)
     assert drive(c, resumed).phase is Phase.COMPLETED
     assert c.image.partition(tp("orders", 1)).replicas == (5, 2, 0)  # type: ignore[union-attr]
+
+
+MAX_LONG = 2**63 - 1
+
+
+def test_a_throttle_the_brokers_refuse_holds_the_moves_back_until_one_is_set(
+        tmp_path: Path) -> None:
+    """As ReassignPartitionsCommand.executeAssignment (modifyReassignmentThrottle, then
+    alterPartitionReassignments: a refused throttle aborts before anything moves): a move
+    never starts unthrottled. It waits, with the brokers' refusal in the message, and
+    starts at the first pass whose throttle the brokers take."""
+    c = cluster(tmp_path)
+    ex = ReassignmentExecutor(c, plan_of({tp("orders", 0): [3, 4, 5]}, Limits(-1, 1)))
+    assert ex.start() == []
+    for _ in range(2):
+        p = ex.step()
+        assert (p.phase, p.moving, p.pending) == (Phase.RUNNING, 0, 1)
+        assert c.list_partition_reassignments() == {}
+        assert p.message.startswith("could not set throttles: broker ")
+        assert p.message.endswith("must be a whole number of bytes/second; no move starts "
+                                  "until the throttle is set"), p.message
+        c.advance(1)
+    assert throttles_in(c) == {}  # no rate, and no replica entry nothing would remove
+    ex.set_limits(Limits(1_000_000, 1))
+    p = ex.step()
+    assert (p.moving, p.pending) == (1, 0)
+    assert set(c.list_partition_reassignments()) == {tp("orders", 0)}
+    assert rate(c, 3) == "1000000"
+    assert drive(c, ex).phase is Phase.COMPLETED
+    assert throttles_in(c) == {}
+
+
+def test_without_a_throttle_a_refused_sync_does_not_hold_the_moves(tmp_path: Path) -> None:
+    """Only a throttle that was asked for holds moves back: with none, they start."""
+    c = cluster(tmp_path)
+    ex = ReassignmentExecutor(c, plan_of({tp("orders", 0): [3, 4, 5]}, Limits(None, 1)))
+    assert ex.start() == []
+    assert ex.step().moving == 1
+
+
+@pytest.mark.parametrize(("value", "why"), [
+    ("-1", "must be a whole number of bytes/second"),
+    ("1e9", "must be a whole number of bytes/second"),
+    ("", "must be a whole number of bytes/second"),
+    (str(MAX_LONG + 1), f"must be at most {MAX_LONG} bytes/second (a LONG)"),
+])
+def test_the_embedded_brokers_refuse_a_rate_kafka_refuses(tmp_path: Path, value: str,
+                                                          why: str) -> None:
+    """As Kafka's DynamicConfig.Broker (LONG, atLeast(0)) through ConfigDef's parsing: a
+    negative rate, one beyond Long.MAX_VALUE, or not a whole number is INVALID_CONFIG, and the
+    broker keeps the rate it had."""
+    c = cluster(tmp_path)
+    res = ("BROKER", "0")
+    assert c.incremental_alter_configs({res: {RATE_KEYS[0]: "1000"}})[res].ok
+    result = c.incremental_alter_configs({res: {RATE_KEYS[0]: value}})[res]
+    assert (result.error, result.message) == (errors.INVALID_CONFIG,
+                                              f"{RATE_KEYS[0]}={value!r}: {why}")
+    assert rate(c, 0, RATE_KEYS[0]) == "1000"
+    assert c.incremental_alter_configs({res: {RATE_KEYS[0]: str(MAX_LONG)}})[res].ok

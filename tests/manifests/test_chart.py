@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import helm_python as helm
@@ -172,6 +173,35 @@ def test_argocd_configmap_ships_the_health_scripts(chart: helm.Chart) -> None:
         assert script.strip() == (SCRIPTS / kind / "health.lua").read_text().strip()
 
 
+def planner_settings(chart: helm.Chart, values: dict[str, Any]) -> tuple[Any, list[str]]:
+    """What the rendered Deployment tells the operator about its planner Jobs' pods: the
+    resources (JSON) and the pull secrets."""
+    dep = next(d for d in render(chart, values) if d["kind"] == "Deployment")
+    args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    (resources,) = [json.loads(a.split("=", 1)[1]) for a in args
+                    if a.startswith("--planner-resources=")]
+    return resources, [a.split("=", 1)[1] for a in args
+                       if a.startswith("--planner-image-pull-secret=")]
+
+
+def test_planner_jobs_get_the_resources_and_pull_secrets_of_the_values(
+        chart: helm.Chart) -> None:
+    """The defaults are the operator's own (what it uses without the chart), and what the
+    operator parses from the rendered args is what the values say."""
+    from kraftsman.planner_job_spec import DEFAULT_RESOURCES, parse_resources
+
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())["planner"]["resources"]
+    assert defaults == DEFAULT_RESOURCES
+    assert planner_settings(chart, {}) == (DEFAULT_RESOURCES, [])
+    big = {"requests": {"cpu": 1, "memory": "6Gi"}, "limits": {"cpu": "4", "memory": "6Gi"}}
+    resources, secrets = planner_settings(chart, {
+        "planner": {"resources": big}, "imagePullSecrets": [{"name": "regcred"},
+                                                            {"name": "mirror"}]})
+    assert parse_resources(json.dumps(resources)) == {
+        "requests": {"cpu": "1", "memory": "6Gi"}, "limits": {"cpu": "4", "memory": "6Gi"}}
+    assert secrets == ["regcred", "mirror"]
+
+
 @pytest.mark.parametrize(("values", "where"), [
     ({"state": {"type": "hostPath"}}, "/state/type"),
     ({"replicaCount": 0}, "/replicaCount"),
@@ -199,6 +229,9 @@ RWX = {"type": "persistentVolumeClaim", "persistentVolumeClaim": {"accessModes":
     ({"replicaCount": 2, "state": RWX, "extraArgs": ["--priority=5"]}, "/extraArgs/0"),
     ({"resources": {"requests": {"cpu": "100m", "memory": "lots"},
                     "limits": {"cpu": "1", "memory": "1Gi"}}}, "/resources/requests/memory"),
+    ({"planner": {"resources": {"requests": {"cpu": "1", "memory": "3Gi"},
+                                "limits": {"cpu": "2", "memory": "3 GB"}}}},
+     "/planner/resources/limits/memory"),
     ({"state": {"type": "emptyDir", "emptyDir": {"sizeLimit": "big"}}},
      "/state/emptyDir/sizeLimit"),
     ({"extraArgs": ["--tick=0"]}, "/extraArgs/0"),
@@ -209,7 +242,8 @@ RWX = {"type": "persistentVolumeClaim", "persistentVolumeClaim": {"accessModes":
     ({"extraArgs": ["--namespace=apps"]}, "/extraArgs/0"),  # the chart sets --all-namespaces
     ({"extraArgs": ["--planner-image=mine:1"]}, "/extraArgs/0"),  # image.* says it
 ], ids=["replicas-emptydir", "replicas-rwo", "replicas-no-peering", "replicas-priority",
-        "memory-lots", "sizelimit-big", "tick-0", "time-scale-negative", "tick-split",
+        "memory-lots", "planner-memory-3-GB", "sizelimit-big", "tick-0", "time-scale-negative",
+        "tick-split",
         "standalone-with-peering", "peering-arg", "namespace-arg", "planner-arg"])
 def test_values_that_cannot_work_are_refused(chart: helm.Chart, values: dict[str, Any],
                                              where: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -40,6 +41,50 @@ def test_check_flag_reports_a_stale_file_and_generate_fixes_it(tmp_path: Path) -
                          capture_output=True, text=True, check=False)
     assert bad.returncode == 1
     assert "leaderelections.kraftsman.io.yaml" in bad.stderr and "shortNamez" in bad.stderr
+
+
+def test_check_flag_reports_a_hand_edited_health_script(tmp_path: Path) -> None:
+    """The Lua health scripts are generated too: an edit of one copy is drift."""
+    cmd = [sys.executable, "-m", "kraftsman.cli", "crds", "generate", "--root", str(tmp_path)]
+    gen = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert gen.returncode == 0, gen.stderr
+    rel = Path("manifests/argocd/resource_customizations/kraftsman.io/KafkaQuorum/health.lua")
+    script = tmp_path / rel
+    script.write_text(script.read_text().replace('"Healthy"', '"Healthy "'))
+    bad = subprocess.run([*cmd, "--check"], capture_output=True, text=True, check=False)
+    assert bad.returncode == 1
+    assert str(rel) in bad.stderr and "1 generated file(s) are stale" in bad.stderr
+
+
+PRELUDE = (crdgen.TEMPLATES / "argocd" / "prelude.lua").read_text()
+
+
+def test_every_health_script_carries_the_one_prelude_once() -> None:
+    """One source: the prelude is in every script exactly once and in no kind's body."""
+    generated = crdgen.render_all()
+    for kind in crdgen.KIND_INFO:
+        for path in (crdgen.ARGOCD_SCRIPTS / kind / "health.lua",
+                     crdgen.CHART_ARGOCD_DIR / f"{kind}.lua"):
+            assert generated[path].count(PRELUDE) == 1, path
+        body = (crdgen.TEMPLATES / "argocd" / f"{kind}.lua.j2").read_text()
+        assert "local function condition" not in body
+    snippet = generated[crdgen.ARGOCD_DIR / "argocd-cm-health.yaml"]
+    assert snippet.count("local function condition(t)") == len(crdgen.KIND_INFO)
+
+
+def test_an_edit_of_the_prelude_reaches_every_script(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    templates = tmp_path / "templates"
+    shutil.copytree(crdgen.TEMPLATES, templates)
+    prelude = templates / "argocd" / "prelude.lua"
+    prelude.write_text(prelude.read_text() + "-- edited once\n")
+    monkeypatch.setattr(crdgen, "TEMPLATES", templates)
+    generated = crdgen.render_all()
+    for kind in crdgen.KIND_INFO:
+        assert "-- edited once\n" in generated[crdgen.ARGOCD_SCRIPTS / kind / "health.lua"]
+        assert "-- edited once\n" in generated[crdgen.CHART_ARGOCD_DIR / f"{kind}.lua"]
+    snippet = generated[crdgen.ARGOCD_DIR / "argocd-cm-health.yaml"]
+    assert snippet.count("-- edited once") == len(crdgen.KIND_INFO)
 
 
 def test_missing_root_is_a_usage_error(tmp_path: Path) -> None:
@@ -198,6 +243,39 @@ def test_schema_and_model_reject_the_same_bad_input(
     assert any(field in e for e in errors), errors
     with pytest.raises(UsageError):
         parse_resource(_cr(kind, spec))
+
+
+THROTTLED_KINDS = {
+    "PartitionReassignment": {**REF, "partitions": [{"topic": "t", "partition": 0,
+                                                     "replicas": [1]}]},
+    "KafkaRebalance": REF,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(THROTTLED_KINDS))
+@pytest.mark.parametrize(("throttle", "taken"), [
+    (-5, False), (0, False), (1, True), (2**63 - 1, True), (2**63, False)])
+def test_the_crd_and_the_model_take_exactly_the_throttles_the_brokers_take(
+        kind: str, throttle: int, taken: bool,
+        validate_cr: Callable[[dict[str, Any]], list[str]]) -> None:
+    """A broker takes a replication rate that is a Kafka LONG >= 0 (DynamicConfig.Broker);
+    0 stops replication, so a resource's throttle is 1 to Long.MAX_VALUE — checked at
+    admission by the schema's minimum/maximum, and by the model the CLI and operator parse
+    with. A KafkaRebalance's 0 means unthrottled reassignments (its field has a default, so
+    leaving it out cannot say that), as `kraftsman plan --throttle 0` does."""
+    doc = _cr(kind, {**THROTTLED_KINDS[kind], "throttleBytesPerSecond": throttle})
+    errors = validate_cr(doc)
+    taken = taken or (kind == "KafkaRebalance" and throttle == 0)
+    if taken:
+        assert errors == []
+        assert parse_resource(doc).spec.throttle_bytes_per_second == throttle
+        return
+    assert [e.split(":")[0] for e in errors] == ["spec.throttleBytesPerSecond"], errors
+    with pytest.raises(UsageError, match=r"spec\.throttleBytesPerSecond: .*; give a whole "
+                                         "number of bytes per second from 1 to "
+                                         "9223372036854775807(, 0 for none)?, or leave the "
+                                         "field out"):
+        parse_resource(doc)
 
 
 # Cross-field rules only CEL can express: present in the CRD, and the model agrees.

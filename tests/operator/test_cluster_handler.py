@@ -123,6 +123,30 @@ async def test_a_cluster_in_use_is_not_torn_down(tmp_path: Path) -> None:
                                "PartitionReassignment/m0; delete or finish those first")
 
 
+
+async def test_a_cluster_whose_deletion_waits_is_kept_open_with_its_clock_running(
+        tmp_path: Path) -> None:
+    """kopf runs no timer for a KafkaCluster being deleted, so each refused teardown keeps
+    the cluster in service for the operations it waits for: it opens it (an operator
+    restarted meanwhile had not) and runs its clock, that they can finish or roll back."""
+    d = Driver(tmp_path)
+    kc = await d.ready_cluster()
+    d.create("PartitionReassignment", "m", {**REF, "partitions": [
+        {"topic": "orders", "partition": 0, "replicas": [3, 4, 5]}]})
+    d.rt.close_all()
+    restarted = Driver(tmp_path)  # a new operator process on the same state volume
+    restarted.objects = d.objects
+    with pytest.raises(kopf.TemporaryError):
+        await restarted.call(kc, "teardown")
+    opened = restarted.rt.clusters[("default", "demo")]
+    before = opened.cluster.now_ms()
+    restarted.now += 7.0
+    with pytest.raises(kopf.TemporaryError):
+        await restarted.call(kc, "teardown")
+    assert restarted.rt.clusters[("default", "demo")] is opened  # the same, not re-opened
+    assert opened.cluster.now_ms() - before == 7000
+    assert "not usable" not in conds(kc)["Ready"][2]
+
 async def test_an_unused_embedded_cluster_is_stopped_and_its_state_removed(
         tmp_path: Path) -> None:
     d = Driver(tmp_path)

@@ -8,15 +8,21 @@ Every wait polls with a deadline; nothing sleeps in place of the core.
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from harness import Api, OperatorThread, cond_is, condition
 from test_operator_kmock import CLUSTER, REF
 
 from controller_core.metadata.controller import THROTTLE_RATE_KEYS
 from controller_core.model import TopicPartition
 from controller_core.orchestration.throttles import FOLLOWER_REPLICAS, LEADER_REPLICAS
+from kraftsman.handlers import cluster as cluster_handlers
+from kraftsman.handlers import reassignment as reassignment_handlers
+from kraftsman.handlers.opstate import has_outbox
 
 TO_NEW = [3, 4, 5]
 
@@ -64,6 +70,126 @@ async def test_finished_operations_do_not_block_deleting_the_cluster(
     await api.wait_gone("KafkaCluster", "demo", timeout=60)
     assert await api.get("PartitionReassignment", "done") is not None  # left as they were
 
+
+class PassGate:
+    """Holds a reconcile pass inside ``fn`` (in its worker thread, under the cluster's lock)
+    until released: a pass in flight at a chosen moment. Only the first call is held."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn, self.entered, self.released = fn, threading.Event(), threading.Event()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.entered.is_set():
+            self.entered.set()
+            self.released.wait(30)  # bounded: a broken test fails instead of hanging
+        return self.fn(*args, **kwargs)
+
+    async def wait_entered(self) -> None:
+        assert await asyncio.to_thread(self.entered.wait, 30), "no pass reached the gate"
+
+
+def when_called(fn: Callable[..., Any], seen: threading.Event) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        seen.set()
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+# kopf polls a timer that is still running when its resource is deleted every
+# settings.background.cancellation_polling seconds (kopf's default: 60) and keeps the
+# finalizer meanwhile; a pass that writes nothing afterwards wakes nobody earlier.
+PROMPTLY = 30.0
+
+
+async def test_a_cluster_deleted_while_its_pass_runs_goes_away_when_the_pass_ends(
+        api: Api, start_operator: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The deletion arrives while the KafkaCluster's reconcile pass is in flight (likely on a
+    loaded machine, or with a slow real cluster); that pass changes nothing in the status, so
+    no event follows it. The cluster must still go as soon as the pass has ended."""
+    op = start_operator()
+    await ready(api)
+    gate = PassGate(cluster_handlers.figures)
+    monkeypatch.setattr(cluster_handlers, "figures", gate)
+    await gate.wait_entered()
+    tearing_down = threading.Event()
+    monkeypatch.setattr(op.rt, "close_cluster", when_called(op.rt.close_cluster, tearing_down))
+    await api.delete("KafkaCluster", "demo")
+    # teardown runs after kopf asked the timer to stop (and found it still running)
+    assert await asyncio.to_thread(tearing_down.wait, 30), "teardown never ran"
+    gate.released.set()
+    await api.wait_gone("KafkaCluster", "demo", timeout=PROMPTLY)
+    assert ("default", "demo") not in op.rt.clusters
+
+
+async def test_a_reassignment_deleted_while_its_pass_runs_goes_away_when_the_pass_ends(
+        api: Api, start_operator: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As above for a PartitionReassignment with moves in flight, which the KafkaCluster's
+    teardown waits for. The embedded cluster's clock stands still (time scale 0), so its
+    passes change nothing — as under load at 0.01x, when the cluster's own pass had not run
+    between two of the reassignment's. Deleted mid-pass, its rollback runs after the pass,
+    and it goes; then the cluster can go too."""
+    op = start_operator(time_scale=0.0)
+    await ready(api)
+    await api.create("PartitionReassignment", "move", {**REF, "partitions": moves(0)})
+    await api.wait("PartitionReassignment", "move", lambda o: moving(o) and not has_outbox(
+        o["status"]))  # its Events posted: the passes write nothing more
+    gate = PassGate(reassignment_handlers.fill_progress)
+    monkeypatch.setattr(reassignment_handlers, "fill_progress", gate)
+    await gate.wait_entered()
+    rolling_back = threading.Event()
+    run = op.rt.run
+
+    async def watched_run(opened: Any, fn: Callable[[Any], Any]) -> Any:
+        if ".rollback." in fn.__qualname__:
+            rolling_back.set()
+        return await run(opened, fn)
+
+    monkeypatch.setattr(op.rt, "run", watched_run)
+    await api.delete("PartitionReassignment", "move")
+    assert await asyncio.to_thread(rolling_back.wait, 30), "the rollback never ran"
+    gate.released.set()
+    await api.wait_gone("PartitionReassignment", "move", timeout=PROMPTLY)
+    await api.delete("KafkaCluster", "demo")
+    await api.wait_gone("KafkaCluster", "demo", timeout=PROMPTLY)
+
+
+
+async def test_moves_in_flight_finish_while_the_cluster_deletion_waits_for_them(
+        api: Api, start_operator: Any) -> None:
+    """A deleted KafkaCluster waits for the reassignment that uses it, so that reassignment
+    must be able to finish: kopf runs no timer for a resource being deleted, and the
+    embedded cluster's clock would stand still with the move half done."""
+    start_operator(time_scale=5.0)  # 60 MB at 10 MB/s: ~1.2 s of wall time
+    await ready(api)
+    await api.create("PartitionReassignment", "move", {**REF, "partitions": moves(0)})
+    await api.wait("PartitionReassignment", "move", moving)
+    await api.delete("KafkaCluster", "demo")
+    await api.wait("KafkaCluster", "demo", cond_is("Ready", "False", "InUse"))
+    done = await api.wait("PartitionReassignment", "move", cond_is("Succeeded", "True"),
+                          timeout=PROMPTLY)
+    assert done["status"]["done"] == 1
+    await api.wait_gone("KafkaCluster", "demo", timeout=PROMPTLY)
+
+
+async def test_after_a_restart_a_cluster_whose_deletion_waits_still_serves_its_operations(
+        api: Api, start_operator: Any, tmp_path: Path) -> None:
+    """The operator restarts while a KafkaCluster's deletion waits for a reassignment in
+    flight. No timer opens a cluster being deleted, so the new operator must open it for
+    the reassignment: deleted now, it is rolled back (not skipped) and goes, then the
+    cluster goes."""
+    first = start_operator(state_dir=tmp_path / "volume", time_scale=0.01)
+    await ready(api)
+    await api.create("PartitionReassignment", "move", {**REF, "partitions": moves(0)})
+    await api.wait("PartitionReassignment", "move", moving)
+    await api.delete("KafkaCluster", "demo")
+    await api.wait("KafkaCluster", "demo", cond_is("Ready", "False", "InUse"))
+    await first.astop()
+    start_operator(state_dir=tmp_path / "volume", time_scale=0.01)
+    await api.delete("PartitionReassignment", "move")
+    await api.wait_gone("PartitionReassignment", "move", timeout=PROMPTLY)
+    events = await api.wait_events("move", "Cancelled")
+    assert "RollbackSkipped" not in {e["reason"] for e in events}
+    await api.wait_gone("KafkaCluster", "demo", timeout=PROMPTLY)
 
 # -- edits while a reassignment runs --------------------------------------------------------------
 
@@ -130,6 +256,45 @@ async def test_replication_factor_change_and_absurd_throttle_are_warned(
     events = await api.wait_events("odd", "PlanWarning")
     kinds = [(e["type"], e["message"][:20]) for e in events if e["reason"] == "PlanWarning"]
     assert len(kinds) == 2 and all(t == "Warning" for t, _ in kinds)
+
+
+@pytest.mark.parametrize("throttle", [-5, 0, 2**63])
+async def test_a_throttle_the_brokers_would_refuse_moves_nothing(
+        api: Api, start_operator: Any, throttle: int) -> None:
+    """Without the CRD's minimum/maximum (the emulator checks no schema) the operator refuses
+    the spec itself: Degraded naming the field and the fix, and not a replica or a throttle
+    placed — the brokers (a Kafka LONG, atLeast(0)) would refuse the rate only after the
+    moves had started unthrottled."""
+    op = start_operator(time_scale=0.1)
+    await ready(api)
+    await api.create("PartitionReassignment", "bad", {
+        **REF, "partitions": moves(0), "throttleBytesPerSecond": throttle})
+    obj = await api.wait("PartitionReassignment", "bad",
+                         cond_is("Degraded", "True", "InvalidSpec"))
+    assert condition(obj, "Succeeded")["status"] == "False"
+    msg = condition(obj, "Degraded")["message"]
+    assert msg.startswith("spec.throttleBytesPerSecond: Input should be"), msg
+    assert msg.endswith("; give a whole number of bytes per second from 1 to "
+                        "9223372036854775807, or leave the field out for no throttle"), msg
+    assert await on_cluster(op, lambda c: c.list_partition_reassignments()) == {}
+    assert await on_cluster(op, throttles) == {}
+
+
+async def test_a_rebalance_with_a_throttle_the_brokers_would_refuse_is_invalid(
+        api: Api, start_operator: Any) -> None:
+    """Its proposal's PartitionReassignments would carry the throttle: refused before a
+    planner Job is started."""
+    start_operator()
+    await ready(api)
+    await api.create("KafkaRebalance", "rb", {**REF, "throttleBytesPerSecond": 2**63})
+    obj = await api.wait("KafkaRebalance", "rb", cond_is("Degraded", "True", "InvalidSpec"))
+    assert obj["status"]["phase"] == "Invalid"
+    msg = condition(obj, "Degraded")["message"]
+    assert "spec.throttleBytesPerSecond: Input should be less than or equal to " \
+        "9223372036854775807; give a whole number of bytes per second from 1 to " \
+        "9223372036854775807, 0 for none, or leave the field out for the default 50000000" in msg, msg
+    async with api.session.get(f"{api.base}/apis/batch/v1/jobs") as r:
+        assert (await r.json()).get("items") == []  # no planner Job
 
 
 # -- what the status says -------------------------------------------------------------------------

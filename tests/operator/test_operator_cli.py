@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,37 @@ def test_default_priority_prefers_the_older_replica_and_never_ties() -> None:
     newer = [default_priority(started + 0.001) for _ in range(50)]
     assert min(older) > max(newer) > 0  # one millisecond later always stands by
     assert max(older) < 2**53  # exact in JSON (the peering object's status)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--planner-resources", "{cpu: 1}"], "--planner-resources: not JSON"),
+    (["--planner-resources", '{"limits": {"memory": "lots"}}'],
+     "--planner-resources: limits.memory 'lots' is not a Kubernetes quantity"),
+    (["--planner-resources", '{"claims": []}'],
+     "--planner-resources: an object with requests and/or limits"),
+    (["--planner-image-pull-secret", "Reg_Cred"],
+     "--planner-image-pull-secret 'Reg_Cred': not a Secret name"),
+])
+def test_bad_planner_job_settings_are_reported_by_kafkarebalances(
+        tmp_path: Path, argv: list[str], message: str) -> None:
+    """Found when the operator starts, not when its first Job is refused by the API — and
+    reported by every KafkaRebalance instead of ending the operator (a crash loop over a
+    chart value would stop every other resource too)."""
+    from kraftsman.commands.operator import planner_settings
+    from kraftsman.planner_job_spec import (
+        DEFAULT_RESOURCES,
+        PlannerConfig,
+        PlannerUnavailable,
+        planner_job,
+    )
+
+    resources, secrets, problem = planner_settings(parse("--state-dir", str(tmp_path), *argv))
+    assert problem is not None and message in problem
+    assert resources == DEFAULT_RESOURCES and secrets == ()
+    config = PlannerConfig(image="kraftsman:1", resources=resources, problem=problem)
+    with pytest.raises(PlannerUnavailable, match=re.escape(message)) as refused:
+        planner_job(config, name="rb", namespace="default", uid="u", proposal_id=1,
+                    embedded=False, spark_master=None)
+    assert "fix the chart value" in str(refused.value)
+    good = planner_settings(parse("--state-dir", str(tmp_path)))
+    assert good == (DEFAULT_RESOURCES, (), None)

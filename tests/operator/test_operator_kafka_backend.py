@@ -182,6 +182,50 @@ async def test_secret_not_readable_names_the_rbac_fix(api: Api, start_operator: 
     assert "spec.authSecretRef.name" in msg and "rbac.secretNamespaces" in msg
 
 
+
+async def test_a_cluster_whose_deletion_waits_is_connected_again_after_a_restart(
+        api: Api, start_operator: Any, server: ServedCluster, tmp_path: Path) -> None:
+    """The operator restarts while a `bootstrapServers` KafkaCluster's deletion waits for a
+    throttled reassignment; no timer connects a cluster being deleted, so the new operator
+    connects it for the reassignment, which, deleted, is rolled back over the wire."""
+    first = start_operator(state_dir=tmp_path / "a")
+    await real_cluster(api, server)
+    await api.create("PartitionReassignment", "slow", {
+        "clusterRef": {"name": "real"}, "throttleBytesPerSecond": 1000,
+        "partitions": [{"topic": "orders", "partition": 2, "replicas": [3, 4, 5]}]})
+    await api.wait("PartitionReassignment", "slow",
+                   lambda o: (o.get("status") or {}).get("moving", 0) == 1)
+    await api.delete("KafkaCluster", "real")
+    await api.wait("KafkaCluster", "real", cond_is("Ready", "False", "InUse"))
+    await first.astop()
+    start_operator(state_dir=tmp_path / "b")
+    await api.delete("PartitionReassignment", "slow")
+    await api.wait_gone("PartitionReassignment", "slow", timeout=30)
+    assert server.call(lambda: server.cluster.list_partition_reassignments()) == {}
+    p2 = server.call(lambda: server.cluster.describe_partitions(topics=["orders"])[2])
+    assert p2.replicas == (2, 0, 1)  # back where it was
+    await api.wait_gone("KafkaCluster", "real", timeout=30)
+
+
+async def test_a_refused_deletion_says_when_the_cluster_cannot_be_reached(
+        api: Api, start_operator: Any) -> None:
+    """The operations a deleted cluster waits for cannot progress while it is unreachable;
+    the refusal says why, naming the field, instead of only who uses it."""
+    start_operator(kafka_retry_seconds=1.0)
+    await api.create("KafkaCluster", "gone", {"bootstrapServers": "127.0.0.1:1"})
+    await api.wait("KafkaCluster", "gone", cond_is("Degraded", "True", "BootstrapUnreachable"))
+    await api.create("PartitionReassignment", "move", {"clusterRef": {"name": "gone"},
+                                                       "partitions": [{"topic": "orders",
+                                                                       "partition": 0,
+                                                                       "replicas": [3, 4, 5]}]})
+    await api.wait("PartitionReassignment", "move",
+                   cond_is("Progressing", "True", "WaitingForCluster"))
+    await api.delete("KafkaCluster", "gone")
+    obj = await api.wait("KafkaCluster", "gone", cond_is("Ready", "False", "InUse"))
+    msg = condition(obj, "Ready")["message"]
+    assert msg.startswith("still used by PartitionReassignment/move")
+    assert "not usable" in msg and "127.0.0.1:1" in msg and "spec.bootstrapServers" in msg
+
 async def test_spec_change_reconnects_and_closes_the_old_connection(
         api: Api, start_operator: Any, server: ServedCluster) -> None:
     op = start_operator(kafka_retry_seconds=1.0)

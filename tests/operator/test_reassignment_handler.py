@@ -481,6 +481,23 @@ async def test_deleting_an_in_flight_reassignment_rolls_it_back(d: Driver) -> No
     assert parts[TP0] == (0, 1, 2)
 
 
+
+async def test_a_pass_that_waited_for_the_cluster_starts_nothing_the_rollback_cancelled(
+        d: Driver) -> None:
+    """A reconcile pass invoked before the deletion may get the cluster's lock only after the
+    rollback cancelled the moves; kopf's body (live) then has a deletionTimestamp, and the
+    pass must not start them again: the resource goes and nothing would cancel them."""
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES,
+                                                    "maxConcurrentMoves": 2})
+    await d.tick(pr)
+    cluster = d.rt.clusters[("default", "demo")].cluster
+    assert len(cluster.list_partition_reassignments()) == 2
+    pr["metadata"]["deletionTimestamp"] = "2026-11-26T16:00:00Z"
+    await d.call(pr, "rollback")
+    assert cluster.list_partition_reassignments() == {}
+    await d.call(pr, "reconcile")  # the pass that waited for the lock
+    assert cluster.list_partition_reassignments() == {}
+
 async def test_deleting_a_finished_or_dry_run_reassignment_releases_at_once(d: Driver) -> None:
     pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES[:1]})
     await run_until(d, pr, {"Completed"})

@@ -276,6 +276,38 @@ async def test_embedded_cluster_on_an_emptydir_is_refused(api: Api, deployed: An
     assert "state.type=persistentVolumeClaim" in str(obj["status"]["conditions"])
 
 
+async def test_a_bad_planner_value_is_reported_by_the_rebalance_not_a_crash_loop(
+        api: Api, deployed: Any) -> None:
+    """planner.resources with a memory limit Spark cannot run in: the operator started as the
+    chart deploys it keeps serving (the KafkaCluster becomes Ready) and the KafkaRebalance
+    names the value to fix."""
+    small = {"limits": {"memory": "1Gi"}}
+    await deployed(from_chart({**PVC, "planner": {"resources": small}}))
+    await api.create("KafkaCluster", "demo", CLUSTER)
+    await api.wait("KafkaCluster", "demo", cond_is("Ready", "True"))
+    await api.create("KafkaRebalance", "rb", REBALANCE)
+    obj = await api.wait("KafkaRebalance", "rb", cond_is("Degraded", "True",
+                                                          "PlannerUnavailable"))
+    message = next(c for c in obj["status"]["conditions"] if c["type"] == "Degraded")["message"]
+    assert "limits.memory 1Gi" in message and "at least 1536Mi" in message, message
+
+
+async def test_the_job_gets_the_charts_planner_resources_and_pull_secrets(
+        api: Api, deployed: Any, kubeconfig: Path, tmp_path: Path) -> None:
+    """From the chart's values through the operator's args to the Job's pod: the image is the
+    operator's, so are its pull secrets; the resources are planner.resources."""
+    big = {"requests": {"cpu": "1", "memory": "6Gi"}, "limits": {"cpu": "4", "memory": "6Gi"}}
+    op = await deployed(from_chart({**PVC, "imagePullSecrets": [{"name": "regcred"}],
+                                    "planner": {"resources": big}}))
+    await api.create("KafkaCluster", "demo", CLUSTER)
+    await api.wait("KafkaCluster", "demo", cond_is("Ready", "True"))
+    await api.create("KafkaRebalance", "rb", REBALANCE)
+    job = await Kubelet(api, op, kubeconfig, tmp_path).wait_job("rb-plan-1")
+    pod = job["spec"]["template"]["spec"]
+    assert pod["containers"][0]["resources"] == big
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+
+
 # ---------------------------------------------------------------- stopping a running rebalance
 # These tests are about what happens to the PartitionReassignments, not about the plan: the
 # proposal is written with the planner's own ConfigMap builder (kraftsman.proposal) instead of

@@ -1,6 +1,6 @@
 """KafkaRebalance's pure parts: the state machine (rebalance_flow.decide), the proposal
 ConfigMaps as the planner writes them (kraftsman.proposal), the planner Job the operator
-creates (rebalance_job) and the PartitionReassignments made from the proposal's documents."""
+creates (planner_job_spec) and the PartitionReassignments made from the proposal's documents."""
 
 from __future__ import annotations
 
@@ -11,6 +11,14 @@ import pytest
 
 from kraftsman.handlers.common import parse_spec
 from kraftsman.handlers.rebalance import ProposalError, active, reassignment_body
+from kraftsman.planner_job_spec import (
+    DEFAULT_RESOURCES,
+    PlannerConfig,
+    PlannerUnavailable,
+    job_state,
+    parse_resources,
+    planner_job,
+)
 from kraftsman.proposal import proposal_config_maps
 from kraftsman.rebalance_flow import (
     ANNOTATION,
@@ -25,7 +33,6 @@ from kraftsman.rebalance_flow import (
     plan_digest,
     steps_of,
 )
-from kraftsman.rebalance_job import PlannerConfig, PlannerUnavailable, job_state, planner_job
 from kraftsman.resources import KafkaRebalanceSpec
 from kraftsman.status import KafkaRebalanceStatus
 
@@ -420,7 +427,8 @@ def test_the_planner_job_follows_the_contract() -> None:
     (c,) = pod["containers"]
     assert c["image"] == CONFIG.image and c["command"] == ["kraftsman"]
     assert c["args"] == ["rebalance", "propose", "--namespace", "default", "--name", "rb",
-                         "--proposal-id", "3", "--state-dir", "/var/lib/kraftsman"]
+                         "--proposal-id", "3", "--state-dir", "/var/lib/kraftsman",
+                         "--spark-conf", "spark.driver.memory=2048m"]
     state = next(v for v in pod["volumes"] if v["name"] == "state")
     assert state["persistentVolumeClaim"] == {"claimName": "kraftsman-state", "readOnly": True}
     assert {"name": "state", "mountPath": "/var/lib/kraftsman", "readOnly": True} in \
@@ -442,6 +450,56 @@ def test_a_kafka_cluster_job_mounts_no_state_and_passes_the_master() -> None:
     assert job["metadata"]["namespace"] == "team-a"
     assert job["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
     assert "affinity" not in pod
+
+
+def test_the_planner_pod_has_resources_for_spark_local_mode_by_default() -> None:
+    """Spark's local driver heap is 2g (make_session): the default limit leaves the JVM and
+    the Python driver about 1Gi more, and the memory request equals it (not evicted first)."""
+    (c,) = planner_job(CONFIG, name="rb", namespace="default", uid="u", proposal_id=1,
+                       embedded=True, spark_master=None)["spec"]["template"]["spec"][
+        "containers"]
+    assert c["resources"] == DEFAULT_RESOURCES
+    memory = c["resources"]["limits"]["memory"]
+    assert c["resources"]["requests"]["memory"] == memory
+    gib = {"Gi": 2**30, "Mi": 2**20}
+    assert int(memory[:-2]) * gib[memory[-2:]] >= 2 * 2**30 + 2**30  # 2g heap + 1Gi
+    assert c["resources"]["limits"]["cpu"]  # Spark local[*]: as many cores as the limit
+
+
+@pytest.mark.parametrize(("limit", "heap"), [
+    ("3Gi", "2048m"), ("6Gi", "5120m"), ("8000M", "6605m"), ("1536Mi", "512m"), (None, None)])
+def test_the_spark_driver_heap_follows_the_memory_limit(limit: str | None,
+                                                        heap: str | None) -> None:
+    """Raising the limit gives Spark the memory: its driver heap is the limit less 1Gi for
+    the JVM's own memory and the Python driver (the default 3Gi: make_session's 2g)."""
+    resources = {"requests": {"cpu": "1"}, **({"limits": {"memory": limit}} if limit else {})}
+    args = planner_job(PlannerConfig(image="i", resources=resources), name="rb",
+                       namespace="d", uid="u", proposal_id=1, embedded=False,
+                       spark_master=None)["spec"]["template"]["spec"]["containers"][0]["args"]
+    confs = [args[i + 1] for i, a in enumerate(args) if a == "--spark-conf"]
+    assert confs == ([f"spark.driver.memory={heap}"] if heap else [])
+
+
+def test_a_memory_limit_spark_cannot_run_in_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"limits\.memory 1Gi: .* at least 1536Mi"):
+        parse_resources('{"limits": {"memory": "1Gi"}}')
+
+
+def test_the_planner_pod_takes_the_configured_resources_and_pull_secrets() -> None:
+    resources = parse_resources('{"requests": {"cpu": 1, "memory": "6Gi"}, '
+                                '"limits": {"memory": "6Gi", "ephemeral-storage": "4Gi"}}')
+    config = PlannerConfig(image="img:1", resources=resources,
+                           image_pull_secrets=("regcred", "mirror"))
+    job = planner_job(config, name="rb", namespace="d", uid="u", proposal_id=1,
+                      embedded=False, spark_master=None)
+    pod = job["spec"]["template"]["spec"]
+    assert pod["containers"][0]["resources"] == {
+        "requests": {"cpu": "1", "memory": "6Gi"},
+        "limits": {"memory": "6Gi", "ephemeral-storage": "4Gi"}}
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}, {"name": "mirror"}]
+    no_secrets = planner_job(CONFIG, name="rb", namespace="d", uid="u", proposal_id=1,
+                             embedded=False, spark_master=None)
+    assert "imagePullSecrets" not in no_secrets["spec"]["template"]["spec"]
 
 
 def test_no_image_or_an_emptydir_state_volume_is_a_clear_error() -> None:

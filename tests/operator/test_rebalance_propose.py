@@ -23,16 +23,17 @@ import sys
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp.web
 import kmock
 import pytest
 import yaml
 from deployed import write_kubeconfig
-from harness import Emulator, declare
+from harness import Emulator, declare, status_error
 
 from controller_core.backends import RetryPolicy, open_kafka_admin
 from controller_core.config import EmbeddedClusterSpec
@@ -40,8 +41,8 @@ from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.planning.fingerprint import admin_fingerprint
 from kraftsman.commands.plan import embedded_snapshot
 from kraftsman.handlers.runtime import embedded_cluster_dir
-from kraftsman.planner_job import ProposeError, check_goal_fits, goal_of, parse_rebalance
 from kraftsman.proposal import PART_LIMIT, data_patch, pack, resource_key
+from kraftsman.rebalance_propose import ProposeError, check_goal_fits, goal_of, parse_rebalance
 from kraftsman.resources import API_VERSION, GROUP, VERSION, PartitionReassignmentSpec
 
 pytest.importorskip("pyspark")
@@ -69,6 +70,22 @@ AUTH = ("users:\n  - {name: planner, password: planner-secret}\n"
 # the API emulator, shared by the module (it runs on its own event loop thread)
 
 
+class RefusingEmulator(Emulator):  # type: ignore[misc]
+    """harness.Emulator that answers chosen requests itself, as an API server that refuses
+    them: nothing is stored (a kmock reaction would answer, but kmock stores the object
+    anyway)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.answers: list[tuple[Callable[[Any], bool], Callable[[], Any]]] = []
+
+    async def _serve(self, request: Any) -> Any:
+        for matches, answer in self.answers:
+            if matches(request):
+                return answer()
+        return await super()._serve(request)
+
+
 class Kube:
     """kmock's emulator (harness.Emulator) on 127.0.0.1, plus what kubectl would do."""
 
@@ -83,7 +100,7 @@ class Kube:
         self.thread.start()
 
         async def up() -> None:
-            self.handler = Emulator()
+            self.handler = RefusingEmulator()
             await self.handler.__aenter__()
             self.server = kmock.Server(self.handler)
             await self.server.__aenter__()
@@ -438,6 +455,12 @@ def test_bad_goal_or_brokers(kube: Kube, kubeconfig: Path, tmp_path: Path, spec:
     ({"goal": "leader-balance", "balance": True}, "spec.balance: only with goal"),
     ({"goal": "rebalance", "maxConcurrentMoves": 0}, "spec.maxConcurrentMoves: Input should"),
     ({"goal": "rebalance", "throttle": 5}, "spec.throttle: unknown field"),
+    ({"goal": "rebalance", "throttleBytesPerSecond": -1}, "spec.throttleBytesPerSecond: Input "
+     "should be greater than or equal to 0; give a whole number of bytes per second from 1 to "
+     "9223372036854775807, 0 for none, or leave the field out for the default 50000000"),
+    ({"goal": "rebalance", "throttleBytesPerSecond": 0}, None),
+    ({"goal": "rebalance", "throttleBytesPerSecond": 2**63}, "spec.throttleBytesPerSecond: "
+     "Input should be less than or equal to 9223372036854775807; give a whole number"),
     ({"goal": "rebalance"}, None),
     ({"goal": "remove-brokers", "brokers": [3], "balance": True}, None),
 ])
@@ -523,7 +546,7 @@ def test_no_credentials(tmp_path: Path) -> None:
 
 def test_refusals_by_the_api_name_the_rbac_fix() -> None:
     from kraftsman.kube_client import KubeError
-    from kraftsman.planner_job import _kube_problem
+    from kraftsman.rebalance_propose import _kube_problem
 
     what = "KafkaCluster team-a/x"
     assert str(_kube_problem(KubeError(403, "Forbidden"), what, "fix", "get on kafkaclusters")
@@ -533,6 +556,140 @@ def test_refusals_by_the_api_name_the_rbac_fix() -> None:
         f"{what} not found; create it")
     assert "cannot be read (HTTP 500 boom)" in str(_kube_problem(KubeError(500, "boom"), what,
                                                                  "x", "y"))
+
+
+# ---------------------------------------------------------------------------------------
+# the API refuses a ConfigMap write: exit 2, one line naming the ConfigMap, the API's answer
+# and the fix; the error recorded in the index where the API lets it be, else said why not
+
+PLANNER = "system:serviceaccount:kraftsman-system:kraftsman-planner"
+# What kube-apiserver answers (status, reason, message) for each refusal.
+REFUSALS = {
+    403: ("Forbidden", f'configmaps is forbidden: User "{PLANNER}" cannot create resource '
+                       f'"configmaps" in API group "" in the namespace "{NS}"'),
+    409: ("Conflict", 'Operation cannot be fulfilled on configmaps "{name}": the object has '
+                      "been modified; please apply your changes to the latest version and try "
+                      "again"),
+    422: ("Invalid", 'ConfigMap "{name}" is invalid: metadata.labels: Invalid value: "x"'),
+    500: ("InternalError", "etcdserver: request timed out"),
+}
+
+
+def refuse_write(kube: Kube, name: str, code: int) -> str:
+    """Make the emulator refuse every write of ConfigMap ``name`` — its create, and the
+    merge patch that follows a create answered AlreadyExists — with ``code``, as the API
+    server does (a Status object). Returns the Status message."""
+    reason, message = REFUSALS[code]
+    message = message.format(name=name)
+
+    def writes_it(r: Any) -> bool:
+        if getattr(r.resource, "plural", None) != "configmaps":
+            return False
+        if r.action == kmock.action.UPDATE:
+            return bool(r.name == name)
+        meta = ((r.data or {}).get("metadata") or {}) if isinstance(r.data, dict) else {}
+        return bool(r.action == kmock.action.CREATE and meta.get("name") == name)
+
+    kube.handler.answers.append((writes_it, lambda: status_error(code, reason, message)))
+    return message
+
+
+def one_error_line(run: Run) -> str:
+    assert run.returncode == 2, (run.returncode, run.stderr[-2000:])
+    assert "Traceback" not in run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), run.stderr
+    return lines[0]
+
+
+FIXES = {
+    403: f"; grant get, create and patch on configmaps in namespace {NS} to the planner "
+         "ServiceAccount",
+    409: ": another writer changed it meanwhile; plan again with kubectl annotate kr -n "
+         f"{NS} {{rb}} kraftsman.io/rebalance=refresh",
+    422: ": the API server refused it as invalid; report it with the Job's log",
+    500: f"; plan again with kubectl annotate kr -n {NS} {{rb}} kraftsman.io/rebalance=refresh",
+}
+
+
+@pytest.mark.parametrize("code", sorted(REFUSALS))
+def test_an_error_that_cannot_be_recorded_says_why(kube: Kube, kubeconfig: Path,
+                                                   tmp_path: Path, code: int) -> None:
+    """The proposal failed (its KafkaCluster is missing) and the API refuses the index that
+    would record it: the one line carries both, the refusal with its fix."""
+    rb = f"unrecorded-{code}"
+    kube.create("KafkaRebalance", rb, {"clusterRef": {"name": "absent"}, "goal": "rebalance"})
+    index = f"{rb}-proposal-1"
+    if code == 409:  # an earlier attempt's index exists: create is AlreadyExists, then patch
+        kube.request("POST", f"/api/v1/namespaces/{NS}/configmaps", {
+            "apiVersion": "v1", "kind": "ConfigMap", "data": {"error": "earlier attempt"},
+            "metadata": {"name": index, "namespace": NS}})
+    message = refuse_write(kube, index, code)
+    line = one_error_line(propose(kubeconfig, rb, "1", tmp_path))
+    assert line == (
+        f"error: KafkaRebalance {rb}: spec.clusterRef.name: KafkaCluster {NS}/absent not found; "
+        f"create it or fix the name (and the error could not be recorded: ConfigMap "
+        f"{NS}/{index}: cannot be written (HTTP {code} {reason_phrase(code)}: {message})"
+        f"{FIXES[code].format(rb=rb)})")
+    left = kube.config_map(index)
+    assert (left or {}).get("data") == ({"error": "earlier attempt"} if code == 409 else None)
+
+
+def reason_phrase(code: int) -> str:
+    from http import HTTPStatus
+
+    return HTTPStatus(code).phrase
+
+
+@pytest.mark.spark
+def test_a_refused_proposal_write_is_recorded_in_the_index(
+        kube: Kube, kubeconfig: Path, tmp_path: Path) -> None:
+    """Planned, but the API server fails the part's write (500): exit 2, and the index — a
+    ConfigMap of its own, which the API takes — records the line, so the operator reports
+    it (PlannerFailed) instead of waiting for a proposal."""
+    state = tmp_path / "state"
+    cluster_uid = kube.create("KafkaCluster", "refused-c", {"embedded": CLUSTER})
+    embedded_state(state, "refused-c", cluster_uid)
+    uid = kube.create("KafkaRebalance", "refused", {"clusterRef": {"name": "refused-c"},
+                                                    **REBALANCE})
+    message = refuse_write(kube, "refused-proposal-1-1", 500)
+    run = propose(kubeconfig, "refused", "1", state, *SPARK)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr[-3000:]
+    # Spark's JVM logs its start on stderr; the Job's own output is one line, the last
+    errors = [x for x in run.stderr.splitlines() if x.startswith("error")]
+    line = run.stderr.strip().splitlines()[-1]
+    assert errors == [line], run.stderr[-3000:]
+    assert line == (
+        f"error: ConfigMap {NS}/refused-proposal-1-1: cannot be written (HTTP 500 Internal "
+        f"Server Error: {message}); plan again with kubectl annotate kr -n {NS} refused "
+        "kraftsman.io/rebalance=refresh")
+    index = kube.config_map("refused-proposal-1")
+    assert index is not None and index["data"] == {"error": line.removeprefix("error: ")}
+    assert index["metadata"]["ownerReferences"][0]["uid"] == uid
+
+
+def test_an_internal_error_is_one_line_and_recorded(kube: Kube, kubeconfig: Path,
+                                                    tmp_path: Path) -> None:
+    """The catch-all: the API answers the KafkaRebalance's GET with a JSON list instead of
+    the object (a misbehaving proxy in front of it). One line naming the failure, exit 2, no
+    traceback, and the line in the index."""
+    path = f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/kafkarebalances/garbled"
+    kube.handler.answers.append((lambda r: r.method == kmock.method.GET and r.url.path == path,
+                                 lambda: aiohttp.web.json_response(["not", "an", "object"])))
+    line = one_error_line(propose(kubeconfig, "garbled", "1", tmp_path))
+    assert line == ("error: internal error (ValueError: dictionary update sequence element #0 "
+                    "has length 3; 2 is required); report it with the Job's log")
+    index = kube.config_map("garbled-proposal-1")
+    assert index is not None and index["data"] == {"error": line.removeprefix("error: ")}
+
+
+def test_an_internal_error_before_the_api_is_reached_is_one_line(tmp_path: Path) -> None:
+    """The catch-all around the whole Job: a kubeconfig whose server is not a URL fails in
+    the Kubernetes client's setup, before any ConfigMap could be written."""
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", "http://[::1", namespace=NS)
+    line = one_error_line(propose(kubeconfig, "any", "1", tmp_path))
+    assert line == ("error: internal error (ValueError: Invalid IPv6 URL); report it with the "
+                    "Job's log")
 
 
 # ---------------------------------------------------------------------------------------
@@ -580,3 +737,20 @@ def test_kubeconfig_credentials_reach_the_client(tmp_path: Path) -> None:
                                               insecure=True), tmp_path)
     assert plain.ssl_ca_cert == "/ca.crt" and not plain.verify_ssl
     assert plain.get_api_key_with_prefix("authorization") is None
+
+
+@pytest.mark.parametrize(("throttle", "planned"), [(0, None), (1_000_000, 1_000_000)])
+def test_a_rebalance_throttle_of_zero_plans_unthrottled_reassignments(
+        tmp_path: Path, throttle: int, planned: int | None) -> None:
+    """KafkaRebalance's throttleBytesPerSecond has a default, so 0 is how a spec asks for
+    none: the plan is made as `kraftsman plan --throttle 0` makes it."""
+    from kraftsman.rebalance_propose import plan_request
+
+    doc = {"clusterRef": {"name": "c"}, "goal": "remove-brokers", "brokers": [3],
+           "balance": True, "throttleBytesPerSecond": throttle}
+    spec = parse_rebalance("r", doc)
+    req = plan_request(spec, goal_of("r", spec), tmp_path, master="local[2]", cluster="c",
+                       spark_conf={})
+    assert req.throttle == planned
+    assert req.goal == ["remove-brokers", "3"] and req.balance
+    assert req.snapshot_dir == tmp_path / "snapshot" and req.out == tmp_path / "plan"

@@ -168,6 +168,26 @@ def test_missing_snapshot_and_bad_options(capsys: pytest.CaptureFixture[str], sn
 
 
 
+@pytest.mark.parametrize("value", ["-5", "9223372036854775808", "50MB", "1e9"])
+def test_a_throttle_the_brokers_would_refuse_is_one_line_before_spark(
+        capsys: pytest.CaptureFixture[str], snap_dir: Path, tmp_path: Path, value: str) -> None:
+    """The resources would carry it to the executor, and a broker refuses a rate that is not a
+    Kafka LONG >= 0 only once the move started."""
+    err = assert_refused(capsys, tmp_path / "o", "--snapshot", str(snap_dir), "--goal",
+                         "rebalance", "--throttle", value)
+    assert err.splitlines() == [
+        f"error: --throttle {value}: give a whole number of bytes per second from 1 to "
+        "9223372036854775807, or 0 for no throttle"]
+
+
+def test_a_throttle_of_zero_means_none_and_the_largest_long_is_kept() -> None:
+    from kraftsman.commands.plan import throttle_of
+
+    assert throttle_of("0") is None  # written without throttleBytesPerSecond
+    assert throttle_of("1") == 1
+    assert throttle_of("9223372036854775807") == 2**63 - 1
+
+
 @pytest.mark.parametrize("flag", ["--max-concurrent-moves", "--max-concurrent-moves-per-broker"])
 def test_a_move_limit_of_zero_is_refused(capsys: pytest.CaptureFixture[str], snap_dir: Path,
                                          tmp_path: Path, flag: str) -> None:

@@ -194,6 +194,27 @@ def test_new_brokers_fill_on_a_cluster_whose_old_brokers_are_all_within_toleranc
         assert max_over_mean(res.loads_after, range(61), m) <= 1.03, m
 
 
+def test_five_new_brokers_of_a_thousand_fill_at_a_hundred_thousand_partitions(
+        spark: Any, tmp_path: Path) -> None:
+    """Issue 13 at its own size: 1,000 brokers on 3 racks, 100,000 evenly placed partitions
+    of 100 MB, brokers 995-999 new and empty. The plan was empty; each new broker must now
+    take its share (300 replicas, 30 GB) and nothing else may move."""
+    new = (995, 996, 997, 998, 999)
+    snap = make_snapshot(brokers=1000, partitions=100_000, seed=9, empty=new,
+                         round_robin=True, size_sigma=0.0, topics=100)
+    d = save(snap, tmp_path / "thousand")
+    snap, res = plan(spark, d, "add-brokers 995,996,997,998,999")
+    assert res.violations == []
+    copied = [m for m in res.moves if set(m.after) != set(m.before)]
+    assert copied and all(set(m.after) - set(m.before) <= set(new) for m in copied)
+    for b in new:
+        assert 294 <= res.loads_after[b][REPLICAS] <= 306, (b, res.loads_after[b])
+        assert res.loads_after[b][LEADERS] >= 90, (b, res.loads_after[b])
+    assert max_over_mean(res.loads_after, range(1000), REPLICAS) <= 1.03
+    assert lower_bound_bytes(res) > 0
+    assert res.bytes_moved <= 1.05 * lower_bound_bytes(res)
+
+
 def test_add_or_remove_with_balance_also_balances_the_other_brokers(
         spark: Any, skewed_dir: Path, added_dir: Path) -> None:
     # one broker of each rack leaves (removing one of a rack's three brokers would force its
@@ -239,3 +260,71 @@ def test_a_rack_left_shared_names_the_goal_not_the_disk(spark: Any, tmp_path: Pa
                              "would put two replicas in one rack" in v.reason
                              for v in placement), placement
     assert not any("disk" in v.reason for v in res.violations), res.violations
+
+
+def test_a_drain_moves_only_the_drained_replicas_even_where_racks_are_shared(
+        spark: Any, tmp_path: Path) -> None:
+    """remove-brokers without --balance promises that only the removed brokers' replicas
+    move: a partition whose replicas share a rack elsewhere is left as it is (and reported),
+    not repaired by the drain."""
+    snap = make_snapshot(brokers=7, partitions=40, seed=4)  # racks a,b,c,a,b,c,a
+    for i in range(3):
+        snap.partitions.replicas[i] = [1, 4, 2]  # 1 and 4 are both in rack-b
+        snap.partitions.leader[i] = 1
+    d = save(snap, tmp_path / "drain-shared")
+    _, res = plan(spark, d, "remove-brokers 6")
+    copied = [m for m in res.moves if set(m.after) != set(m.before)]  # not a mere reorder
+    shared = {(snap.partitions.topic[i], snap.partitions.partition[i]) for i in range(3)}
+    assert copied and not {(m.topic, m.partition) for m in copied} & shared
+    assert all(set(m.before) - set(m.after) == {6} for m in copied)
+    assert {v.subject for v in res.violations if v.constraint == "rack awareness"} == {
+        f"{t}-{p}" for t, p in shared}
+
+
+def test_the_round_filter_in_the_scorer_matches_spark_rack_check(spark: Any) -> None:
+    """Rounds score the snapshot's table with the plan's changes applied batch by batch;
+    the numpy check of replicas sharing a rack (a broker without a rack counting as the rack
+    "none") must pick exactly the rows of Spark's check it replaced, `_rack_dup_filter`."""
+    import random
+
+    import numpy as np
+    import pandas as pd
+
+    from controller_core.planning.balancer import Balancer
+    from controller_core.planning.objective import compute_targets
+    from controller_core.planning.scoring import _padded, _shares_a_rack, with_changes
+    from controller_core.planning.snapshot import Broker
+    from controller_core.planning.spark_job import _rack_dup_filter
+
+    rng = random.Random(11)
+    racks = ["a", "b", "c", None]
+    brokers = [Broker(b, racks[b % 4], 10**12, 1e8, 1e8) for b in range(12)]
+    rows = []
+    for pid in range(400):
+        rf = rng.choice([1, 2, 3, 3, 4])
+        reps = rng.sample(range(12), rf)
+        rows.append((pid, reps, reps[0]))
+    frame = pd.DataFrame({"pid": [r[0] for r in rows], "replicas": [r[1] for r in rows],
+                          "leader": [r[2] for r in rows]})
+    loads = {b.id: [1, 1, 1, 1, 1] for b in brokers}
+    targets = compute_targets(brokers, set(loads), [12.0] * 5)
+    bal = Balancer(brokers, loads, targets, dest_ids=set(loads), removed=set())
+    df = spark.createDataFrame(frame, "pid long, replicas array<int>, leader long")
+    expected = {int(r[0]) for r in df.filter(_rack_dup_filter(bal)).select("pid").collect()}
+
+    slot = {b.id: i for i, b in enumerate(brokers)}
+    rack_idx = {"a": 0, "b": 1, "c": 2}
+    rack_of_slot = np.array([rack_idx.get(b.rack or "", -1) for b in brokers])
+    ids = _padded(list(frame["replicas"]), 4)
+    slots = np.where(ids >= 0, np.array([slot.get(int(x), -1) for x in ids.ravel()])
+                     .reshape(ids.shape), -1)
+    rack_m = np.where(slots >= 0, rack_of_slot[np.clip(slots, 0, None)], -2)
+    got = _shares_a_rack(rack_m, (ids >= 0).sum(axis=1), len(bal.racks))
+    assert {int(p) for p in frame["pid"][got]} == expected
+    assert 0 < len(expected) < len(rows)
+
+    changed = with_changes(frame, {3: ((7, 8), 8), 9: ((1,), 1)})
+    assert list(changed.loc[3, "replicas"]) == [7, 8] and changed.loc[3, "leader"] == 8
+    assert list(changed.loc[9, "replicas"]) == [1] and changed.loc[9, "leader"] == 1
+    assert list(changed.loc[4, "replicas"]) == rows[4][1]  # unchanged rows stay
+    assert list(frame.loc[3, "replicas"]) == rows[3][1]  # the batch itself is not modified

@@ -3,6 +3,7 @@ bad --auth files exit 2 naming the field."""
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,19 +23,26 @@ def kraftsman(*args: str) -> list[str]:
             *args]
 
 
-def test_serve_then_sigterm_checkpoints(tmp_path: Path) -> None:
-    state = tmp_path / "state"
+def serve(state: Path, *flags: str) -> tuple[subprocess.Popen[str], str]:
+    """The example cluster created in ``state`` and served by a subprocess: (it, bootstrap)."""
     assert subprocess.run(kraftsman("apply", "-f", str(ROOT / "examples" / "00-cluster.yaml"),
                                     "--state-dir", str(state)),
                           capture_output=True, timeout=120).returncode == 0
     proc = subprocess.Popen(kraftsman("cluster", "serve", "--state-dir", str(state),
-                                      "--listen", "127.0.0.1:0", "--time-scale", "0"),
+                                      "--listen", "127.0.0.1:0", *flags),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith("listening on "):
+        proc.kill()
+        raise AssertionError(f"cluster serve did not start: {line}{proc.communicate()[1]}")
+    return proc, line.split()[-1]
+
+
+def test_serve_then_sigterm_checkpoints(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    proc, bootstrap = serve(state, "--time-scale", "0")
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("listening on "), line
-        bootstrap = line.split()[-1]
         admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
         topic = admin.list_topics()[0]
         target = [b["broker_id"] for b in admin.describe_cluster()["brokers"]][-1:]
@@ -48,6 +56,39 @@ def test_serve_then_sigterm_checkpoints(tmp_path: Path) -> None:
     listed = subprocess.run(kraftsman("reassignments", "list", "--state-dir", str(state)),
                             capture_output=True, text=True, timeout=60)
     assert f"{topic}-0" in listed.stdout  # the change survived the shutdown
+
+
+def test_a_clock_that_stops_stops_the_server_with_one_line(tmp_path: Path) -> None:
+    """The state directory removed under a running server (`rm -rf .kraftsman`, which the
+    README gives as the way to start over): its next checkpoint fails, the simulated clock
+    stops, and a server that no longer advances its cluster would leave every client
+    waiting forever. So `cluster serve` exits 1 with one line naming the failure."""
+    state = tmp_path / "state"
+    proc, _ = serve(state, "--checkpoint-every", "0.2")
+    try:
+        shutil.rmtree(state)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert [x for x in lines if x.startswith("error:")] == lines[-1:], err
+    assert lines[-1].startswith(
+        "error: the embedded cluster's clock stopped (FileNotFoundError: [Errno 2] No such "
+        f"file or directory: '{state / 'clusters' / 'demo' / 'dataplane.json.tmp'}'); it no "
+        "longer advances, so the server stopped"), lines[-1]
+    assert lines[-1].endswith("start `kraftsman cluster serve` again")
+
+
+def test_checkpoint_every_must_be_positive(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["cluster", "serve", "--state-dir", str(tmp_path), "--checkpoint-every", "0"])
+    assert code == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: --checkpoint-every: must be a positive number of seconds")
 
 
 @pytest.mark.parametrize(("text", "field"), [

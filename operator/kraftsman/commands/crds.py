@@ -16,9 +16,9 @@ def register(subparsers: Any) -> None:
     sub = crds.add_subparsers(dest="crds_command", metavar="ACTION")
     sub.required = True
     gen = sub.add_parser(
-        "generate", help="render crds/, the chart's CRD templates and the argocd-cm snippet")
+        "generate", help="render crds/, the chart's CRD templates and the Argo CD health scripts")
     gen.add_argument("--root", type=Path, default=Path("."),
-                     help="repository root holding crds/ and charts/ (default: .)")
+                     help="repository root holding crds/, charts/ and manifests/ (default: .)")
     gen.add_argument("--check", action="store_true",
                      help="write nothing; exit 1 and show a diff if a committed file is stale")
     gen.set_defaults(handler=_generate)
@@ -36,7 +36,7 @@ def _generate(args: argparse.Namespace) -> int:
             print(f"{len(stale)} generated file(s) are stale; run `kraftsman crds generate`",
                   file=sys.stderr)
             return 1
-        print(f"{len(crdgen.render_all(root))} generated files are up to date")
+        print(f"{len(crdgen.render_all())} generated files are up to date")
         return 0
     written = crdgen.write_all(root)
     for rel in written:

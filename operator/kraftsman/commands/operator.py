@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,13 @@ def register(subparsers: Any) -> None:
                          choices=["Always", "IfNotPresent", "Never"])
     planner.add_argument("--planner-service-account", metavar="NAME", default=None,
                          help="ServiceAccount of the planner Jobs")
+    planner.add_argument("--planner-resources", metavar="JSON", default=None,
+                         help="resources of the planner Job's container, as Kubernetes JSON "
+                              "(default: requests cpu 500m, memory 3Gi; limits cpu 2, memory "
+                              "3Gi — Spark local mode with its 2g driver)")
+    planner.add_argument("--planner-image-pull-secret", metavar="NAME", action="append",
+                         default=[], help="imagePullSecrets of the planner Jobs (repeatable; "
+                                          "the chart passes imagePullSecrets)")
     planner.add_argument("--planner-state-claim", metavar="CLAIM", default=None,
                          help="the state volume's PersistentVolumeClaim: planner Jobs of "
                               "embedded clusters mount it read-only (none: an emptyDir, "
@@ -83,6 +91,12 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError(f"--tick {args.tick}: must be > 0 (seconds between passes)")
     if args.time_scale <= 0:
         raise UsageError(f"--time-scale {args.time_scale}: must be > 0")
+    from kraftsman.planner_job_spec import PlannerConfig
+
+    resources, pull_secrets, planner_problem = planner_settings(args)
+    if planner_problem:
+        print(f"error: {planner_problem} (KafkaRebalances report it; every other resource is "
+              "served)", file=sys.stderr)
     if args.peering_lifetime < MIN_PEERING_LIFETIME:
         raise UsageError(f"--peering-lifetime {args.peering_lifetime}: must be at least "
                          f"{MIN_PEERING_LIFETIME} seconds (kopf renews the record 5-10 s "
@@ -103,13 +117,12 @@ def _run(args: argparse.Namespace) -> int:
     # kopf's own formatter: each message about a resource is prefixed with [namespace/name].
     kopf.configure(debug=args.log_level == "debug", quiet=args.log_level == "warning",
                    log_format=kopf.LogFormat.FULL, log_prefix=True)
-    from kraftsman.rebalance_job import PlannerConfig
-
     planner = PlannerConfig(
         image=args.planner_image, service_account=args.planner_service_account,
         namespace=os.environ.get("POD_NAMESPACE") or None, state_claim=args.planner_state_claim,
         node_name=os.environ.get("NODE_NAME") or None,
-        image_pull_policy=args.planner_image_pull_policy)
+        image_pull_policy=args.planner_image_pull_policy, resources=resources,
+        image_pull_secrets=pull_secrets, problem=planner_problem)
     rt = Runtime(args.state_dir, tick_seconds=args.tick, time_scale=args.time_scale,
                  planner=planner)
     registry = build_registry(rt)
@@ -127,3 +140,25 @@ def _run(args: argparse.Namespace) -> int:
         namespaces=args.namespace, standalone=args.standalone or args.peering is None,
         peering_name=args.peering, priority=priority, liveness_endpoint=args.liveness))
     return 0
+
+
+def planner_settings(args: argparse.Namespace
+                     ) -> tuple[dict[str, dict[str, str]], tuple[str, ...], str | None]:
+    """The planner Job's resources and pull secrets, and the problem with them if any.
+
+    A bad planner setting spoils only KafkaRebalance proposals: the operator serves every other
+    resource, and each KafkaRebalance says what to fix — no crash loop over a chart value."""
+    from kraftsman.planner_job_spec import (
+        DEFAULT_RESOURCES,
+        PlannerConfigError,
+        check_secret_names,
+        parse_resources,
+    )
+
+    try:
+        resources = (parse_resources(args.planner_resources) if args.planner_resources
+                     else DEFAULT_RESOURCES)
+        check_secret_names(args.planner_image_pull_secret)
+    except PlannerConfigError as e:
+        return DEFAULT_RESOURCES, (), str(e)
+    return resources, tuple(args.planner_image_pull_secret), None

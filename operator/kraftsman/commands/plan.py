@@ -14,6 +14,7 @@ from typing import Any
 
 from controller_core.config import EmbeddedClusterSpec
 from controller_core.embedded.cluster import EmbeddedCluster
+from controller_core.metadata.controller import MAX_THROTTLE_RATE
 from controller_core.planning.goals import GOAL_KINDS, GoalError
 from controller_core.planning.pipeline import OutputError, PlanRequest
 from controller_core.planning.snapshot import Snapshot, SnapshotError
@@ -58,9 +59,10 @@ def register(sub: Any) -> None:
                    help="output directory (default ./kraftsman-plan)")
     p.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
     p.add_argument("--seed", type=int, default=0, help="seed; a fixed seed gives the same plan")
-    p.add_argument("--throttle", type=_positive_int, default=50_000_000, metavar="BYTES_PER_S",
+    p.add_argument("--throttle", default="50000000", metavar="BYTES_PER_S",
                    help="throttleBytesPerSecond of the resources, also used for the duration "
-                        "estimate (default 50000000; 0 = unthrottled)")
+                        f"estimate: 1 to {MAX_THROTTLE_RATE} (default 50000000; 0 = "
+                        "unthrottled)")
     p.add_argument("--max-concurrent-moves", type=_at_least_one, default=10, metavar="N",
                    help="maxConcurrentMoves of the resources: partitions moving at once "
                         "(default 10; also used for the duration estimate)")
@@ -77,6 +79,19 @@ def register(sub: Any) -> None:
                         "spark.executor.memory=8g (repeatable)")
     p.add_argument("--force", action="store_true", help="replace --out if it is not empty")
     p.set_defaults(handler=run_plan)
+
+    a = sub.add_parser(
+        "spark-archive", help="record Spark's classes once, so that later plans start faster",
+        description="Record a class-data-sharing archive of the classes Spark's JVM loads "
+                    "(by planning a small synthetic cluster, about a plan's time). Later "
+                    "`kraftsman plan` runs on a local master map it and start in about half "
+                    "the time. Run once per machine (again after upgrading Java or pyspark, "
+                    "which changes the default file name) or at image build.")
+    a.add_argument("--out", type=Path, default=None,
+                   help="archive file (default: $KRAFTSMAN_SPARK_CLASS_ARCHIVE, else "
+                        "~/.cache/kraftsman/spark-<digest of Java and the Spark jars>.jsa)")
+    a.add_argument("--force", action="store_true", help="record again if it exists")
+    a.set_defaults(handler=run_spark_archive)
 
 
 def _positive_int(text: str) -> int:
@@ -107,7 +122,21 @@ def spark_conf(items: list[str]) -> dict[str, str]:
     return conf
 
 
+def throttle_of(text: str) -> int | None:
+    """``--throttle``: bytes/s the brokers accept (a Kafka LONG), or 0 for none. Checked
+    here rather than by argparse, so a bad value is one line (exit 2), before Spark starts."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= MAX_THROTTLE_RATE:
+        raise UsageError(f"--throttle {text}: give a whole number of bytes per second from 1 "
+                         f"to {MAX_THROTTLE_RATE}, or 0 for no throttle")
+    return value or None
+
+
 def run_plan(args: argparse.Namespace) -> int:
+    throttle = throttle_of(args.throttle)
     require_extra("plan", "plan")
     from controller_core.planning import pipeline
     from controller_core.planning.spark_job import JavaMissingError
@@ -115,7 +144,7 @@ def run_plan(args: argparse.Namespace) -> int:
     req = PlanRequest(
         snapshot_dir=args.snapshot, goal=list(args.goal), out=args.out, master=args.master,
         balance=args.balance,
-        seed=args.seed, throttle=args.throttle or None,
+        seed=args.seed, throttle=throttle,
         max_concurrent_moves=args.max_concurrent_moves,
         max_concurrent_moves_per_broker=args.max_concurrent_moves_per_broker,
         cluster_name=args.cluster_name, spark_conf=spark_conf(args.spark_conf),
@@ -141,9 +170,48 @@ def run_plan(args: argparse.Namespace) -> int:
           f"(apply in order: kraftsman apply -f {out.out / pipeline.RESOURCES_DIR})")
     for note in out.result.shortfalls:
         print(f"  target not reached: {note}")
+    if req.master.startswith("local"):
+        from controller_core.planning import class_archive
+        from controller_core.planning.spark_job import check_java
+
+        hint = class_archive.hint(check_java())
+        if hint:
+            print(hint, file=sys.stderr)
     if out.result.violations:
         print(f"  constraints not met: {len(out.result.violations)} (see report.md)",
               file=sys.stderr)
+    return 0
+
+
+def run_spark_archive(args: argparse.Namespace) -> int:
+    require_extra("spark-archive", "plan")
+    from controller_core.planning import class_archive
+    from controller_core.planning.spark_job import (
+        JavaMissingError,
+        check_java,
+        record_class_archive,
+    )
+
+    try:
+        java = check_java()
+    except JavaMissingError as e:
+        raise UsageError(str(e)) from None
+    path = args.out or class_archive.archive_path(java)
+    if path is None:
+        raise UsageError(f"{class_archive.ENV}=off: plans use no archive; unset it or give "
+                         "--out FILE")
+    if path.is_file() and not args.force:
+        print(f"{path}: already recorded ({fmt_bytes(path.stat().st_size)}); --force records "
+              "it again")
+        return 0
+    print(f"recording Spark's classes in {path} (a small plan on a local JVM) ...", flush=True)
+    try:
+        size = record_class_archive(path)
+    except class_archive.ArchiveError as e:
+        raise UsageError(str(e)) from None
+    print(f"{path}: {fmt_bytes(size)}")
+    if args.out is not None and path != class_archive.archive_path(java):
+        print(f"plans use it with {class_archive.ENV}={path}")
     return 0
 
 

@@ -1,6 +1,6 @@
 """`kraftsman rebalance propose`: the command of a KafkaRebalance's planner Job.
 
-The operator creates the Job (docs/rebalance.md); the work is in :mod:`kraftsman.planner_job`.
+The operator creates the Job (docs/rebalance.md); the work is in :mod:`kraftsman.rebalance_propose`.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def run_propose(args: argparse.Namespace) -> int:
         raise UsageError("--connect-timeout: must be positive")
     require_extra("rebalance propose", "operator")
     require_extra("rebalance propose", "plan")
-    from kraftsman.planner_job import ProposeRequest, run
+    from kraftsman.rebalance_propose import ProposeRequest, run
 
     return run(ProposeRequest(
         namespace=args.namespace, name=args.name, proposal_id=args.proposal_id,

@@ -188,17 +188,20 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     @kopf.on.delete(**resource(KIND), registry=registry, id="teardown")
     async def teardown(name: str, namespace: str, uid: str, patch: Any, status: Any, meta: Any,
                        body: Any, preas_users: Any, le_users: Any, kq_users: Any,
-                       **_: Any) -> None:
+                       logger: logging.Logger, **_: Any) -> None:
         """Refuse while operations reference it (a condition says which); then tear down."""
         key = (namespace, name)
         active = [who for index in (preas_users, le_users, kq_users)
                   for who in index.get(key, [])]
         if active:
+            problem = await keep_serving(body, uid, key, logger)
             st = read_status(KafkaClusterStatus, status)
             st.referenced_by = sorted(active)[:100]
             gen = generation(meta)
             msg = (f"still used by {', '.join(sorted(active)[:5])}"
                    f"{' and more' if len(active) > 5 else ''}; delete or finish those first")
+            if problem:
+                msg += f" (meanwhile the cluster is not usable: {problem})"
             set_cond(st, READY, "False", "InUse", msg, gen)
             degrade(st, "DeletionBlocked", msg, gen)
             publish(patch, status, st, gen)
@@ -209,3 +212,23 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         rt.close_cluster(key, remove_state_of=None if kafka else uid)
         emit(body, "ClusterDeleted", "connection to the cluster closed" if kafka
              else "embedded cluster stopped and its state removed")
+
+    async def keep_serving(body: Any, uid: str, key: tuple[str, str],
+                           logger: logging.Logger) -> str | None:
+        """While its deletion waits for the operations that use it, the cluster stays in
+        service: kopf runs no timer for a resource being deleted, so this opens it (after a
+        restart nothing else does) and runs an embedded cluster's clock, that they can finish
+        or roll back. What makes it unusable is returned; the next retry tries again."""
+        spec = body.get("spec") or {}
+        model, _problems = parse_spec(KIND, spec)
+        if not isinstance(model, KafkaClusterSpec):
+            return None  # an invalid cluster was never opened: nothing runs on it
+        try:
+            if model.embedded is None:
+                await connect(model, spec, uid, key, rt.clusters.get(key), rt.settings, logger)
+                return None
+            opened = rt.open_cluster(key, uid, model.embedded, spec_digest(dict(spec)))
+            await rt.run(opened, lambda c: rt.advance(opened))
+        except (ValueError, KafkaApiError, SecretUnavailable, SecretError) as e:
+            return str(e)
+        return None

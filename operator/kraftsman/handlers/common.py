@@ -39,7 +39,8 @@ def parse_spec(kind: str, spec: Any) -> tuple[Any | None, list[str]]:
     try:
         return KINDS[kind].model_validate(dict(spec or {})), []
     except ValidationError as e:
-        return None, [p.removeprefix(f"{kind}: ") for p in format_validation_error(kind, e)]
+        return None, [p.removeprefix(f"{kind}: ")
+                      for p in format_validation_error(kind, e, KINDS[kind])]
 
 
 def generation(meta: Any) -> int:

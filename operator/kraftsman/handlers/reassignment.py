@@ -239,9 +239,17 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             await save(uid, doc, base, cached, st, outbox, body, logger)
             publish(patch, status, st, gen)
             return
+
+        def unless_deleted(cluster: ClusterAdmin) -> tuple[bool, ReassignmentExecutor | None]:
+            # kopf's body is live: once the deletion has begun, the rollback owns the moves.
+            # A pass that waited for the cluster's lock while the rollback cancelled them
+            # must not start them again (nothing would ever cancel them then).
+            if meta.get("deletionTimestamp"):
+                return False, None
+            return True, step(cluster, model, digest, plan, st, gen, doc, cached, outbox)
+
         try:
-            executor = await rt.run(opened, lambda c: step(c, model, digest, plan, st, gen,
-                                                           doc, cached, outbox))
+            stepped, executor = await rt.run(opened, unless_deleted)
         except KafkaApiError as e:  # temporary: the cluster did not answer; back off
             live[uid] = (base, None)  # the executor may be half-way: re-derive next pass
             delay = rt.backoff.failed(key, rt.clock())
@@ -250,6 +258,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             publish(patch, status, st, gen)
             return
         rt.backoff.succeeded(key)
+        if not stepped:
+            return
         await save(uid, doc, base, executor, st, outbox, body, logger)
         publish(patch, status, st, gen)
 

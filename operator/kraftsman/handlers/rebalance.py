@@ -26,6 +26,7 @@ from controller_core.planning.fingerprint import admin_fingerprint
 from kraftsman.handlers import kube
 from kraftsman.handlers.common import degrade, emit, generation, parse_spec, publish, resource
 from kraftsman.handlers.runtime import Runtime
+from kraftsman.planner_job_spec import PlannerUnavailable, job_state, planner_job
 from kraftsman.proposal import LABEL_PROPOSAL, LABEL_REBALANCE, owner_reference
 from kraftsman.rebalance_flow import (
     ANNOTATION,
@@ -44,7 +45,6 @@ from kraftsman.rebalance_flow import (
     parse_index,
     steps_of,
 )
-from kraftsman.rebalance_job import PlannerUnavailable, job_state, planner_job
 from kraftsman.resources import API_VERSION, KafkaRebalanceSpec, PartitionReassignmentSpec
 from kraftsman.status import KafkaRebalanceStatus, RebalanceStep, now_rfc3339, read_status
 

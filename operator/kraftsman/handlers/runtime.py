@@ -29,7 +29,7 @@ from controller_core.backends import KafkaAdmin, RetryPolicy, open_kafka_admin
 from controller_core.config import EmbeddedClusterSpec
 from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.storage.framing import write_atomically
-from kraftsman.rebalance_job import PlannerConfig
+from kraftsman.planner_job_spec import PlannerConfig
 
 T = TypeVar("T")
 ClusterKey = tuple[str, str]  # (namespace, name)

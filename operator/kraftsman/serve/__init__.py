@@ -42,6 +42,10 @@ def add_parser(c_sub: Any) -> None:
     p.add_argument("--tls-client-ca", type=Path, default=None, metavar="PEM",
                    help="require client certificates signed by this CA (mutual TLS); the "
                         "principal is User:<the certificate's subject DN>")
+    p.add_argument("--checkpoint-every", type=float, default=30.0, metavar="SECONDS",
+                   help="write the data plane and the clock to the state directory this often "
+                        "(default 30; the metadata log is always durable): a kill -9 loses at "
+                        "most this much simulated progress")
     p.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES)
     p.add_argument("--max-connections", type=int, default=1000)
     p.set_defaults(handler=cmd_serve)
@@ -88,6 +92,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError("--time-scale: must not be negative")
     if args.max_request_bytes <= 0 or args.max_connections <= 0:
         raise UsageError("--max-request-bytes and --max-connections: must be positive")
+    if not args.checkpoint_every > 0:
+        raise UsageError("--checkpoint-every: must be a positive number of seconds")
     try:
         authorizer = load_auth_file(args.auth) if args.auth else Authorizer.open()
     except AuthFileError as e:
@@ -98,16 +104,31 @@ def cmd_serve(args: argparse.Namespace) -> int:
     cluster = store.open_cluster(name)
     config = ServeConfig(host=host, port=port, time_scale=args.time_scale,
                          max_request_bytes=args.max_request_bytes,
-                         max_connections=args.max_connections, ssl_context=tls)
+                         max_connections=args.max_connections, ssl_context=tls,
+                         checkpoint_every_seconds=args.checkpoint_every)
 
     def log(message: str) -> None:
         print(f"kraftsman serve: {message}", file=sys.stderr, flush=True)
 
     try:
-        return asyncio.run(_run(cluster, authorizer, config, name, log,
+        code = asyncio.run(_run(cluster, authorizer, config, name, log,
                                 getattr(args, "state_lock", None)))
-    finally:
+    except ClockStopped:
+        cluster.close(checkpoint=False)  # its state is mid-advance; disk keeps the last one
+        raise
+    except BaseException:
         cluster.close()
+        raise
+    cluster.close()
+    return code
+
+
+class ClockStopped(UsageError):
+    """The simulated clock crashed: the cluster no longer advances, so every client waiting
+    on it (a move to finish, a session to expire) would wait forever. Not bad input, but
+    reported the same way: one line, no traceback — with exit code 1, a runtime failure."""
+
+    exit_code = 1
 
 
 async def _run(cluster: Any, authorizer: Authorizer, config: ServeConfig, name: str,
@@ -136,7 +157,19 @@ async def _run(cluster: Any, authorizer: Authorizer, config: ServeConfig, name: 
     if lock is not None:  # other commands on this state dir are refused, pointed here
         lock.announce(listen=f"{server.bootstrap.host}:{server.bootstrap.port}")
     print(f"listening on {server.bootstrap.host}:{server.bootstrap.port}", flush=True)
-    await stop.wait()
+    stopping = asyncio.create_task(stop.wait())
+    clock = asyncio.create_task(server.clock_stopped())
+    await asyncio.wait({stopping, clock}, return_when=asyncio.FIRST_COMPLETED)
+    failure = clock.result() if clock.done() else None
+    stopping.cancel()
+    clock.cancel()
+    if failure is not None:
+        await server.stop(checkpoint=False)
+        raise ClockStopped(
+            f"the embedded cluster's clock stopped ({type(failure).__name__}: "
+            f"{' '.join(str(failure).split())}); it no longer advances, so the server stopped "
+            f"— check the state directory (it must stay in place and writable) and start "
+            f"`kraftsman cluster serve` again")
     log("shutting down: checkpointing the cluster")
     await server.stop()
     return 0

@@ -1,4 +1,7 @@
 -- Argo CD health of a kraftsman.io KafkaQuorum (long-lived): Healthy while Ready is True.
+-- The prelude shared by every kraftsman health script, down to the Degraded check: Argo CD
+-- scripts cannot import, so `kraftsman crds generate` writes each kind's health.lua from
+-- operator/kraftsman/templates/argocd/prelude.lua and <Kind>.lua.j2. Edit those, not a copy.
 local function condition(t)
   if obj.status == nil or obj.status.conditions == nil then
     return nil

@@ -1,6 +1,9 @@
 -- Argo CD health of a kraftsman.io KafkaRebalance: Progressing while the planner runs and while
 -- the approved proposal executes; Suspended while a proposal waits for approval (or was
 -- rejected); Healthy once executed; Degraded on an error or a stale proposal.
+-- The prelude shared by every kraftsman health script, down to the Degraded check: Argo CD
+-- scripts cannot import, so `kraftsman crds generate` writes each kind's health.lua from
+-- operator/kraftsman/templates/argocd/prelude.lua and <Kind>.lua.j2. Edit those, not a copy.
 local function condition(t)
   if obj.status == nil or obj.status.conditions == nil then
     return nil

@@ -12,11 +12,17 @@ says so in status instead of starting a Job that cannot work.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from kraftsman.proposal import LABEL_PROPOSAL, LABEL_REBALANCE, owner_reference
 from kraftsman.rebalance_flow import LABEL_NAMESPACE, JobState, job_name
+from kraftsman.resources import K8S_NAME_PATTERN
 
 STATE_DIR = "/var/lib/kraftsman"
 # As the operator's own pod: the restricted Pod Security Standard.
@@ -26,6 +32,91 @@ RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "readOnlyRootFilesyst
                         "runAsNonRoot": True, "privileged": False,
                         "capabilities": {"drop": ["ALL"]},
                         "seccompProfile": {"type": "RuntimeDefault"}}
+
+# The planner runs Spark in local mode inside its pod: a 2g driver heap (spark.driver.memory,
+# controller_core/planning/spark_job.make_session) plus the JVM's own memory (metaspace, code
+# cache, threads, Arrow buffers) and the Python driver: 3Gi, requested and limited alike so the
+# pod is not the first one evicted. Spark local[*] takes the CPU limit as its core count.
+DEFAULT_RESOURCES: dict[str, dict[str, str]] = {
+    "requests": {"cpu": "500m", "memory": "3Gi"},
+    "limits": {"cpu": "2", "memory": "3Gi"},
+}
+# What the pod needs beyond Spark's driver heap: the JVM's own memory and the Python driver.
+# The Job sizes the heap (spark.driver.memory) as the memory limit minus this, so raising the
+# limit gives Spark the memory (the default 3Gi gives make_session's own 2g).
+NON_HEAP_BYTES = 1 << 30
+MIN_HEAP_BYTES = 512 << 20
+# Kubernetes' resource.Quantity syntax (as in the chart's values schema).
+QUANTITY = re.compile(r"^[+-]?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+                      r"(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$")
+
+
+_SCALE = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+          "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": 1,
+          "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+
+
+def quantity_bytes(text: str) -> int:
+    """A memory quantity in bytes (``3Gi``, ``3000M``, ``3e9``); the text matches QUANTITY."""
+    match = re.fullmatch(r"([+-]?[0-9.]+)([eE][+-]?[0-9.]+|[KMGTPE]i|[numkMGTPE])?", text)
+    if match is None:
+        raise PlannerConfigError(f"{text!r} is not a Kubernetes quantity")
+    number, suffix = Decimal(match[1]), match[2] or ""
+    if suffix[:1] in ("e", "E"):
+        return int(number * Decimal(10) ** Decimal(suffix[1:]))
+    return int(number * _SCALE[suffix])
+
+
+def driver_memory(resources: Mapping[str, Mapping[str, str]]) -> str | None:
+    """``spark.driver.memory`` for the Job's memory limit (None without a limit: Spark's own
+    default of make_session stays)."""
+    limit = (resources.get("limits") or {}).get("memory")
+    if limit is None:
+        return None
+    heap = max(quantity_bytes(str(limit)) - NON_HEAP_BYTES, MIN_HEAP_BYTES)
+    return f"{heap >> 20}m"
+
+
+class PlannerConfigError(ValueError):
+    """A ``--planner-*`` setting the Job cannot use; the message names it and the fix."""
+
+
+def parse_resources(text: str) -> dict[str, dict[str, str]]:
+    """``--planner-resources``: the container's resources as Kubernetes JSON, e.g.
+    ``{"requests": {"cpu": "500m", "memory": "3Gi"}, "limits": {"memory": "3Gi"}}``."""
+    fix = ('give JSON like {"requests": {"cpu": "500m", "memory": "3Gi"}, "limits": '
+           '{"cpu": "2", "memory": "3Gi"}}')
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        raise PlannerConfigError(f"--planner-resources: not JSON ({e}); {fix}") from None
+    if not isinstance(doc, dict) or not doc or not set(doc) <= {"requests", "limits"}:
+        raise PlannerConfigError(f"--planner-resources: an object with requests and/or "
+                                 f"limits; {fix}")
+    out: dict[str, dict[str, str]] = {}
+    for part, quantities in doc.items():
+        if not isinstance(quantities, dict):
+            raise PlannerConfigError(f"--planner-resources: {part} must be an object of "
+                                     f"quantities; {fix}")
+        for name, value in quantities.items():
+            if isinstance(value, bool) or not QUANTITY.match(str(value)):
+                raise PlannerConfigError(f"--planner-resources: {part}.{name} {value!r} is not "
+                                         "a Kubernetes quantity (e.g. 500m, 3Gi, 2)")
+        out[part] = {str(k): str(v) for k, v in quantities.items()}
+    limit = out.get("limits", {}).get("memory")
+    if limit is not None and quantity_bytes(limit) < NON_HEAP_BYTES + MIN_HEAP_BYTES:
+        raise PlannerConfigError(f"--planner-resources: limits.memory {limit}: the planner runs "
+                                 "Spark in its pod and needs at least 1536Mi (a 512m driver "
+                                 "heap and 1Gi beside it); 3Gi is the default")
+    return out
+
+
+def check_secret_names(names: list[str]) -> None:
+    for name in names:
+        if not re.match(K8S_NAME_PATTERN, name):
+            raise PlannerConfigError(f"--planner-image-pull-secret {name!r}: not a Secret name "
+                                     "(lowercase letters, digits, '-' and '.'); give the name "
+                                     "of a docker-registry Secret in the operator's namespace")
 
 
 @dataclass(frozen=True)
@@ -40,6 +131,10 @@ class PlannerConfig:
     node_name: str | None = None  # the operator's node (NODE_NAME)
     image_pull_policy: str = "IfNotPresent"
     scratch_size: str = "2Gi"  # Spark's local directory (/tmp)
+    resources: Mapping[str, Mapping[str, str]] = field(
+        default_factory=lambda: copy.deepcopy(DEFAULT_RESOURCES))
+    image_pull_secrets: tuple[str, ...] = ()  # the operator's own (the image is the same)
+    problem: str | None = None  # a --planner-* setting the operator could not use
 
     def job_namespace(self, rebalance_namespace: str) -> str:
         return self.namespace or rebalance_namespace
@@ -53,6 +148,10 @@ def planner_job(config: PlannerConfig, *, name: str, namespace: str, uid: str,
                 proposal_id: int, embedded: bool, spark_master: str | None) -> dict[str, Any]:
     """The batch/v1 Job that computes proposal ``proposal_id`` of KafkaRebalance
     ``namespace/name``."""
+    if config.problem:
+        raise PlannerUnavailable(
+            f"the operator's planner settings are invalid: {config.problem}; fix the chart "
+            "value (planner.resources, imagePullSecrets) and upgrade the release")
     if not config.image:
         raise PlannerUnavailable(
             "the operator was started without --planner-image, so it cannot start the planner "
@@ -71,6 +170,9 @@ def planner_job(config: PlannerConfig, *, name: str, namespace: str, uid: str,
               LABEL_PROPOSAL: str(proposal_id)}
     args = ["rebalance", "propose", "--namespace", namespace, "--name", name,
             "--proposal-id", str(proposal_id), "--state-dir", STATE_DIR]
+    heap = driver_memory(config.resources)
+    if heap is not None:
+        args += ["--spark-conf", f"spark.driver.memory={heap}"]
     if spark_master:
         args += ["--master", spark_master]
     volumes: list[dict[str, Any]] = [
@@ -91,12 +193,15 @@ def planner_job(config: PlannerConfig, *, name: str, namespace: str, uid: str,
                     {"name": "SPARK_LOCAL_DIRS", "value": "/tmp"},
                     {"name": "PYTHONUNBUFFERED", "value": "1"}],
             "securityContext": RESTRICTED_CONTAINER,
+            "resources": {k: dict(v) for k, v in config.resources.items()},
             "volumeMounts": mounts,
         }],
         "volumes": volumes,
     }
     if config.service_account:
         pod["serviceAccountName"] = config.service_account
+    if config.image_pull_secrets:
+        pod["imagePullSecrets"] = [{"name": n} for n in config.image_pull_secrets]
     if embedded:
         volumes.append({"name": "state", "persistentVolumeClaim": {
             "claimName": config.state_claim, "readOnly": True}})

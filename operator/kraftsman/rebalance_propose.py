@@ -173,6 +173,20 @@ def kafka_snapshot(req: ProposeRequest, cluster_name: str, spec: KafkaClusterSpe
 # the command
 
 
+def plan_request(spec: KafkaRebalanceSpec, goal: Goal, work: Path, *, master: str,
+                 cluster: str, spark_conf: dict[str, str]) -> Any:
+    """The `kraftsman plan` request of a KafkaRebalance: its snapshot in ``work/snapshot``,
+    output to ``work/plan``; ``throttleBytesPerSecond: 0`` plans unthrottled reassignments."""
+    from controller_core.planning import pipeline
+
+    words = [goal.kind] + ([",".join(map(str, goal.brokers))] if goal.brokers else [])
+    return pipeline.PlanRequest(
+        snapshot_dir=work / "snapshot", goal=words, out=work / "plan", balance=goal.balance,
+        master=master, throttle=spec.throttle_bytes_per_second or None,
+        max_concurrent_moves=spec.max_concurrent_moves, cluster_name=cluster,
+        spark_conf=spark_conf, max_partitions=spec.max_partitions_per_resource)
+
+
 def plan(req: ProposeRequest, name: str, spec: KafkaRebalanceSpec, snap: Snapshot,
          goal: Goal) -> tuple[dict[str, Any], list[str]]:
     """Run ``kraftsman plan``'s pipeline on ``snap`` in a temporary directory: the summary
@@ -187,12 +201,8 @@ def plan(req: ProposeRequest, name: str, spec: KafkaRebalanceSpec, snap: Snapsho
     master = req.master or spec.spark_master or "local[*]"
     with tempfile.TemporaryDirectory(prefix="kraftsman-propose-") as tmp:
         write_snapshot(snap, Path(tmp) / "snapshot")
-        words = [goal.kind] + ([",".join(map(str, goal.brokers))] if goal.brokers else [])
-        request = pipeline.PlanRequest(
-            snapshot_dir=Path(tmp) / "snapshot", goal=words, out=Path(tmp) / "plan",
-            balance=goal.balance, master=master, throttle=spec.throttle_bytes_per_second,
-            max_concurrent_moves=spec.max_concurrent_moves, cluster_name=snap.cluster_name,
-            spark_conf=req.spark_conf, max_partitions=spec.max_partitions_per_resource)
+        request = plan_request(spec, goal, Path(tmp), master=master,
+                               cluster=snap.cluster_name, spark_conf=req.spark_conf)
         try:
             out = pipeline.run(request)
         except JavaMissingError as e:
@@ -291,12 +301,25 @@ def _kube_problem(e: Any, what: str, fix: str, verb: str) -> ProposeError:
 
 
 def run(req: ProposeRequest) -> int:
-    """The whole Job; returns the exit code (0, or 2 after writing ``error``)."""
+    """The whole Job; returns the exit code (0, or 2 after one line on stderr). Whatever
+    fails, and however, the Job ends with one line and no traceback."""
+    try:
+        return _run(req)
+    except Exception as e:
+        log.debug("the Job failed", exc_info=True)
+        return _fail(internal_error(e))
+
+
+def internal_error(e: BaseException) -> str:
+    return (f"internal error ({type(e).__name__}: {one_line(str(e))}); report it with the "
+            "Job's log")
+
+
+def _run(req: ProposeRequest) -> int:
     import kopf
 
     from kraftsman.handlers.login import SERVICE_ACCOUNT_DIR, NoCredentials, choose
-    from kraftsman.kube_client import KubeClient, KubeError
-    from kraftsman.proposal import error_config_map, index_name
+    from kraftsman.kube_client import KubeClient
 
     try:
         login = choose(req.kubeconfig, os.environ, req.service_account_dir or SERVICE_ACCOUNT_DIR)
@@ -308,25 +331,57 @@ def run(req: ProposeRequest) -> int:
             uid, config_maps = make(req, kube)
         except ProposeError as e:
             message = one_line(str(e))
-            error = error_config_map(req.namespace, req.name, req.proposal_id, e.owner_uid,
-                                     message)
-            try:
-                kube.upsert_config_map(error)
-            except KubeError as ke:
-                message += (f" (and the ConfigMap {index_name(req.name, req.proposal_id)} "
-                            f"could not be written: {ke})")
-            return _fail(message)
-        try:
-            for cm in config_maps:
-                kube.upsert_config_map(cm)
-        except KubeError as e:
-            return _fail(f"ConfigMap {cm['metadata']['name']} in namespace {req.namespace}: "
-                         f"cannot be written ({e}); grant create/update on configmaps to the "
-                         "planner ServiceAccount")
+            return _fail(message + _record(kube, req, e.owner_uid, message))
+        for cm in config_maps:
+            problem = _write(kube, req, cm)
+            if problem is not None:
+                # parts written so far stay (the planner may not delete ConfigMaps); the index
+                # says the proposal failed, so the operator never reads them
+                return _fail(problem + _record(kube, req, uid, problem))
     index = config_maps[-1]
     print(f"proposal {index['metadata']['name']} written: "
           f"{len(config_maps) - 1} part ConfigMap(s), KafkaRebalance uid {uid}")
     return 0
+
+
+def _write(kube: Any, req: ProposeRequest, cm: Mapping[str, Any]) -> str | None:
+    """Create or update one ConfigMap; None, or one line naming it, why not, and the fix."""
+    from kraftsman.kube_client import KubeError
+
+    try:
+        kube.upsert_config_map(cm)
+        return None
+    except KubeError as e:
+        return f"ConfigMap {req.namespace}/{cm['metadata']['name']}: {write_problem(e, req)}"
+
+
+def write_problem(e: Any, req: ProposeRequest) -> str:
+    """Why the API refused a ConfigMap write (a KubeError), and what to do about it."""
+    from kraftsman.rebalance_flow import ANNOTATION
+
+    what = f"cannot be written ({e})"
+    again = (f"plan again with kubectl annotate kr -n {req.namespace} {req.name} "
+             f"{ANNOTATION}=refresh")
+    if e.status in (401, 403):
+        return (f"{what}; grant get, create and patch on configmaps in namespace "
+                f"{req.namespace} to the planner ServiceAccount")
+    if e.status == 409:
+        return f"{what}: another writer changed it meanwhile; {again}"
+    if e.status == 422:
+        return f"{what}: the API server refused it as invalid; report it with the Job's log"
+    if e.status == 0:
+        return f"{what}; check that the Job's pod reaches the API server, then {again}"
+    return f"{what}; {again}"
+
+
+def _record(kube: Any, req: ProposeRequest, owner_uid: str | None, message: str) -> str:
+    """Write ``message`` as the index's ``error``; "" when done, else a clause saying why
+    it could not be (the operator then reports a failed Job and points to its log)."""
+    from kraftsman.proposal import error_config_map
+
+    problem = _write(kube, req, error_config_map(req.namespace, req.name, req.proposal_id,
+                                                 owner_uid, message))
+    return "" if problem is None else f" (and the error could not be recorded: {problem})"
 
 
 def _fail(message: str) -> int:
