@@ -63,8 +63,7 @@ def executor_for(admin: ClusterAdmin, spec: PartitionReassignmentSpec,
         if dropped:
             admin.alter_partition_reassignments(dropped)
         in_flight = set(old.moving) - set(dropped)
-        old.moving = {}
-        old.cleanup()  # the new run places its own throttles
+        old.cleanup()  # removes the old run's throttles; the new run places its own
         retargeted = True
     plan, problems = plan_of(spec, additional_for=in_flight)
     ex = ReassignmentExecutor(admin, plan)

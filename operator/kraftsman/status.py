@@ -12,7 +12,6 @@ add fields freely, rename none.
 
 from __future__ import annotations
 
-import collections
 import datetime as dt
 import heapq
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -275,7 +274,7 @@ class PartitionReassignmentStatus(BaseStatus):
     ) -> None:
         """Fill counts, byte figures and the capped detail from every partition's row."""
         c = {"Pending": 0, "Moving": 0, "Done": 0, "Failed": 0, "Cancelled": 0, "RolledBack": 0}
-        sizes = [0, 0, 0]  # bytes to move, bytes moved, rows with a size
+        sizes = [0, 0]  # bytes to move, bytes moved (never more than the row's size)
 
         def tally(all_rows: Iterable[PartitionProgress]) -> Iterator[PartitionProgress]:
             for row in all_rows:
@@ -283,7 +282,6 @@ class PartitionReassignmentStatus(BaseStatus):
                 if row.bytes_to_move is not None:
                     sizes[0] += row.bytes_to_move
                     sizes[1] += min(row.bytes_moved or 0, row.bytes_to_move)
-                    sizes[2] += 1
                 yield row
 
         kept = _smallest(cap, tally(rows), _row_order)
@@ -294,11 +292,11 @@ class PartitionReassignmentStatus(BaseStatus):
         self.counts = counts
         self.moving, self.done = counts.moving, counts.done
         self.bytes_to_move, self.bytes_moved = sizes[0], sizes[1]
-        if sizes[2] and sizes[0] > 0:
+        if sizes[0] > 0:  # by bytes when sizes are known (then at most 100: moved <= size)
             pct = 100.0 * sizes[1] / sizes[0]
         else:
             pct = 100.0 * counts.done / total if total else 0.0
-        self.percent = round(min(pct, 100.0), 1)
+        self.percent = round(pct, 1)
         self.progress = f"{self.percent:g}%"
         self.partitions = kept
         self.partitions_omitted = total - len(kept)
@@ -307,7 +305,8 @@ class PartitionReassignmentStatus(BaseStatus):
 def _smallest(cap: int, rows: Iterator[R], key: Callable[[R], Any]) -> list[R]:
     """The `cap` first rows in `key` order; always consumes every row (they are counted)."""
     if cap <= 0:
-        collections.deque(rows, maxlen=0)
+        for _ in rows:  # counted as they go by
+            pass
         return []
     return heapq.nsmallest(cap, rows, key=key)
 

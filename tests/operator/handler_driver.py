@@ -49,6 +49,7 @@ class Driver:
         self.registry = build_registry(self.rt)
         self.objects: dict[tuple[str, str], dict[str, Any]] = {}
         self.events: list[tuple[str, str, str]] = []  # (type, reason, message)
+        self.status_patch: dict[str, Any] = {}  # what the last call wrote to the status
         self.settings = kopf.OperatorSettings()
 
     def handler(self, kind: str, id_: str) -> Callable[..., Any]:
@@ -59,6 +60,14 @@ class Driver:
                 if h.id == id_ and h.selector is not None and h.selector.plural == plural:
                     return h.fn
         raise KeyError(f"no handler {id_} for {kind}")
+
+    async def stop(self) -> None:
+        """The operator stops: kopf runs the registry's cleanup handlers."""
+        for h in self.registry._activities.get_all_handlers():
+            if h.activity == "cleanup":  # kopf.Activity.CLEANUP (a StrEnum)
+                result = h.fn(logger=logging.getLogger("test"))
+                if asyncio.iscoroutine(result):
+                    await result
 
     def create(self, kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
         obj = {"apiVersion": API_VERSION, "kind": kind,
@@ -117,7 +126,8 @@ class Driver:
             while not queue.empty():
                 e = queue.get_nowait()
                 self.events.append((e.type, e.reason, e.message))
-            for k, v in (patch.get("status") or {}).items():
+            self.status_patch = dict(patch.get("status") or {})
+            for k, v in self.status_patch.items():
                 if v is None:
                     obj["status"].pop(k, None)
                 else:

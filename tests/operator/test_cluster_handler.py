@@ -6,6 +6,8 @@ same handlers under kopf."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,10 @@ import pytest
 from handler_driver import REF, Driver
 
 from controller_core.backends import RetryPolicy
+from controller_core.wire.auth import AuthFile, Authorizer
+from kraftsman.handlers import cluster as cluster_handlers
+from kraftsman.handlers import runtime
+from kraftsman.handlers.secrets import SecretUnavailable
 from tests.helpers import cluster as embedded
 from tests.serve.harness import ServedCluster, served
 
@@ -55,6 +61,17 @@ async def test_a_fenced_broker_shows_in_the_figures(tmp_path: Path) -> None:
     assert (st["fencedBrokers"], st["underReplicatedPartitions"]) == (1, 6)
     assert conds(kc)["Ready"] == ("True", "ClusterReady",
                                   "6 brokers, 1 topics, 6 partitions, 6 under-replicated")
+
+
+async def test_partitions_without_a_live_replica_are_offline(tmp_path: Path) -> None:
+    d = Driver(tmp_path)
+    kc = await d.ready_cluster()
+    for broker in (0, 1, 2):  # every partition's replicas
+        d.rt.clusters[("default", "demo")].cluster.fail_broker(broker)
+    d.now += 30
+    await d.call(kc, "reconcile")
+    st = kc["status"]
+    assert (st["fencedBrokers"], st["offlinePartitions"], st["partitions"]) == (3, 6, 6)
 
 
 async def test_an_invalid_spec_names_the_field(tmp_path: Path) -> None:
@@ -142,6 +159,90 @@ async def test_an_unused_embedded_cluster_is_stopped_and_its_state_removed(
                             "embedded cluster stopped and its state removed")
 
 
+async def test_a_stopping_operator_saves_its_embedded_clusters_where_they_stood(
+        tmp_path: Path) -> None:
+    d = Driver(tmp_path)  # checkpoints every hour: only closing saves the clock here
+    kc = await d.ready_cluster()
+    cluster = d.rt.clusters[("default", "demo")].cluster
+    d.now += 100
+    await d.call(kc, "reconcile")  # the cluster runs 100 s
+    stood = cluster.now
+    await d.stop()
+    assert d.rt.clusters == {}
+    again = Driver(tmp_path)  # the next operator process, on the same state volume
+    await again.ready_cluster()
+    assert again.rt.clusters[("default", "demo")].cluster.now == stood
+
+
+async def test_work_queued_on_a_cluster_being_closed_never_waits_forever(
+        tmp_path: Path) -> None:
+    """A pass that picked up the cluster before its KafkaCluster was deleted still gets its
+    turn (and finds the cluster closed) instead of waiting for the cluster's lock forever:
+    closing leaves the lock free. (Asked with a bounded wait: a worker thread blocked on the
+    lock could not be cancelled.)"""
+    d = Driver(tmp_path)
+    await d.ready_cluster()
+    opened = d.rt.clusters[("default", "demo")]
+    d.rt.close_cluster(("default", "demo"))
+    assert await asyncio.to_thread(opened.lock.acquire, timeout=5)
+    opened.lock.release()
+
+
+async def test_a_cluster_is_closed_under_its_lock(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """No pass works on the cluster while it closes (passes run under the same lock)."""
+    d = Driver(tmp_path)
+    await d.ready_cluster()
+    opened = d.rt.clusters[("default", "demo")]
+    close = opened.cluster.close
+    locked_while_closing: list[bool] = []
+
+    def recording_close() -> None:
+        locked_while_closing.append(opened.lock.locked())
+        close()
+
+    monkeypatch.setattr(opened.cluster, "close", recording_close)
+    d.rt.close_cluster(("default", "demo"))
+    assert locked_while_closing == [True]
+
+
+async def test_closing_gives_up_waiting_for_a_hung_pass(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass that never ends does not stop the cluster's deletion (or the operator's
+    shutdown) for good: closing waits CLOSE_WAIT_SECONDS for it, then closes anyway."""
+    monkeypatch.setattr(runtime, "CLOSE_WAIT_SECONDS", 0.05)
+    d = Driver(tmp_path)
+    await d.ready_cluster()
+    opened = d.rt.clusters[("default", "demo")]
+    order: list[str] = []
+    close = opened.cluster.close
+    monkeypatch.setattr(opened.cluster, "close", lambda: (order.append("closed"), close()))
+    holding, let_go = threading.Event(), threading.Event()
+
+    def hung(_: Any) -> None:
+        holding.set()
+        let_go.wait(5)  # bounded: were closing to wait for it, the test still ends
+        order.append("pass ended")
+
+    stuck = asyncio.create_task(d.rt.run(opened, hung))
+    assert await asyncio.to_thread(holding.wait, 5)
+    await asyncio.to_thread(d.rt.close_cluster, ("default", "demo"))
+    let_go.set()
+    await stuck
+    assert order == ["closed", "pass ended"]
+
+
+async def test_deleting_a_cluster_that_never_opened_is_released_at_once(
+        tmp_path: Path) -> None:
+    d = Driver(tmp_path)
+    kc = d.create("KafkaCluster", "demo", {"embedded": {"brokers": []}})
+    await d.call(kc, "reconcile")
+    assert kc["status"]["phase"] == "Invalid"
+    await d.call(kc, "teardown")  # nothing open, no state on the volume: nothing to wait for
+    assert d.events[-1] == ("Normal", "ClusterDeleted",
+                            "embedded cluster stopped and its state removed")
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServedCluster]:
     with served(embedded(tmp_path / "served"), time_scale=50) as s:
@@ -201,3 +302,144 @@ async def test_an_unreachable_cluster_is_degraded_and_retried_with_backoff(
     assert conds(kc)["Progressing"] == ("True", "Retrying", "retrying in 2s")
     assert len(d.events) == 1  # the same reason is not announced again
     assert d.rt.clusters == {}
+
+
+async def test_voters_of_a_bootstrap_servers_cluster_are_checked_against_its_nodes(
+        tmp_path: Path, server: ServedCluster) -> None:
+    """On a real cluster the nodes that may be voters are its brokers and the quorum's
+    replicas from DescribeQuorum (KIP-853: an unknown id cannot be added)."""
+    d = kafka_driver(tmp_path)
+    kc = d.create("KafkaCluster", "demo", {"bootstrapServers": server.bootstrap})
+    await d.call(kc, "reconcile")
+    kq = d.create("KafkaQuorum", "q", {**REF, "voters": [0, 1, 42]})
+    await d.call(kq, "reconcile")
+    assert kq["status"]["phase"] == "Invalid"
+    assert conds(kq)["Ready"] == (
+        "False", "UnknownNode", "spec.voters: unknown node id(s) [42]; nodes are [0, 1, 2, 3, "
+        "4, 5]; set spec.voters to live node ids (current voters: [0, 1, 2])")
+    d.set_spec(kq, {"voters": [0, 1]})
+    await d.call(kq, "reconcile")
+    st = kq["status"]
+    assert (st["phase"], st["nextStep"], st["currentVoters"]) == (
+        "Changing", "removing voter 2", [0, 1])
+
+
+async def test_a_real_cluster_without_a_controller_is_unavailable(
+        tmp_path: Path, server: ServedCluster) -> None:
+    d = kafka_driver(tmp_path)
+    kc = d.create("KafkaCluster", "real", {"bootstrapServers": server.bootstrap})
+    await d.call(kc, "reconcile")
+    for node in (0, 1, 2):
+        server.call(lambda node=node: server.cluster.fail_controller(node))
+    d.now += 5
+    await d.call(kc, "reconcile")
+    assert kc["status"]["phase"] == "Degraded"
+    reason, message = conds(kc)["Degraded"][1:]
+    assert reason == "ClusterUnavailable" and message.startswith("NOT_CONTROLLER: ")
+    assert d.events[-1] == ("Warning", "ClusterUnavailable", message)
+    await d.call(kc, "teardown")
+
+
+async def test_changed_bootstrap_servers_connect_anew_and_close_the_old_connection(
+        tmp_path: Path, server: ServedCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    d = kafka_driver(tmp_path)
+    kc = d.create("KafkaCluster", "real", {"bootstrapServers": server.bootstrap})
+    await d.call(kc, "reconcile")
+    old = d.rt.clusters[("default", "real")]
+    assert old.opened_at == d.now  # the Secret is looked at again 30 s from here
+    closed: list[bool] = []
+    close = old.cluster.close
+    monkeypatch.setattr(old.cluster, "close", lambda: (closed.append(True), close()))
+    with served(embedded(tmp_path / "other"), time_scale=50) as other:
+        d.set_spec(kc, {"bootstrapServers": other.bootstrap})
+        await d.call(kc, "reconcile")
+        assert closed == [True] and d.rt.clusters[("default", "real")] is not old
+        other_id = other.call(lambda: other.cluster.describe_cluster().cluster_id)
+        assert kc["status"]["clusterId"] == other_id
+        assert conds(kc)["Ready"][2].endswith(f"(via {other.bootstrap})")
+        await d.call(kc, "teardown")
+
+
+def test_a_real_cluster_is_reached_with_the_credentials_of_its_secret(tmp_path: Path) -> None:
+    auth = Authorizer.from_file(AuthFile.model_validate({
+        "users": [{"name": "admin", "password": "pw-1"}],
+        "acls": [{"principal": "User:admin", "operations": ["ALTER"]}]}))
+    with served(embedded(tmp_path / "c"), auth, time_scale=50) as s:
+        rt = kafka_driver(tmp_path).rt
+        secret = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                  "sasl.username": "admin", "sasl.password": "pw-1"}
+        opened = rt.open_kafka(("default", "sasl"), "u", s.bootstrap, secret, "d")
+        served_id = s.call(lambda: s.cluster.describe_cluster().cluster_id)
+        assert opened.cluster.describe_cluster().cluster_id == served_id
+        rt.close_all()
+
+
+async def test_an_unchanged_cluster_writes_no_status(tmp_path: Path) -> None:
+    d = Driver(tmp_path)
+    kc = await d.ready_cluster()
+    d.now += 1
+    await d.call(kc, "reconcile")  # the cluster ran 1 s; its figures are the same
+    assert d.status_patch == {}
+
+
+class Secrets:
+    """The Secrets of the test's API server, read as the operator reads them (read_secret is
+    replaced: the driver has no API server); counts the reads."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, dict[str, str]] = {}
+        self.reads = 0
+
+    async def read(self, namespace: str, name: str, settings: Any, logger: Any
+                   ) -> dict[str, str]:
+        self.reads += 1
+        if name not in self.data:
+            raise SecretUnavailable("SecretNotFound", f"spec.authSecretRef.name: Secret "
+                                    f"{name!r} in namespace {namespace} does not exist; "
+                                    "create it or fix the name")
+        return dict(self.data[name])
+
+
+@pytest.fixture
+def secrets(monkeypatch: pytest.MonkeyPatch) -> Secrets:
+    store = Secrets()
+    monkeypatch.setattr(cluster_handlers, "read_secret", store.read)
+    return store
+
+
+async def test_a_missing_then_a_malformed_secret_are_named_with_the_fix(
+        tmp_path: Path, server: ServedCluster, secrets: Secrets) -> None:
+    d = kafka_driver(tmp_path)
+    kc = d.create("KafkaCluster", "real", {"bootstrapServers": server.bootstrap,
+                                           "authSecretRef": {"name": "creds"}})
+    await d.call(kc, "reconcile")
+    assert conds(kc)["Degraded"] == (
+        "True", "SecretNotFound", "spec.authSecretRef.name: Secret 'creds' in namespace "
+        "default does not exist; create it or fix the name")
+    secrets.data["creds"] = {"sasl.passwrd": "pw"}
+    d.now += 1
+    await d.call(kc, "reconcile")
+    status, reason, message = conds(kc)["Degraded"]
+    assert (status, reason) == ("True", "InvalidSecret")
+    assert message.startswith("spec.authSecretRef.name: Secret 'creds': ")
+    assert "sasl.passwrd" in message and message.endswith(
+        "; fix the Secret (keys: docs/real-clusters.md)")
+    assert [e[1] for e in d.events] == ["SecretNotFound", "InvalidSecret"]
+
+
+async def test_a_connected_cluster_reads_its_secret_again_every_30_seconds(
+        tmp_path: Path, server: ServedCluster, secrets: Secrets) -> None:
+    secrets.data["creds"] = {"security.protocol": "PLAINTEXT"}
+    d = kafka_driver(tmp_path)
+    kc = d.create("KafkaCluster", "real", {"bootstrapServers": server.bootstrap,
+                                           "authSecretRef": {"name": "creds"}})
+    await d.call(kc, "reconcile")
+    opened = d.rt.clusters[("default", "real")]
+    assert kc["status"]["phase"] == "Ready" and secrets.reads == 1
+    d.now += 29
+    await d.call(kc, "reconcile")
+    assert secrets.reads == 1
+    d.now += 1
+    await d.call(kc, "reconcile")  # 30 s: read again; unchanged, so the connection stays
+    assert secrets.reads == 2 and d.rt.clusters[("default", "real")] is opened
+    await d.call(kc, "teardown")

@@ -10,10 +10,15 @@ from typing import Any
 
 import kopf
 import pytest
-from handler_driver import REF, Driver, deliver_events, outbox
+from handler_driver import CLUSTER, REF, Driver, deliver_events, outbox
 
+from controller_core import errors
+from controller_core.model import ElectionType, TopicPartition
+from controller_core.orchestration.election import ElectionReport
+from kraftsman.handlers.election import report_doc
 from kraftsman.handlers.opstate import saved_state
 from kraftsman.handlers.runtime import spec_digest
+from kraftsman.resources import LeaderElectionSpec
 
 
 async def off_preferred(d: Driver, broker: int) -> None:
@@ -134,6 +139,56 @@ async def test_unknown_topics_are_named_with_the_fix(d: Driver) -> None:
     assert outbox(le) == [("ElectionFailed", problem, True)]
 
 
+async def test_unknown_topics_count_as_failed_beside_the_partitions_that_failed(
+        d: Driver) -> None:
+    """LeaderElectionCommand reports an unknown topic as a failure of its own, beside the
+    partitions whose preferred leader is not available."""
+    cluster = d.rt.clusters[("default", "demo")].cluster
+    cluster.fail_broker(0)
+    cluster.advance(30)  # orders-0 and orders-3 cannot get their preferred leader 0
+    le = d.create("LeaderElection", "el", {**REF, "topics": ["orders", "nope", "gone"]})
+    await run(d, le)
+    st = le["status"]
+    assert (st["failed"], st["counts"]["failed"], st["counts"]["total"]) == (4, 4, 6)
+    assert conds(le)["Succeeded"] == ("False", "UnknownTopic",
+                                      "0 elected, 4 not needed, 4 failed")
+    assert [r["partition"] for r in st["results"] if r["result"] == "Failed"] == [0, 3]
+
+
+async def test_at_most_five_unknown_partitions_are_named(d: Driver) -> None:
+    le = d.create("LeaderElection", "el", {**REF, "partitions": [
+        {"topic": "orders", "partition": p} for p in (0, 90, 91, 92, 93, 94, 95, 96)]})
+    await run(d, le)
+    named = ", ".join(f"spec.partitions[{i}] (orders-{89 + i})" for i in range(1, 6))
+    assert conds(le)["Degraded"] == (
+        "True", "UnknownPartition", f"{named}: no such partition in cluster demo; fix the plan")
+    assert le["status"]["counts"]["failed"] == 7
+
+
+class CountingCluster:
+    """Answers DescribeTopicPartitions with nothing; counts the partitions asked about."""
+
+    def __init__(self) -> None:
+        self.asked: list[int] = []
+
+    def describe_partitions(self, partitions: list[TopicPartition] | None = None) -> list[Any]:
+        self.asked.append(len(partitions or []))
+        return []
+
+
+def test_leaders_are_read_back_for_at_most_100000_results() -> None:
+    """A cost guard: the rows of a huge election do not ask the cluster for every partition's
+    leader again (the status shows 100 rows; the CLI prints the whole report)."""
+    spec = LeaderElectionSpec.model_validate({**REF, "allTopicPartitions": True})
+    cluster = CountingCluster()
+    for n in (100_000, 100_001):
+        report = ElectionReport(ElectionType.PREFERRED, {
+            TopicPartition("t", p): errors.OK for p in range(n)})
+        doc = report_doc(report, spec, cluster)  # type: ignore[arg-type]
+        assert len(doc["rows"]) == n and doc["rows"][0][3] is None
+    assert cluster.asked == [100_000]
+
+
 async def test_unknown_partitions_are_named_by_their_index(d: Driver) -> None:
     le = d.create("LeaderElection", "el", {**REF, "partitions": [
         {"topic": "orders", "partition": 0}, {"topic": "orders", "partition": 99}]})
@@ -208,6 +263,53 @@ async def test_continuous_elects_above_the_threshold_at_its_interval(d: Driver) 
     await d.call(le, "reconcile")
     assert le["status"]["runs"] == 3 and le["status"]["recentRuns"][-1]["elected"] == 0
     assert len(outbox(le)) == 1
+
+
+# The cluster of handler_driver plus a topic "logs" whose preferred leader is broker 5.
+TWO_TOPICS = {"embedded": {**CLUSTER["embedded"], "topics": [
+    *CLUSTER["embedded"]["topics"],  # type: ignore[index]
+    {"name": "logs", "partitions": 3, "replicationFactor": 3,
+     "assignment": [[5, 3, 4], [5, 4, 3], [5, 3, 4]]}]}}
+
+
+async def test_continuous_looks_at_the_imbalance_of_its_own_partitions_topics(
+        tmp_path: Path) -> None:
+    d = Driver(tmp_path)
+    await d.ready_cluster(spec=TWO_TOPICS)
+    await off_preferred(d, 5)  # every "logs" partition off its preferred leader: 3 of 9
+    le = d.create("LeaderElection", "cont", {
+        **REF, "partitions": [{"topic": "orders", "partition": 0},
+                              {"topic": "orders", "partition": 1}],
+        "mode": "Continuous", "imbalanceThresholdPercent": 20})
+    await d.call(le, "reconcile")
+    st = le["status"]
+    assert (st["imbalancePercent"], st["recentRuns"][-1]["elected"]) == (0.0, 0)
+    assert outbox(le) == []
+    by_topic = d.create("LeaderElection", "logs", {
+        **REF, "topics": ["logs"], "mode": "Continuous", "imbalanceThresholdPercent": 20})
+    await d.call(by_topic, "reconcile")
+    assert by_topic["status"]["imbalancePercent"] == 100.0
+
+
+async def test_a_pass_that_does_not_see_the_last_status_write_yet_does_not_elect_again(
+        tmp_path: Path) -> None:
+    """The next pass may get a body without the status the last pass wrote (a stale read);
+    the operator's own copy of the state, with a later revision, wins over it."""
+    d = Driver(tmp_path)
+    kc = d.create("KafkaCluster", "demo", CLUSTER)
+    le = d.create("LeaderElection", "el", {**REF, "allTopicPartitions": True})
+    await run(d, le)  # waits for the cluster: the first state, revision 1
+    stale = le["status"]["operationState"]
+    await d.call(kc, "reconcile")
+    await off_preferred(d, 0)
+    await run(d, le)  # elected: revision 2
+    assert le["status"]["counts"]["elected"] == 2
+    await off_preferred(d, 0)
+    le["status"]["operationState"] = stale
+    await run(d, le)
+    leaders = {p.tp.partition: p.leader for p in
+               d.rt.clusters[("default", "demo")].cluster.describe_partitions()}
+    assert leaders[0] != 0 and leaders[3] != 0  # not elected a second time
 
 
 async def test_continuous_with_failures_reports_them(d: Driver) -> None:

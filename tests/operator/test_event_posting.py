@@ -4,8 +4,12 @@ the outbox with every later one, in order (opstate.post_events / Outbox.post).""
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
-from collections.abc import AsyncIterator
+import os
+import re
+import time
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import kopf
@@ -66,12 +70,69 @@ async def test_the_outbox_is_posted_once_in_order_with_its_fields(
     assert (first["reportingComponent"], first["reportingInstance"]) == (
         "kraftsman-test", "pod-1")
     assert first["source"] == {"component": "kraftsman-test"} and first["count"] == 1
-    assert first["firstTimestamp"] == first["lastTimestamp"] == first["eventTime"]
+    # One instant: the whole seconds of eventTime (MicroTime) are the two Time stamps.
+    assert first["firstTimestamp"] == first["lastTimestamp"] == first["eventTime"][:19] + "Z"
     # A restarted operator posts the same milestones again: the names exist, one Event each.
     again = await post_events(BODY, [[1, "Started", "go", False]], settings,
                               logging.getLogger("test"))
     assert again == {1}
     assert len(await events(api)) == 2
+
+
+# The layouts the API server parses an Event's times with (apimachinery metav1.Time is
+# RFC 3339; metav1.MicroTime is RFC3339Micro, "2006-01-02T15:04:05.000000Z07:00", whose
+# ".000000" Go's time.Parse takes as exactly six digits).
+RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$")
+RFC3339_MICRO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}(Z|[+-]\d\d:\d\d)$")
+
+
+@pytest.fixture
+def local_zone_not_utc() -> Iterator[None]:
+    """The process's local time zone is 3 h 30 min behind UTC (a POSIX TZ: no tzdata needed)."""
+    old = os.environ.get("TZ")
+    os.environ["TZ"] = "NST+3:30"
+    time.tzset()
+    yield
+    if old is None:
+        del os.environ["TZ"]
+    else:
+        os.environ["TZ"] = old
+    time.tzset()
+
+
+@pytest.mark.usefixtures("local_zone_not_utc")
+async def test_an_event_is_a_core_v1_event_whose_times_a_real_api_server_parses(
+        api: Api, settings: kopf.OperatorSettings) -> None:
+    """The API server decodes the body as a core/v1 Event: an apiVersion or kind naming
+    anything else is refused ("the API version in the data (...) does not match the expected
+    API version (v1)"), and ``eventTime`` is a MicroTime that needs six fraction digits even
+    at a whole second. kmock stores any body, so the posted body itself is checked."""
+    at = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC).timestamp()  # a whole second
+    clock = iter([at, at + 0.25]).__next__
+    assert await post_events(BODY, [[1, "Started", "go", False], [2, "Completed", "ok", False]],
+                             settings, logging.getLogger("test"), clock=clock) == {1, 2}
+    first, second = await events(api)
+    assert (first["apiVersion"], first["kind"]) == ("v1", "Event")
+    assert (second["apiVersion"], second["kind"]) == ("v1", "Event")
+    # UTC whatever the operator's local zone (here UTC-3:30).
+    assert first["eventTime"] == "2026-01-02T03:04:05.000000Z"
+    assert first["firstTimestamp"] == first["lastTimestamp"] == "2026-01-02T03:04:05Z"
+    assert second["eventTime"] == "2026-01-02T03:04:05.250000Z"
+    for e in (first, second):
+        assert RFC3339_MICRO.match(e["eventTime"]), e["eventTime"]
+        assert RFC3339.match(e["firstTimestamp"]) and RFC3339.match(e["lastTimestamp"])
+
+
+async def test_events_are_stamped_with_the_time_they_are_posted(
+        api: Api, settings: kopf.OperatorSettings) -> None:
+    before = time.time()
+    await Outbox({"outbox": [[1, "Started", "go", False]], "eventSeq": 1}).post(
+        BODY, settings, logging.getLogger("test"))
+    after = time.time()
+    (got,) = await events(api)
+    stamped = dt.datetime.strptime(got["eventTime"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=dt.UTC).timestamp()
+    assert before - 1e-6 <= stamped <= after + 1e-6
 
 
 async def test_a_refused_event_waits_with_the_ones_after_it(

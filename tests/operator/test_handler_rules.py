@@ -4,10 +4,11 @@ walk's status and milestones, the runtime's backoff, state files and cluster clo
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import kopf
 import pytest
@@ -18,12 +19,18 @@ from controller_core.model import ElectionType, TopicPartition
 from controller_core.orchestration.reassignment import Limits, Phase, PlanProblem, dry_run
 from controller_core.orchestration.voters import WalkPhase
 from controller_core.raft.describe import QuorumStatus, ReplicaStatus
-from kraftsman.handlers import configure
-from kraftsman.handlers.common import generation, parse_spec, publish, settled
+from kraftsman.handlers import build_registry, configure
+from kraftsman.handlers.common import PLURALS, generation, parse_spec, publish, settled
 from kraftsman.handlers.opstate import Outbox, encode
 from kraftsman.handlers.quorum import Pass, fill, milestones, nodes_of, problem_reason, quorum_pass
 from kraftsman.handlers.reassignment import problem_messages, problems_reason, summary
-from kraftsman.handlers.runtime import Backoff, Runtime, default_priority, spec_digest
+from kraftsman.handlers.runtime import (
+    Backoff,
+    OpenCluster,
+    Runtime,
+    default_priority,
+    spec_digest,
+)
 from kraftsman.reconcile import election_of, executor_for, limits_of, plan_of
 from kraftsman.resources import LeaderElectionSpec, PartitionReassignmentSpec
 from kraftsman.status import (
@@ -103,6 +110,27 @@ def test_a_saved_state_without_the_spec_it_ran_for_starts_afresh(tmp_path: Path)
     assert retargeted is False and again.plan.moves == {TP1: (3, 4, 5)}
     # Not known as this resource's own: the move in flight makes the new plan wait.
     assert [p.error.name for p in problems] == ["REASSIGNMENT_IN_PROGRESS"]
+
+
+def test_a_changed_plan_cancels_its_own_dropped_move_beside_another_tool_s(
+        tmp_path: Path) -> None:
+    """The run's saved state says which moves in flight are its own: with another tool's
+    reassignment in flight too, the previous plan could not be taken up afresh (it would be
+    refused as overlapping), yet its dropped move is still cancelled (KIP-455). The new plan
+    then waits for the other tool's move, as ReassignPartitionsCommand refuses a plan while a
+    reassignment it did not start is in progress."""
+    c = embedded(tmp_path)
+    spec = preas([(0, [3, 4, 5]), (1, [3, 4, 5])], maxConcurrentMoves=1)
+    ex, _, _ = executor_for(c, spec, None, None)
+    ex.step()
+    assert set(c.list_partition_reassignments()) == {TP0}
+    state = ex.state.model_dump(mode="json")
+    other = TopicPartition("orders", 5)
+    c.alter_partition_reassignments({other: [3, 4, 5]})  # another tool
+    _, problems, retargeted = executor_for(c, preas([(1, [3, 4, 5])]), state, spec)
+    assert retargeted is True
+    assert set(c.list_partition_reassignments()) == {other}  # orders-0 rolled back
+    assert [(p.tp, p.error.name) for p in problems] == [(other, "REASSIGNMENT_IN_PROGRESS")]
 
 
 def test_executor_for_a_dry_run_or_a_cancel(tmp_path: Path) -> None:
@@ -205,6 +233,14 @@ def test_parse_spec_names_the_field_without_the_kind() -> None:
     assert generation({}) == 1 and generation({"generation": 4}) == 4
 
 
+def test_every_kind_is_handled_on_the_operator_s_registry(tmp_path: Path) -> None:
+    registry = build_registry(Runtime(tmp_path))
+    handled = {h.selector.plural for reg in (registry._spawning, registry._changing,
+                                             registry._indexing)
+               for h in reg.get_all_handlers() if h.selector is not None}
+    assert handled == set(PLURALS.values())
+
+
 def test_configure_keeps_kopf_bookkeeping_out_of_the_status(tmp_path: Path) -> None:
     settings = kopf.OperatorSettings()
     configure(settings, Runtime(tmp_path))
@@ -275,6 +311,8 @@ def test_voter_problems_have_reasons() -> None:
     assert problem_reason(["voters: unknown node id(s) [9]; nodes are [0]"]) == "UnknownNode"
     assert problem_reason(["voters: only 1 of [0, 1, 2] are live, fewer"]) == "VotersNotLive"
     assert problem_reason(["voters: [1, 1] lists a node id twice"]) == "InvalidVoters"
+    assert problem_reason(["voters: [1, 1] lists a node id twice",
+                           "voters: unknown node id(s) [9]; nodes are [0]"]) == "UnknownNode"
 
 
 def test_milestones_are_the_difference_to_the_last_published_quorum() -> None:
@@ -308,16 +346,17 @@ class RealClusterView:
     """What a kafka-backend admin answers DescribeCluster with (the rest is not asked)."""
 
     def describe_cluster(self) -> Description:
-        return Description([Broker(0, False), Broker(1, True), Broker(4, True)])
+        return Description([Broker(0, False), Broker(1, True), Broker(4, True),
+                            Broker(5, False)])
 
 
 def test_a_real_cluster_s_live_nodes_are_unfenced_or_recently_caught_up(tmp_path: Path) -> None:
     q = quorum([replica(0, "Leader"), replica(1, "Follower", lag_ms=30_000),
-                replica(2, "Follower", lag_ms=30_001), replica(3, "Observer", lag_ms=-1)],
-               leader=7)
+                replica(2, "Follower", lag_ms=30_001), replica(3, "Observer", lag_ms=-1),
+                replica(4, "Follower", lag_ms=0)], leader=7)
     known, live = nodes_of(RealClusterView(), q)
-    assert known == {0, 1, 2, 3, 4}
-    assert live == {0, 1, 7}
+    assert known == {0, 1, 2, 3, 4, 5}
+    assert live == {0, 1, 4, 5, 7}  # 4: fenced as a broker, but caught up just now
     c = embedded(tmp_path)
     assert nodes_of(c, c.describe_quorum()) == (c.quorum_node_ids(), c.live_quorum_nodes())
 
@@ -387,8 +426,27 @@ def test_an_embedded_cluster_is_opened_once_and_reopened_on_change(tmp_path: Pat
     rt.close_all()
     assert rt.clusters == {} and rt.cluster_dir(key, "u1").is_dir()
     rt.open_cluster(key, "u1", SPEC, "d2")
-    rt.close_cluster(key, remove_state=True, uid="u1")
+    rt.close_cluster(key, remove_state_of="u1")
     assert not rt.cluster_dir(key, "u1").exists()
+
+
+def test_clusters_open_with_the_runtime_s_fsync_setting(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """fsync=False (tests, benchmarks) leaves out the fsyncs of the metadata log and the
+    quorum's log (the atomic writes of the checkpoint and the quorum state always fsync)."""
+    synced: list[int] = []
+    fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), fsync(fd))[1])
+    Runtime(tmp_path / "off", fsync=False).open_cluster(("ns", "c"), "u", SPEC, "d")
+    without = len(synced)
+    Runtime(tmp_path / "on", fsync=True).open_cluster(("ns", "c"), "u", SPEC, "d")
+    assert len(synced) - without > without
+
+
+def test_a_real_cluster_s_clock_is_not_run_by_the_operator(tmp_path: Path) -> None:
+    rt = Runtime(tmp_path, clock=lambda: 50.0)
+    real = OpenCluster(cast(Any, object()), "d", "u")  # any ClusterAdmin but the embedded one
+    assert rt.advance(real) == 0.0 and real.last_wall == 0.0
 
 
 async def test_work_on_a_cluster_runs_one_at_a_time_in_a_thread(tmp_path: Path) -> None:

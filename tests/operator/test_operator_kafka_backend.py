@@ -44,7 +44,7 @@ async def test_reassign_cancel_elect_and_change_voters_over_the_wire(
     st = kc["status"]
     assert (st["backend"], st["brokers"], st["topics"], st["partitions"]) == ("kafka", 6, 1, 6)
     assert st["clusterId"] == server.call(lambda: server.cluster.describe_cluster().cluster_id)
-    assert op.rt.clusters[("default", "real")].backend == "kafka"
+    assert not op.rt.clusters[("default", "real")].embedded
     ref = {"clusterRef": {"name": "real"}}
 
     # A reassignment completes, moved by the served cluster on its own clock.

@@ -120,6 +120,23 @@ def test_reassignment_percent_by_partitions_when_sizes_unknown() -> None:
     assert (st.percent, st.counts.total) == (0.0, 0)
 
 
+def test_a_known_size_sets_the_percent_even_before_a_byte_moved() -> None:
+    """Once any row has a size, the percent goes by bytes (here none copied of 1), not by the
+    partitions done (1 of 2)."""
+    st = PartitionReassignmentStatus()
+    st.set_progress([PartitionProgress(topic="t", partition=0, state="Moving",
+                                       bytes_to_move=1, bytes_moved=0),
+                     PartitionProgress(topic="t", partition=1, state="Done")])
+    assert (st.percent, st.bytes_to_move, st.counts.done) == (0.0, 1, 1)
+
+
+def test_a_cap_of_one_keeps_the_first_failure() -> None:
+    st = PartitionReassignmentStatus()
+    st.set_progress(_rows(8), cap=1)
+    assert [(r.partition, r.state) for r in st.partitions] == [(0, "Failed")]
+    assert (st.counts.total, st.partitions_omitted) == (8, 7)
+
+
 def test_zero_cap_still_counts_everything() -> None:
     st = PartitionReassignmentStatus()
     st.set_progress(_rows(8), cap=0)

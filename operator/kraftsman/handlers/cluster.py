@@ -136,7 +136,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             if isinstance(e, KafkaApiError):
                 reason, message = kafka_reason(e), str(e)
                 if e.error in RECONNECT:
-                    rt.close_cluster(key, remove_state=False, uid=None)
+                    rt.close_cluster(key)
             elif isinstance(e, SecretError):
                 ref = model.auth_secret_ref.name if model.auth_secret_ref else "?"
                 reason, message = "InvalidSecret", (
@@ -209,7 +209,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         opened = rt.clusters.get(key)
         kafka = (opened is not None and not opened.embedded) or bool(
             (body.get("spec") or {}).get("bootstrapServers"))
-        rt.close_cluster(key, remove_state=not kafka, uid=uid)
+        rt.close_cluster(key, remove_state_of=None if kafka else uid)
         emit(body, "ClusterDeleted", "connection to the cluster closed" if kafka
              else "embedded cluster stopped and its state removed")
 

@@ -21,10 +21,12 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import functools
+import itertools
 import logging
 import re
+import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -42,15 +44,14 @@ Pending = list[Any]  # [seq, reason, message, warning]
 
 def encode(doc: Mapping[str, Any]) -> str:
     return PREFIX + base64.b64encode(zlib.compress(
-        orjson.dumps(_pack(doc), option=orjson.OPT_SORT_KEYS), 6)).decode()
+        orjson.dumps(_pack(doc), option=orjson.OPT_SORT_KEYS))).decode()
 
 
 _PAIR = re.compile(r"^\d+:\d+$")
 
 
 def _deltas(values: list[int]) -> list[int]:
-    values = sorted(values)
-    return [b - a for a, b in zip([0, *values], values, strict=False)]
+    return [b - a for a, b in itertools.pairwise([0, *sorted(values)])]
 
 
 def _undeltas(deltas: list[int]) -> list[int]:
@@ -163,10 +164,23 @@ def event_name(body: Mapping[str, Any], seq: int, reason: str) -> str:
     return f"{meta.get('name')}.{str(meta.get('uid'))[:8]}.{seq}.{reason}".lower()[:253]
 
 
+def event_times(t: float) -> dict[str, str]:
+    """An Event's timestamps at ``t`` (seconds since the epoch) in the forms the API server
+    parses: ``firstTimestamp``/``lastTimestamp`` are ``metav1.Time`` (RFC 3339), ``eventTime``
+    a ``metav1.MicroTime``, whose layout ``2006-01-02T15:04:05.000000Z07:00`` takes exactly six
+    fraction digits (``datetime.isoformat`` drops them at a whole second: a 400 Bad Request)."""
+    when = dt.datetime.fromtimestamp(t, dt.UTC)
+    seconds = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"firstTimestamp": seconds, "lastTimestamp": seconds,
+            "eventTime": when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")}
+
+
 async def post_events(body: Mapping[str, Any], outbox: list[Any],
                       settings: kopf.OperatorSettings,
-                      logger: logging.Logger | logging.LoggerAdapter[Any]) -> set[int]:
-    """Post the events; returns the sequence numbers the API server now holds."""
+                      logger: logging.Logger | logging.LoggerAdapter[Any],
+                      clock: Callable[[], float] = time.time) -> set[int]:
+    """Post the events (core/v1 Events, timestamped by ``clock``); returns the sequence
+    numbers the API server now holds."""
     posted: set[int] = set()
     meta = body.get("metadata") or {}
     namespace = str(meta.get("namespace") or "default")
@@ -174,7 +188,6 @@ async def post_events(body: Mapping[str, Any], outbox: list[Any],
            "name": meta.get("name"), "namespace": namespace, "uid": meta.get("uid")}
     url = f"/api/v1/namespaces/{quote(namespace)}/events"
     for seq, reason, message, warning in outbox:
-        now = dt.datetime.now(dt.UTC).isoformat()
         event = {
             "apiVersion": "v1", "kind": "Event",
             "metadata": {"name": event_name(body, int(seq), reason), "namespace": namespace},
@@ -183,7 +196,7 @@ async def post_events(body: Mapping[str, Any], outbox: list[Any],
             "reportingComponent": settings.posting.reporting_component,
             "reportingInstance": settings.posting.reporting_instance,
             "source": {"component": settings.posting.reporting_component},
-            "firstTimestamp": now, "lastTimestamp": now, "eventTime": now, "count": 1}
+            **event_times(clock()), "count": 1}
         try:
             await kopf_api.post(url, payload=event, settings=settings, logger=logger,
                                 backoffs=[])

@@ -115,10 +115,9 @@ def quorum_pass(admin: QuorumAdmin, target: list[int], st: KafkaQuorumStatus) ->
 
 
 def problem_reason(problems: list[str]) -> str:
-    text = " ".join(problems)
-    if "unknown node" in text:
+    if any("unknown node" in p for p in problems):
         return "UnknownNode"
-    if "are live" in text:
+    if any("are live" in p for p in problems):
         return "VotersNotLive"
     return "InvalidVoters"
 

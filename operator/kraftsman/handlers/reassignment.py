@@ -70,24 +70,22 @@ def problem_messages(spec: PartitionReassignmentSpec, problems: list[PlanProblem
 
 def fill_progress(st: PartitionReassignmentStatus, spec: PartitionReassignmentSpec,
                   progress: Progress, executor: ReassignmentExecutor) -> None:
-    moving = [d.tp for d in progress.details if d.state != "failed"]
+    # The adding replicas of the rows still moving; a failed row has no move in flight.
+    adding = {d.tp: adding_of(executor, d.tp) for d in progress.details if d.state != "failed"}
     sizes = executor.admin.replica_log_sizes(
-        [(tp, r) for tp in moving for r in adding_of(executor, tp)]) if moving else {}
+        [(tp, r) for tp, replicas in adding.items() for r in replicas]) if adding else {}
     rows = []
     for d in progress.details:
         original = list(executor.original.get(d.tp, ()))
-        adding = adding_of(executor, d.tp) if d.state != "failed" else []
+        moving = d.tp in adding
+        new = adding.get(d.tp, [])
         rows.append(PartitionProgress(
-            topic=d.tp.topic, partition=d.tp.partition,
-            state="Failed" if d.state == "failed" else "Moving",
-            current_replicas=original + adding, target_replicas=list(d.target),
-            adding_replicas=adding,
-            removing_replicas=[r for r in original if r not in d.target]
-            if d.state != "failed" else [],
+            topic=d.tp.topic, partition=d.tp.partition, state="Moving" if moving else "Failed",
+            current_replicas=original + new, target_replicas=list(d.target), adding_replicas=new,
+            removing_replicas=[r for r in original if r not in d.target] if moving else [],
             bytes_to_move=executor.move_bytes.get(d.tp),
-            bytes_moved=sum(sizes.get((d.tp, r), 0) for r in adding) if adding else None,
-            error="REASSIGNMENT_FAILED" if d.state == "failed" else None,
-            message=d.message or None))
+            bytes_moved=sum(sizes.get((d.tp, r), 0) for r in new) if new else None,
+            error=None if moving else "REASSIGNMENT_FAILED", message=d.message or None))
     st.set_progress(rows)
     # The executor's counts cover every partition, the detail only the capped rows.
     st.counts.total, st.counts.done = progress.total, progress.done
@@ -120,7 +118,7 @@ def plan_warnings(spec: PartitionReassignmentSpec, executor: ReassignmentExecuto
           for tp, target in executor.plan.moves.items()
           if tp in executor.original and len(executor.original[tp]) != len(target)]
     if rf:
-        named = ", ".join(f"spec.partitions[{index.get((tp.topic, tp.partition), '?')}] ({tp}) "
+        named = ", ".join(f"spec.partitions[{index[tp.topic, tp.partition]}] ({tp}) "
                           f"{old} -> {new}" for tp, old, new in rf[:5])
         more = f" (and {len(rf) - 5} more)" if len(rf) > 5 else ""
         out.append(f"replication factor changes: {named}{more}; if unintended, give each "

@@ -41,6 +41,9 @@ def _safe(part: str) -> str:
 
 
 Backend = EmbeddedCluster | KafkaAdmin
+# How long closing a cluster waits for a pass working on it (a hung worker must not stop a
+# KafkaCluster's deletion, or the operator's shutdown, for good).
+CLOSE_WAIT_SECONDS = 10.0
 # The kafka backend's retries per admin call: short enough that a timer pass does not sit on
 # an unreachable cluster for long (the next pass tries again, with backoff).
 KAFKA_RETRY = RetryPolicy(total_seconds=10.0)
@@ -49,7 +52,8 @@ KAFKA_RETRY = RetryPolicy(total_seconds=10.0)
 @dataclass
 class OpenCluster:
     """One cluster the operator talks to. ``cluster`` is the ClusterAdmin: the in-process
-    EmbeddedCluster, or a KafkaAdmin connected to a real cluster (``backend == "kafka"``)."""
+    EmbeddedCluster, or a KafkaAdmin connected to a real cluster. ``last_wall`` and
+    ``last_checkpoint`` run an embedded cluster's clock; ``opened_at`` dates a connection."""
 
     cluster: Backend
     spec_digest: str
@@ -57,7 +61,6 @@ class OpenCluster:
     lock: threading.Lock = field(default_factory=threading.Lock)
     last_wall: float = 0.0
     last_checkpoint: float = 0.0
-    backend: str = "embedded"
     opened_at: float = 0.0
 
     @property
@@ -159,37 +162,34 @@ class Runtime:
 
     def open_kafka(self, key: ClusterKey, uid: str, bootstrap_servers: str,
                    secret_data: dict[str, str] | None, digest: str) -> OpenCluster:
-        """Connect the kafka backend (blocking: call it in a worker thread); re-connect when
-        the spec or the Secret changed. Raises SecretError / KafkaApiError (see
+        """Connect the kafka backend anew (blocking: call it in a worker thread), closing the
+        connection it replaces; the handler calls it when the spec or the Secret (``digest``)
+        changed. Raises SecretError / KafkaApiError (see
         :func:`controller_core.backends.open_kafka_admin`); nothing stays open then."""
-        current = self.clusters.get(key)
-        if current is not None and current.uid == uid and current.spec_digest == digest:
-            return current
-        if current is not None:
-            self.close_cluster(key, remove_state=False, uid=None)
+        self.close_cluster(key)
         admin = open_kafka_admin(bootstrap_servers, secret_data, retry=self.kafka_retry)
-        now = self.clock()
-        opened = OpenCluster(admin, digest, uid, last_wall=now, last_checkpoint=now,
-                             backend="kafka", opened_at=now)
+        opened = OpenCluster(admin, digest, uid, opened_at=self.clock())
         self.clusters[key] = opened
         return opened
 
-    def close_cluster(self, key: ClusterKey, *, remove_state: bool, uid: str | None) -> None:
+    def close_cluster(self, key: ClusterKey, *, remove_state_of: str | None = None) -> None:
+        """Close the cluster ``key`` if open; ``remove_state_of``: the uid of an embedded
+        cluster whose state directory goes too (its KafkaCluster was deleted)."""
         current = self.clusters.pop(key, None)
         if current is not None:
             # Not under an operation running in a worker thread (bounded: never hang here).
-            locked = current.lock.acquire(timeout=10)
+            locked = current.lock.acquire(timeout=CLOSE_WAIT_SECONDS)
             try:
                 current.cluster.close()
             finally:
                 if locked:
                     current.lock.release()
-        if remove_state and uid is not None:
-            shutil.rmtree(self.cluster_dir(key, uid), ignore_errors=True)
+        if remove_state_of is not None:
+            shutil.rmtree(self.cluster_dir(key, remove_state_of), ignore_errors=True)
 
     def close_all(self) -> None:
         for key in list(self.clusters):
-            self.close_cluster(key, remove_state=False, uid=None)
+            self.close_cluster(key)
 
     def advance(self, opened: OpenCluster) -> float:
         """Run an embedded cluster for the wall time since the last call (times time_scale);
@@ -199,8 +199,7 @@ class Runtime:
         now = self.clock()
         dt = max(0.0, now - opened.last_wall) * self.time_scale
         opened.last_wall = now
-        if dt > 0:
-            opened.cluster.advance(dt)
+        opened.cluster.advance(dt)  # nothing happens in 0 s
         if now - opened.last_checkpoint >= self.checkpoint_seconds:
             opened.cluster.checkpoint()
             opened.last_checkpoint = now
