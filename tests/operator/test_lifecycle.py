@@ -292,7 +292,8 @@ async def test_a_rebalance_with_a_throttle_the_brokers_would_refuse_is_invalid(
     msg = condition(obj, "Degraded")["message"]
     assert "spec.throttleBytesPerSecond: Input should be less than or equal to " \
         "9223372036854775807; give a whole number of bytes per second from 1 to " \
-        "9223372036854775807, 0 for none, or leave the field out for the default 50000000" in msg, msg
+        "9223372036854775807, 0 for none, or leave the field out for the default " \
+        "50000000" in msg, msg
     async with api.session.get(f"{api.base}/apis/batch/v1/jobs") as r:
         assert (await r.json()).get("items") == []  # no planner Job
 
