@@ -1064,6 +1064,15 @@ class _TopicDeleted:
         return {k: v for k, v in self.c.replica_log_sizes(replicas).items()
                 if not self._gone(k[0])}
 
+    def alter_partition_reassignments(self, changes: Mapping[TopicPartition, Sequence[int] | None]
+                                      ) -> dict[TopicPartition, ApiResult]:
+        """ReplicationControlManager answers a deleted topic's partition per partition with
+        UNKNOWN_TOPIC_OR_PARTITION; the others are altered. The answer keeps the request's order."""
+        done = self.c.alter_partition_reassignments(
+            {t: r for t, r in changes.items() if not self._gone(t)})
+        return {t: ApiResult(errors.UNKNOWN_TOPIC_OR_PARTITION, f"{t}: unknown topic")
+                if self._gone(t) else done[t] for t in changes}
+
 
 def test_a_move_whose_topic_is_deleted_meanwhile_fails_saying_so(tmp_path: Path) -> None:
     """ReplicationControlManager.deleteTopic drops a topic's partitions together with their
@@ -1085,6 +1094,68 @@ def test_a_move_whose_topic_is_deleted_meanwhile_fails_saying_so(tmp_path: Path)
     while not (p := ex.step()).phase.terminal:
         c.advance(1)
     assert p.phase is Phase.FAILED and (p.done, p.failed) == (1, 1)
+
+
+def test_a_move_the_controller_refuses_to_start_fails_with_its_reason_and_the_batch_goes_on(
+        tmp_path: Path) -> None:
+    """The controller answers AlterPartitionReassignments per partition
+    (ReplicationControlManager.alterPartitionReassignments): a topic deleted after the plan
+    was validated is UNKNOWN_TOPIC_OR_PARTITION. That partition fails with the controller's
+    reason, and the moves after it in the same batch start."""
+    c = cluster(tmp_path, topics=TOPICS)
+    admin = _TopicDeleted(c, "payments")
+    small, big = tp("payments", 0), tp("orders", 0)
+    plan, _ = ReassignmentPlan.from_moves([(big, [3, 4, 2]), (small, [4, 0, 1])],
+                                          limits=Limits(None, 2))
+    ex = ReassignmentExecutor(admin, plan)  # type: ignore[arg-type]
+    assert ex.start() == [] and list(ex.pending) == [small, big]  # the refused one first
+    admin.deleted = True
+    p = ex.step()
+    assert ex.state.failed == {"payments-0": "payments-0: unknown topic"}
+    assert (p.failed, p.moving, set(ex.moving)) == (1, 1, {big})
+    p = drive(c, ex, limit=200)
+    assert p.phase is Phase.FAILED and (p.done, p.failed) == (1, 1)
+
+
+def test_a_partition_another_tool_moves_after_validation_is_failed_and_the_batch_goes_on(
+        tmp_path: Path) -> None:
+    """ReassignPartitionsCommand without --additional does not start over another
+    reassignment. One that another tool starts after the plan was validated is found when
+    the move is due: that partition fails, its move is left to the other tool, and the moves
+    after it in the same batch start."""
+    c = cluster(tmp_path, topics=TOPICS)
+    small, big = tp("payments", 0), tp("orders", 0)
+    plan, _ = ReassignmentPlan.from_moves([(big, [3, 4, 2]), (small, [4, 0, 1])],
+                                          limits=Limits(None, 2))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == [] and list(ex.pending) == [small, big]  # the foreign one first
+    assert c.alter_partition_reassignments({small: [5, 0, 1]})[small].ok
+    p = ex.step()
+    assert ex.state.failed == {"payments-0": "payments-0 is being reassigned by another tool "
+                                             "to [5, 0, 1]; not fought over"}
+    assert (p.failed, p.moving, set(ex.moving)) == (1, 1, {big})
+    assert c.list_partition_reassignments()[small].target == (5, 0, 1)
+
+
+def test_a_pass_whose_due_moves_all_fail_does_not_say_the_throttle_is_missing(
+        tmp_path: Path) -> None:
+    """A raised concurrency limit frees a slot with nothing else changed: the pass finds the
+    move due there taken over by another tool and fails it. The throttle on the move in
+    flight is in place and nothing waits for one, so the status says nothing about it."""
+    c = cluster(tmp_path, topics=TOPICS)
+    first, second = tp("orders", 0), tp("payments", 0)
+    plan, _ = ReassignmentPlan.from_moves([(first, [3, 1, 2]), (second, [4, 5, 1])],
+                                          limits=Limits(MB, 1))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == [] and list(ex.pending) == [first, second]
+    ex.step()
+    assert set(ex.moving) == {first}
+    assert c.alter_partition_reassignments({second: [5, 0, 1]})[second].ok
+    ex.set_limits(Limits(MB, 2))
+    p = ex.step()  # no time has passed: the first move still copies
+    assert (p.failed, p.moving, p.pending) == (1, 1, 0)
+    assert ex.state.message == ""
+    assert set(throttles.placed(c)) == {0, 1, 2, 3}  # the first move's replicas, old and new
 
 
 @pytest.mark.parametrize(("chain", "slots", "big_starts"), [

@@ -104,6 +104,16 @@ def test_plan_applied_on_the_embedded_cluster_balances_it_as_predicted(
     assert max_over_mean(actual, range(6), DISK) <= 1.05
     assert max_over_mean(actual, range(6), REPLICAS) <= 1.05
 
+    # Planned again, the balanced cluster needs nothing: the summary says so rather than
+    # sending the user to `kraftsman apply` an empty directory (which only reports an error).
+    code, out, err = run(capsys, "plan", "--snapshot", str(tmp_path / "s2"), "--goal",
+                         "rebalance", "--out", str(tmp_path / "plan2"), "--master", "local[2]",
+                         "--seed", "7")
+    assert code == 0, err
+    assert "  resources: none — no move improves the balance, nothing to apply" in out, out
+    assert "apply in order" not in out
+    assert list((tmp_path / "plan2" / "reassignments").iterdir()) == []
+
 
 @pytest.fixture
 def snap_dir(tmp_path: Path) -> Path:

@@ -166,8 +166,11 @@ def run_plan(args: argparse.Namespace) -> int:
     if s["estimatedSeconds"] is not None:
         print(f"  estimated duration: {fmt_seconds(s['estimatedSeconds'])} at "
               f"{fmt_bytes(s['throttleBytesPerSecond'])}/s")
-    print(f"  resources: {s['resources']} in {out.out / pipeline.RESOURCES_DIR} "
-          f"(apply in order: kraftsman apply -f {out.out / pipeline.RESOURCES_DIR})")
+    if s["resources"]:
+        print(f"  resources: {s['resources']} in {out.out / pipeline.RESOURCES_DIR} "
+              f"(apply in order: kraftsman apply -f {out.out / pipeline.RESOURCES_DIR})")
+    else:  # `kraftsman apply` of the empty directory would only say it holds nothing
+        print("  resources: none — no move improves the balance, nothing to apply")
     for note in out.result.shortfalls:
         print(f"  target not reached: {note}")
     if req.master.startswith("local"):

@@ -71,7 +71,8 @@ def problem_messages(spec: PartitionReassignmentSpec, problems: list[PlanProblem
 def fill_progress(st: PartitionReassignmentStatus, spec: PartitionReassignmentSpec,
                   progress: Progress, executor: ReassignmentExecutor) -> None:
     # The adding replicas of the rows still moving; a failed row has no move in flight.
-    adding = {d.tp: adding_of(executor, d.tp) for d in progress.details if d.state != "failed"}
+    adding = {d.tp: list(executor.adding.get(d.tp, ())) for d in progress.details
+              if d.state != "failed"}
     sizes = executor.admin.replica_log_sizes(
         [(tp, r) for tp, replicas in adding.items() for r in replicas]) if adding else {}
     rows = []
@@ -98,11 +99,6 @@ def fill_progress(st: PartitionReassignmentStatus, spec: PartitionReassignmentSp
     st.progress = f"{st.percent:g}%"
     st.eta_seconds = round(progress.eta_seconds, 1) if progress.eta_seconds is not None else None
     st.throttle_bytes_per_second = spec.throttle_bytes_per_second
-
-
-def adding_of(executor: ReassignmentExecutor, tp: TopicPartition) -> list[int]:
-    original = set(executor.original.get(tp, ()))
-    return [r for r in executor.plan.moves.get(tp, ()) if r not in original]
 
 
 # A throttle whose estimated time to move the whole plan exceeds this is worth a warning.
