@@ -9,6 +9,13 @@ from typing import NamedTuple
 NO_LEADER = -1
 
 
+def is_whole_number(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` also takes '²' (which ``int`` then refuses with a
+    traceback) and the Arabic-Indic one (which it reads as 1) — neither is a broker id or a
+    byte count."""
+    return text.isascii() and text.isdigit()
+
+
 class TopicPartition(NamedTuple):
     """A named tuple: hashing and construction stay in C, which matters at 10^6 partitions."""
 

@@ -54,7 +54,7 @@ from controller_core.admin import (
 )
 from controller_core.backends.security import connection_settings
 from controller_core.errors import ApiResult, ErrorCode, KafkaApiError
-from controller_core.model import ElectionType, TopicPartition
+from controller_core.model import ElectionType, TopicPartition, is_whole_number
 from controller_core.raft.describe import QuorumStatus
 from controller_core.raft.describe import ReplicaStatus as QuorumReplica
 from controller_core.wire.raft_voter_messages import AddRaftVoterRequest, RemoveRaftVoterRequest
@@ -412,7 +412,7 @@ class KafkaAdmin:
     def _node_for(resource: ConfigResource) -> int | None:
         """A broker's own dynamic configs are read and written on that broker."""
         rtype, name = resource
-        return int(name) if rtype == "BROKER" and name.isdigit() else None
+        return int(name) if rtype == "BROKER" and is_whole_number(name) else None
 
     def describe_configs(self, resources: Iterable[ConfigResource]
                          ) -> dict[ConfigResource, dict[str, str]]:

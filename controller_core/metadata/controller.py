@@ -28,7 +28,7 @@ from controller_core.metadata.records import (
     RegisterBrokerRecord,
     TopicRecord,
 )
-from controller_core.model import NO_LEADER, ElectionType, TopicPartition
+from controller_core.model import NO_LEADER, ElectionType, TopicPartition, is_whole_number
 
 Emit = Callable[[Record], None]
 
@@ -291,7 +291,7 @@ class Controller:
     def _validate_config(self, rtype: str, rname: str,
                          entries: Mapping[str, str | None]) -> ApiResult | None:
         if rtype == "BROKER":
-            if not rname.isdigit() or int(rname) not in self.image.brokers:
+            if not is_whole_number(rname) or int(rname) not in self.image.brokers:
                 return ApiResult(errors.INVALID_REQUEST, f"broker {rname!r} is not registered")
         elif rtype == "TOPIC":
             if rname not in self.image.topics:
@@ -306,7 +306,7 @@ class Controller:
             if value is None:
                 continue
             if key in THROTTLE_RATE_KEYS:
-                if not value.isdigit():
+                if not is_whole_number(value):
                     return ApiResult(errors.INVALID_CONFIG,
                                      f"{key}={value!r}: must be a whole number of bytes/second")
                 if int(value) > MAX_THROTTLE_RATE:

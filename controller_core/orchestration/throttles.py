@@ -33,7 +33,7 @@ from controller_core.metadata.controller import (
     format_throttled_replicas,
     parse_throttled_replicas,
 )
-from controller_core.model import TopicPartition
+from controller_core.model import TopicPartition, is_whole_number
 
 LEADER_REPLICAS, FOLLOWER_REPLICAS = (
     "leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
@@ -59,7 +59,7 @@ class Entry(NamedTuple):
     def decode(cls, text: str, broker: int) -> Entry | None:
         side, _, rest = text.partition(":")
         part, _, topic = rest.partition(":")
-        if side not in _SIDES or not part.isdigit() or not topic:
+        if side not in _SIDES or not is_whole_number(part) or not topic:
             return None
         return cls(topic, int(part), broker, side)
 

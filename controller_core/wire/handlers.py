@@ -28,7 +28,7 @@ from controller_core.metadata.controller import (
     format_throttled_replicas,
     parse_throttled_replicas,
 )
-from controller_core.model import NO_LEADER, ElectionType, TopicPartition
+from controller_core.model import NO_LEADER, ElectionType, TopicPartition, is_whole_number
 from controller_core.wire import apis
 from controller_core.wire.auth import Authorizer, Operation
 
@@ -428,7 +428,7 @@ class Handlers:
         if rtype == "TOPIC" and name not in self.cluster.image.topics:
             return ApiResult(errors.UNKNOWN_TOPIC_OR_PARTITION,
                              f"The topic '{name}' does not exist.")
-        if rtype == "BROKER" and name and (not name.isdigit()
+        if rtype == "BROKER" and name and (not is_whole_number(name)
                                            or int(name) not in self.cluster.image.brokers):
             return ApiResult(errors.INVALID_REQUEST, f"broker {name!r} is not registered")
         return None

@@ -284,6 +284,8 @@ def test_quorum_describe_alter_and_kafkaquorum(capsys: pytest.CaptureFixture[str
     assert code == 2 and "unknown node id(s) [9]" in err
     code, _, err = run(capsys, "quorum", "alter", "--voters", "zero", *s)
     assert code == 2 and "comma-separated node ids" in err
+    code, _, err = run(capsys, "quorum", "alter", "--voters", "0,1,\u00b2", *s)  # '²'
+    assert code == 2 and "comma-separated node ids" in err and "Traceback" not in err
     run(capsys, "cluster", "fail-controller", "3", *s)
     run(capsys, "cluster", "fail-controller", "2", *s)
     code, _, err = run(capsys, "quorum", "alter", "--voters", "2,3,1", *s)

@@ -104,6 +104,8 @@ def test_partition_accepts_the_printed_form_and_lists_sort_by_number(
     assert "Successfully cancelled partition reassignments for: orders-2, orders-10" in out
     code, _, err = run(capsys, "reassignments", "cancel", "--partition", "orders", *s)
     assert code == 2 and "expected TOPIC-PARTITION" in err
+    code, _, err = run(capsys, "reassignments", "cancel", "--partition", "orders-\u00b2", *s)
+    assert code == 2 and "expected TOPIC-PARTITION" in err  # '²' is no partition number
 
 
 def test_plan_without_the_plan_extra_names_it(tmp_path: Path) -> None:

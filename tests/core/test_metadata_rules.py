@@ -518,6 +518,7 @@ def test_dynamic_configs_are_validated_per_resource_all_or_nothing() -> None:
     before = len(h.log)
     out = h.controller.incremental_alter_configs({
         ("BROKER", "x"): {rate: "1"},
+        ("BROKER", "\u00b9"): {rate: "1"},  # '¹': str.isdigit, but int() raises
         ("BROKER", "9"): {rate: "1"},
         ("GROUP", "g"): {rate: "1"},
         ("TOPIC", "ghost"): {replicas: "*"},
@@ -526,6 +527,8 @@ def test_dynamic_configs_are_validated_per_resource_all_or_nothing() -> None:
     })
     assert out[("BROKER", "x")] == ApiResult(errors.INVALID_REQUEST,
                                              "broker 'x' is not registered")
+    assert out[("BROKER", "\u00b9")] == ApiResult(errors.INVALID_REQUEST,
+                                                  "broker '\u00b9' is not registered")
     assert out[("BROKER", "9")].error == errors.INVALID_REQUEST
     assert out[("GROUP", "g")] == ApiResult(errors.INVALID_REQUEST,
                                             "unsupported resource type 'GROUP'")

@@ -531,7 +531,7 @@ def test_a_marker_keeps_the_entries_it_can_read_and_skips_foreign_ones() -> None
     wrote: an item that is not SIDE:PARTITION:TOPIC with a known side is not ours."""
     doc = ('{"rate": "5", "previous": {"follower.replication.throttled.rate": null}, '
            '"replicas": ["L:0:orders", "F:12:t.x", "X:0:orders", "L:x:orders", "F:1:", '
-           '"F:-1:orders"]}')
+           '"F:-1:orders", "F:\u00b2:orders"]}')  # '²': str.isdigit, but int() raises
     m = throttles.Marker.decode(doc, 3)
     assert m is not None and m.rate == "5"
     assert m.previous == {"follower.replication.throttled.rate": None}

@@ -312,6 +312,8 @@ def test_without_a_throttle_a_refused_sync_does_not_hold_the_moves(tmp_path: Pat
     ("-1", "must be a whole number of bytes/second"),
     ("1e9", "must be a whole number of bytes/second"),
     ("", "must be a whole number of bytes/second"),
+    ("\u00b2", "must be a whole number of bytes/second"),  # '²': isdigit, but int() raises
+    ("\u0661", "must be a whole number of bytes/second"),  # Arabic-Indic 1: int() reads 1
     (str(MAX_LONG + 1), f"must be at most {MAX_LONG} bytes/second (a LONG)"),
 ])
 def test_the_embedded_brokers_refuse_a_rate_kafka_refuses(tmp_path: Path, value: str,

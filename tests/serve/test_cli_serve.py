@@ -113,6 +113,9 @@ def test_bad_auth_file_exits_2_naming_the_field(tmp_path: Path, text: str, field
 def test_bad_listen_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["cluster", "serve", "--state-dir", str(tmp_path), "--listen", "nope"]) == 2
     assert "--listen" in capsys.readouterr().err
+    assert main(["cluster", "serve", "--state-dir", str(tmp_path), "--listen",
+                 "127.0.0.1:\u00b9"]) == 2  # '¹': str.isdigit, but int() raises
+    assert "--listen '127.0.0.1:\u00b9': expected HOST:PORT" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("flags", "named"), [

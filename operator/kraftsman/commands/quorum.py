@@ -7,6 +7,7 @@ import argparse
 from typing import Any
 
 from controller_core.errors import KafkaApiError
+from controller_core.model import is_whole_number
 from controller_core.orchestration.voters import (
     VoterChangeWalker,
     WalkPhase,
@@ -87,7 +88,7 @@ def _describe(c: Cluster) -> QuorumStatus:
 
 def parse_voters(text: str) -> list[int]:
     parts = [p.strip() for p in text.split(",") if p.strip()]
-    if not parts or not all(p.isdigit() for p in parts):
+    if not parts or not all(is_whole_number(p) for p in parts):
         raise UsageError(f"--voters {text!r}: expected comma-separated node ids, e.g. 0,3,4")
     return [int(p) for p in parts]
 

@@ -19,7 +19,7 @@ from controller_core.admin import PartitionDescription
 from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.errors import ApiResult
 from controller_core.metadata.controller import THROTTLE_RATE_KEYS, THROTTLE_REPLICA_KEYS
-from controller_core.model import ElectionType, TopicPartition
+from controller_core.model import ElectionType, TopicPartition, is_whole_number
 from controller_core.orchestration import throttles
 from controller_core.orchestration.election import run_election
 from controller_core.units import format_bytes
@@ -164,7 +164,7 @@ def parse_tp(text: str, option: str = "--partition") -> TopicPartition:
     """``orders:0`` or ``orders-0`` (the form every list prints)."""
     for sep in (":", "-"):
         topic, found, part = text.rpartition(sep)
-        if found and topic and part.isdigit():
+        if found and topic and is_whole_number(part):
             return TopicPartition(topic, int(part))
     raise UsageError(f"{option} {text!r}: expected TOPIC-PARTITION or TOPIC:PARTITION, "
                      "e.g. orders-0")

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from controller_core.model import is_whole_number
 from controller_core.wire.auth import AuthFileError, Authorizer, load_auth_file
 from controller_core.wire.frames import DEFAULT_MAX_REQUEST_BYTES
 from controller_core.wire.server import ClusterServer, ServeConfig, describe_listeners
@@ -53,7 +54,7 @@ def add_parser(c_sub: Any) -> None:
 
 def _listen(text: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
+    if not sep or not host or not is_whole_number(port) or int(port) > 65535:
         raise UsageError(f"--listen {text!r}: expected HOST:PORT, e.g. 127.0.0.1:9092")
     return host.strip("[]"), int(port)
 
