@@ -282,6 +282,26 @@ async def test_a_bootstrap_servers_cluster_connects_and_reports(tmp_path: Path,
     assert d.events[-1] == ("Normal", "ClusterDeleted", "connection to the cluster closed")
 
 
+async def test_a_bootstrap_servers_cluster_whose_deletion_waits_is_connected_meanwhile(
+        tmp_path: Path, server: ServedCluster) -> None:
+    """As for an embedded cluster: an operator restarted while the deletion waits for an
+    operation connects the real cluster again, that the operation can finish or roll back."""
+    d = kafka_driver(tmp_path)
+    kc = d.create("KafkaCluster", "real", {"bootstrapServers": server.bootstrap})
+    await d.call(kc, "reconcile")
+    d.create("PartitionReassignment", "m", {"clusterRef": {"name": "real"}, "partitions": [
+        {"topic": "orders", "partition": 0, "replicas": [3, 4, 5]}]})
+    d.rt.close_all()
+    restarted = kafka_driver(tmp_path)  # a new operator process: nothing connected
+    restarted.objects = d.objects
+    with pytest.raises(kopf.TemporaryError):
+        await restarted.call(kc, "teardown")
+    opened = restarted.rt.clusters[("default", "real")]
+    assert not opened.embedded and opened.cluster.describe_cluster().brokers
+    assert conds(kc)["Ready"][:2] == ("False", "InUse")
+    assert "not usable" not in conds(kc)["Ready"][2]
+
+
 async def test_an_unreachable_cluster_is_degraded_and_retried_with_backoff(
         tmp_path: Path) -> None:
     d = kafka_driver(tmp_path)

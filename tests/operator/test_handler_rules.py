@@ -31,6 +31,7 @@ from kraftsman.handlers.runtime import (
     default_priority,
     spec_digest,
 )
+from kraftsman.planner_job_spec import PlannerConfig
 from kraftsman.reconcile import election_of, executor_for, limits_of, plan_of
 from kraftsman.resources import LeaderElectionSpec, PartitionReassignmentSpec
 from kraftsman.status import (
@@ -38,6 +39,7 @@ from kraftsman.status import (
     KafkaClusterStatus,
     KafkaQuorumStatus,
     now_rfc3339,
+    parse_rfc3339,
 )
 from tests.helpers import cluster as embedded
 
@@ -201,6 +203,46 @@ def test_publish_writes_changes_and_nulls_and_otherwise_only_a_heartbeat() -> No
     assert publish(StatusPatch(), old, KafkaClusterStatus(phase="Ready", brokers=3), 3) is True
 
 
+def test_publish_removes_a_field_that_alone_became_unset() -> None:
+    """Nothing else changed and the heartbeat is recent: the field still goes (null)."""
+    old = KafkaClusterStatus(phase="Ready", brokers=3, topics=4).model_dump(
+        by_alias=True, mode="json")
+    old.update(observedGeneration=2, lastReconcileTime=now_rfc3339())
+    patch = StatusPatch()
+    assert publish(patch, old, KafkaClusterStatus(phase="Ready", brokers=3), 2) is True
+    assert "topics" in patch.status and patch.status["topics"] is None
+
+
+def test_publish_writes_the_heartbeat_once_the_last_one_is_60_s_old(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unchanged status gets only a new lastReconcileTime, from HEARTBEAT_SECONDS on."""
+    old = KafkaClusterStatus(phase="Ready").model_dump(by_alias=True, mode="json")
+    old.update(observedGeneration=2, lastReconcileTime="2026-01-01T00:00:00Z")
+    last = parse_rfc3339(old["lastReconcileTime"])
+    assert last is not None
+    for age, written in ((HEARTBEAT_SECONDS - 1, False), (HEARTBEAT_SECONDS, True)):
+        monkeypatch.setattr(time, "time", lambda age=age: last + age)
+        patch = StatusPatch()
+        assert publish(patch, old, KafkaClusterStatus(phase="Ready"), 2) is False
+        assert bool(patch.status) is written, age
+    assert set(patch.status) == {"lastReconcileTime"}
+    beat = parse_rfc3339(patch.status["lastReconcileTime"])
+    assert beat is not None and beat > last
+
+
+def test_parse_spec_offers_the_fix_and_the_known_fields() -> None:
+    _, problems = parse_spec("PartitionReassignment", {
+        "clusterRef": {"name": "d"}, "throttleBytesPerSecond": 0,
+        "partitions": [{"topic": "a", "partition": 0, "replicas": [1]}]})
+    assert problems == ["spec.throttleBytesPerSecond: Input should be greater than or equal "
+                        "to 1; give a whole number of bytes per second from 1 to "
+                        "9223372036854775807, or leave the field out for no throttle"]
+    _, problems = parse_spec("KafkaQuorum", {"clusterRef": {"name": "d"}, "voters": [1],
+                                             "votrs": [2]})
+    assert problems == ["spec.votrs: unknown field; did you mean 'voters'? "
+                        "(fields here: clusterRef, voters)"]
+
+
 def test_settled_stops_the_timer_of_a_finished_resource_once_its_events_are_out() -> None:
     active = settled("Completed", "Failed")
     meta = {"generation": 2}
@@ -254,6 +296,17 @@ def test_configure_keeps_kopf_bookkeeping_out_of_the_status(tmp_path: Path) -> N
     assert settings.watching.server_timeout == 300
     assert settings.networking.request_timeout == 30
     assert settings.execution.max_workers == 8
+
+
+def test_configure_polls_a_deleted_resource_s_running_timer_every_second(
+        tmp_path: Path) -> None:
+    """kopf keeps the finalizer of a deleted resource until its timer has exited and looks
+    again every ``cancellation_polling`` seconds (its default: 60): a pass in flight at the
+    deletion must not keep the resource for a minute (test_lifecycle.py sees it end to end)."""
+    settings = kopf.OperatorSettings()
+    assert settings.background.cancellation_polling == 60
+    configure(settings, Runtime(tmp_path))
+    assert settings.background.cancellation_polling == 1.0
 
 
 # ---------------------------------------------------------------- quorum.py
@@ -466,6 +519,11 @@ def test_runtime_defaults(tmp_path: Path) -> None:
     assert (rt.tick, rt.time_scale, rt.checkpoint_seconds, rt.fsync) == (1.0, 1.0, 5.0, True)
     assert rt.ops_dir == tmp_path / "operations" and rt.settings is None
     assert rt.kafka_retry.total_seconds == 10.0 and rt.executors == {}
+    # no --planner-* options: no image, Jobs in the KafkaRebalance's own namespace
+    assert rt.planner == PlannerConfig(image=None)
+    assert rt.planner.job_namespace("team-a") == "team-a"
+    given = PlannerConfig(image="kraftsman:1", namespace="ops")
+    assert Runtime(tmp_path, planner=given).planner is given
 
 
 

@@ -11,8 +11,12 @@ import kopf
 import pytest
 from handler_driver import CLUSTER, REF, Driver, condition, deliver_events, outbox
 
+from controller_core import errors
+from controller_core.errors import ApiResult
 from controller_core.model import TopicPartition
+from kraftsman.handlers import reassignment as reassignment_handlers
 from kraftsman.handlers.opstate import saved_state
+from kraftsman.reconcile import plan_of
 
 MOVES = [{"topic": "orders", "partition": p, "replicas": [3, 4, 5]} for p in range(6)]
 TP0 = TopicPartition("orders", 0)
@@ -208,6 +212,27 @@ async def test_a_cluster_not_ready_yet_is_waited_for(tmp_path: Path) -> None:
     assert conds(pr)["Degraded"] == ("False", "AsExpected", "")
 
 
+async def test_a_spec_is_parsed_and_planned_once_per_generation(
+        d: Driver, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 100,000-partition spec is not validated and planned again on every pass."""
+    planned: list[int] = []
+
+    def counting_plan_of(spec: Any, **kw: Any) -> Any:
+        planned.append(len(spec.partitions))
+        return plan_of(spec, **kw)
+
+    monkeypatch.setattr(reassignment_handlers, "plan_of", counting_plan_of)
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES,
+                                                    "throttleBytesPerSecond": 1})
+    for _ in range(3):
+        await d.tick(pr)
+    assert pr["status"]["phase"] == "Moving" and planned == [6]
+    d.set_spec(pr, {"throttleBytesPerSecond": 2})  # a new generation: parsed again
+    await d.tick(pr)
+    await d.tick(pr)
+    assert planned == [6, 6]
+
+
 async def test_a_plan_the_cluster_refuses_names_each_partition(d: Driver) -> None:
     moves = [{"topic": "orders", "partition": p, "replicas": [3, 4, 99]} for p in range(6)]
     pr = d.create("PartitionReassignment", "bad", {**REF, "partitions": moves})
@@ -246,6 +271,16 @@ async def test_a_dry_run_reports_the_plan_once_and_moves_nothing(d: Driver) -> N
     await d.tick(pr)
     assert [r for r, _, _ in outbox(pr)] == ["DryRunComplete", "DryRunComplete"]
     assert pr["status"]["plan"]["replicaMovements"] == 3
+
+
+async def test_a_dry_run_without_a_throttle_says_unthrottled(d: Driver) -> None:
+    pr = d.create("PartitionReassignment", "review", {**REF, "dryRun": True,
+                                                      "partitions": MOVES[:1]})
+    await d.tick(pr)
+    assert pr["status"]["plan"]["estimatedSeconds"] is None
+    assert conds(pr)["Succeeded"] == ("True", "DryRunComplete", "dry run: 1 partitions would "
+                                      "move (3 replicas, 3000000 bytes, unthrottled), 1 leader "
+                                      "moves; nothing was moved")
 
 
 async def test_a_dry_run_of_a_refused_plan_is_invalid(d: Driver) -> None:
@@ -287,6 +322,38 @@ async def test_cancel_in_flight_rolls_back_and_says_how_many(d: Driver) -> None:
     assert d.rt.clusters[("default", "demo")].cluster.list_partition_reassignments() == {}
 
 
+async def test_a_cancellation_the_cluster_refuses_for_now_shows_cancelling_and_is_retried(
+        d: Driver, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cancel request the controller refuses (here REQUEST_TIMED_OUT, once) leaves the
+    moves in flight: the phase is Cancelling, with the reason, until a later pass gets them
+    rolled back (ReassignPartitionsCommand --cancel reports such partitions as not cancelled)."""
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES,
+                                                    "maxConcurrentMoves": 2})
+    for _ in range(3):
+        await d.tick(pr)
+    assert pr["status"]["moving"] == 2
+    cluster = d.rt.clusters[("default", "demo")].cluster
+    alter = cluster.alter_partition_reassignments
+    refusals = [1]
+
+    def refuse_cancel_once(changes: Any) -> Any:
+        if refusals and all(target is None for target in changes.values()):
+            refusals.pop()
+            return {tp: ApiResult(errors.REQUEST_TIMED_OUT, "try again") for tp in changes}
+        return alter(changes)
+
+    monkeypatch.setattr(cluster, "alter_partition_reassignments", refuse_cancel_once)
+    d.set_spec(pr, {"cancel": True})
+    await d.tick(pr)
+    assert pr["status"]["phase"] == "Cancelling"
+    status, reason, message = conds(pr)["Progressing"]
+    assert (status, reason) == ("True", "Cancelling")
+    assert "2 move(s) cannot be rolled back yet; retrying: orders-" in message
+    await d.tick(pr)
+    assert pr["status"]["phase"] == "Cancelled"
+    assert cluster.list_partition_reassignments() == {}
+
+
 async def test_a_paused_reassignment_starts_no_new_moves(d: Driver) -> None:
     pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES,
                                                     "maxConcurrentMoves": 2, "paused": True})
@@ -323,6 +390,8 @@ async def test_a_throttle_too_low_for_a_week_and_a_replication_factor_change_war
     again = [e for e in outbox(pr) if e[0] == "PlanWarning"][2:]
     assert again == [("PlanWarning", "spec.throttleBytesPerSecond: 2 B/s moves the 13000000 "
                       "bytes left in ~75 days; raise the throttle", True)]
+    await d.tick(pr)  # the same throttle on the next pass: not warned again
+    assert len([e for e in outbox(pr) if e[0] == "PlanWarning"]) == 3
     assert pr["status"]["throttleBytesPerSecond"] == 2
     d.set_spec(pr, {"throttleBytesPerSecond": 1_000_000_000})
     await d.tick(pr)
@@ -508,6 +577,17 @@ async def test_deleting_a_finished_or_dry_run_reassignment_releases_at_once(d: D
     await d.tick(dry)
     await d.call(dry, "rollback")
     assert d.events[-1][1] == "ClusterReady"  # no rollback Event
+
+
+async def test_a_restarted_operator_releases_a_deleted_finished_reassignment_at_once(
+        d: Driver, tmp_path: Path) -> None:
+    """The process that deletes it never worked on it (its state is only in the status)."""
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES[:1]})
+    await run_until(d, pr, {"Completed"})
+    restarted = Driver(tmp_path)
+    restarted.objects = d.objects
+    await restarted.call(pr, "rollback")
+    assert restarted.events == []  # nothing rolled back, nothing announced
 
 
 async def test_deleting_when_the_cluster_is_gone_skips_the_rollback(d: Driver) -> None:

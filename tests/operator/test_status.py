@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Iterator
 from types import MappingProxyType
 
 import pytest
@@ -225,6 +227,25 @@ def test_kubernetes_times_parse_and_print() -> None:
     assert now_rfc3339(lambda: 100.7) == "1970-01-01T00:01:40Z"
     now = now_rfc3339()
     assert now.endswith("Z") and len(now) == 20 and parse_rfc3339(now) is not None
+
+
+@pytest.fixture
+def away_from_utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The process runs five hours behind UTC (a POSIX TZ: no tz database needed)."""
+    monkeypatch.setenv("TZ", "EST+5")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_kubernetes_times_are_utc_whatever_the_process_s_time_zone(away_from_utc: None) -> None:
+    """A pod's TZ (or a node's /etc/localtime) must not shift status times: `Time` is UTC."""
+    assert time.localtime(0).tm_hour == 19  # the zone is in force
+    assert now_rfc3339(lambda: 100.7) == "1970-01-01T00:01:40Z"
+    assert parse_rfc3339("1970-01-01T00:01:40Z") == 100.0
+    now = parse_rfc3339(now_rfc3339())
+    assert now is not None and abs(now - time.time()) < 5
 
 
 def test_the_wire_form_leaves_unset_fields_out() -> None:
