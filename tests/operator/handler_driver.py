@@ -52,6 +52,14 @@ class Driver:
         self.status_patch: dict[str, Any] = {}  # what the last call wrote to the status
         self.settings = kopf.OperatorSettings()
 
+    def exit(self) -> None:
+        """This operator process ends (kill -9): nothing is saved or closed, and the kernel
+        drops its holds on the embedded clusters' directories, so the next process opens
+        them."""
+        for opened in self.rt.clusters.values():
+            if opened.dir_lock is not None:
+                opened.dir_lock.__exit__(None, None, None)
+
     def handler(self, kind: str, id_: str) -> Callable[..., Any]:
         plural = PLURALS[kind]
         for reg in (self.registry._spawning, self.registry._changing,

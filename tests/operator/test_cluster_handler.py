@@ -51,6 +51,44 @@ async def test_an_embedded_cluster_opens_and_reports_its_figures(tmp_path: Path)
     assert await d.index("kafkaclusters") == {("default", "demo"): ["embedded"]}
 
 
+async def test_a_second_operator_on_the_same_state_volume_does_not_open_the_cluster_too(
+        tmp_path: Path) -> None:
+    """Two replicas on one ReadWriteMany claim: kopf's peering is eventually consistent, so
+    both can act for a moment when they start together. The embedded cluster's directory is
+    held (flock) while a replica has it open: the other reports StateDirectoryBusy, naming
+    the holder, and opens it once the first lets go — never two writers on one log."""
+    first, second = Driver(tmp_path), Driver(tmp_path)
+    await first.ready_cluster()
+    kc = second.create("KafkaCluster", "demo", dict(first.objects[("KafkaCluster", "demo")]
+                                                     ["spec"]))
+    await second.call(kc, "reconcile")
+    status, reason, message = conds(kc)["Ready"]
+    assert (kc["status"]["phase"], status, reason) == ("Unavailable", "False",
+                                                       "StateDirectoryBusy")
+    assert "`operator: KafkaCluster default/demo`" in message, message
+    assert "not opened here, so that it has one writer" in message
+    assert ("default", "demo") not in second.rt.clusters
+    first.rt.close_all()  # the first replica stops (or its KafkaCluster goes)
+    await second.call(kc, "reconcile")
+    assert conds(kc)["Ready"] == ("True", "ClusterReady", READY_MSG)
+    second.rt.close_all()
+
+
+async def test_a_changed_spec_reopens_the_cluster_under_the_same_hold(tmp_path: Path) -> None:
+    """Re-opening (a spec change) lets go of the directory before taking it again: the
+    operator never locks itself out."""
+    d = Driver(tmp_path)
+    kc = await d.ready_cluster()
+    opened = d.rt.clusters[("default", "demo")]
+    kc["spec"] = {**kc["spec"], "embedded": {**kc["spec"]["embedded"],
+                                             "replicationBytesPerSecond": 123_000_000}}
+    kc["metadata"]["generation"] = 2
+    await d.call(kc, "reconcile")
+    assert conds(kc)["Ready"][1] == "ClusterReady", conds(kc)
+    assert d.rt.clusters[("default", "demo")] is not opened
+    d.rt.close_all()
+
+
 async def test_a_fenced_broker_shows_in_the_figures(tmp_path: Path) -> None:
     d = Driver(tmp_path)
     kc = await d.ready_cluster()

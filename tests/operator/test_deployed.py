@@ -66,15 +66,23 @@ async def test_two_replicas_one_acts_the_other_stands_by_and_takes_over(
         assert "Pausing all operators" not in op.log()
         assert "Possibly conflicting operators" not in op.log()
     assert "Pausing operations" not in active.log()
-    assert "Resuming operations" not in standby.log()  # a standby starts paused
-    assert "[default/demo]" in active.log() and "[default/demo]" not in standby.log()
-    assert "[default/before]" not in standby.log()
+    # A standby starts paused. Started at the same instant, it may see the peering object
+    # before the active replica has announced itself and resume for that moment (kopf's
+    # peering is eventually consistent; the state lock keeps a second actor off the state):
+    # what matters is that it is paused again, in favour of the active one, and acted on
+    # nothing.
+    log = standby.log()
+    resumed = log.rfind("Resuming operations")
+    assert resumed == -1 or log.rfind("Pausing operations in favour of") > resumed, log
+    assert "[default/demo]" in active.log() and "[default/demo]" not in log
+    assert "[default/before]" not in log
 
+    seen = len(standby.log())
     active.kill()
     await api.create("LeaderElection", "after", {**REF, "topics": ["orders"], "runId": "1"})
     obj = await api.wait("LeaderElection", "after", cond_is("Succeeded", "True"), timeout=60)
     assert obj["status"]["counts"]["total"] == 6
-    assert "Resuming operations after the pause" in standby.log()
+    assert "Resuming operations after the pause" in standby.log()[seen:]
     assert "[default/after]" in standby.log()
 
 

@@ -91,6 +91,7 @@ async def test_a_restarted_operator_does_not_elect_again(d: Driver, tmp_path: Pa
     await run(d, le)
     deliver_events(le)
     await off_preferred(d, 0)
+    d.exit()
     fresh = Driver(tmp_path)  # nothing in memory; the status holds the state
     fresh.objects, fresh.now = d.objects, d.now
     await fresh.call(d.objects[("KafkaCluster", "demo")], "reconcile")

@@ -125,6 +125,7 @@ async def test_a_restarted_operator_still_reports_a_partition_that_failed_before
     cluster.alter_partition_reassignments({TP0: None})  # someone cancels one move
     await d.tick(pr, 0.1)
     assert (pr["status"]["phase"], pr["status"]["counts"]["failed"]) == ("Moving", 1)
+    d.exit()
     fresh = Driver(tmp_path)  # a new operator process: the executor is rebuilt from status
     fresh.objects, fresh.now = d.objects, d.now
     await fresh.tick(pr, 0.1)
@@ -527,6 +528,7 @@ async def test_an_operator_restart_resumes_from_the_status_without_repeating_eve
     await d.tick(pr)
     await d.tick(pr)
     await d.tick(pr)
+    d.exit()
     fresh = Driver(tmp_path)  # the same state volume, a new process: nothing in memory
     fresh.now = d.now
     fresh.objects = d.objects
@@ -657,6 +659,7 @@ async def test_a_state_file_of_an_older_version_is_resumed(d: Driver, tmp_path: 
     await d.tick(pr)
     state = saved_state(pr["status"])
     assert state is not None
+    d.exit()
     fresh = Driver(tmp_path)  # the old version kept the state on the volume, not in status
     fresh.objects, fresh.now = d.objects, d.now
     fresh.rt.save_op(pr["metadata"]["uid"], state)

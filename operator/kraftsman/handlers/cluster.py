@@ -30,7 +30,7 @@ from kraftsman.handlers.common import (
     resource,
     set_cond,
 )
-from kraftsman.handlers.runtime import OpenCluster, Runtime, spec_digest
+from kraftsman.handlers.runtime import ClusterBusy, OpenCluster, Runtime, spec_digest
 from kraftsman.handlers.secrets import SecretUnavailable, read_secret
 from kraftsman.resources import KafkaClusterSpec
 from kraftsman.status import PROGRESSING, READY, KafkaClusterStatus, read_status
@@ -106,6 +106,11 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         except KafkaApiError as e:
             st.phase = "Unavailable"
             set_cond(st, READY, "False", "ControllerUnavailable", str(e), gen)
+            publish(patch, status, st, gen)
+            return
+        except ClusterBusy as e:
+            st.phase = "Unavailable"
+            set_cond(st, READY, "False", "StateDirectoryBusy", str(e), gen)
             publish(patch, status, st, gen)
             return
         st.phase = "Ready"
@@ -229,6 +234,6 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                 return None
             opened = rt.open_cluster(key, uid, model.embedded, spec_digest(dict(spec)))
             await rt.run(opened, lambda c: rt.advance(opened))
-        except (ValueError, KafkaApiError, SecretUnavailable, SecretError) as e:
+        except (ValueError, KafkaApiError, SecretUnavailable, SecretError, ClusterBusy) as e:
             return str(e)
         return None

@@ -29,6 +29,8 @@ from controller_core.backends import KafkaAdmin, RetryPolicy, open_kafka_admin
 from controller_core.config import EmbeddedClusterSpec
 from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.storage.framing import write_atomically
+from kraftsman.cli_errors import UsageError
+from kraftsman.local_store import StateLock
 from kraftsman.planner_job_spec import PlannerConfig
 
 T = TypeVar("T")
@@ -49,6 +51,12 @@ CLOSE_WAIT_SECONDS = 10.0
 KAFKA_RETRY = RetryPolicy(total_seconds=10.0)
 
 
+class ClusterBusy(Exception):
+    """Another process holds the embedded cluster's state directory: a second operator
+    replica (kopf's peering can let two act for a moment when both start at once) or a
+    ``kraftsman`` command on the same volume. Opening it too would give it two writers."""
+
+
 @dataclass
 class OpenCluster:
     """One cluster the operator talks to. ``cluster`` is the ClusterAdmin: the in-process
@@ -62,6 +70,8 @@ class OpenCluster:
     last_wall: float = 0.0
     last_checkpoint: float = 0.0
     opened_at: float = 0.0
+    # An embedded cluster's state directory, held (flock) while it is open here.
+    dir_lock: StateLock | None = None
 
     @property
     def embedded(self) -> bool:
@@ -150,13 +160,24 @@ class Runtime:
         current = self.clusters.get(key)
         if current is not None and current.uid == uid and current.spec_digest == digest:
             return current
-        if current is not None:
-            current.cluster.close()
-            del self.clusters[key]
-        cluster = EmbeddedCluster.open(self.cluster_dir(key, uid), spec, fsync=self.fsync)
+        self.close_cluster(key)
+        directory = self.cluster_dir(key, uid)
+        dir_lock = StateLock(directory, f"operator: KafkaCluster {key[0]}/{key[1]}",
+                             create=True, wait_seconds=0)
+        try:
+            dir_lock.__enter__()
+        except UsageError as e:
+            held = str(e).split(";")[0]  # who holds it, without the CLI's advice
+            raise ClusterBusy(f"{held}; not opened here, so that it has one writer: retrying "
+                              "until that process lets go of it") from None
+        try:
+            cluster = EmbeddedCluster.open(directory, spec, fsync=self.fsync)
+        except BaseException:
+            dir_lock.__exit__(None, None, None)
+            raise
         now = self.clock()
         opened = OpenCluster(cluster, digest, uid, last_wall=now, last_checkpoint=now,
-                             opened_at=now)
+                             opened_at=now, dir_lock=dir_lock)
         self.clusters[key] = opened
         return opened
 
@@ -182,6 +203,8 @@ class Runtime:
             try:
                 current.cluster.close()
             finally:
+                if current.dir_lock is not None:
+                    current.dir_lock.__exit__(None, None, None)
                 if locked:
                     current.lock.release()
         if remove_state_of is not None:
