@@ -7,6 +7,7 @@ same handlers under kopf."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,10 +15,11 @@ from typing import Any
 
 import kopf
 import pytest
-from handler_driver import REF, Driver
+from handler_driver import CLUSTER, REF, Driver
 
 from controller_core.backends import RetryPolicy
 from controller_core.wire.auth import AuthFile, Authorizer
+from kraftsman import local_store
 from kraftsman.handlers import cluster as cluster_handlers
 from kraftsman.handlers import runtime
 from kraftsman.handlers.secrets import SecretUnavailable
@@ -52,7 +54,7 @@ async def test_an_embedded_cluster_opens_and_reports_its_figures(tmp_path: Path)
 
 
 async def test_a_second_operator_on_the_same_state_volume_does_not_open_the_cluster_too(
-        tmp_path: Path) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two replicas on one ReadWriteMany claim: kopf's peering is eventually consistent, so
     both can act for a moment when they start together. The embedded cluster's directory is
     held (flock) while a replica has it open: the other reports StateDirectoryBusy, naming
@@ -61,12 +63,21 @@ async def test_a_second_operator_on_the_same_state_volume_does_not_open_the_clus
     await first.ready_cluster()
     kc = second.create("KafkaCluster", "demo", dict(first.objects[("KafkaCluster", "demo")]
                                                      ["spec"]))
+
+    def no_waiting(seconds: float) -> None:
+        raise AssertionError("the handler waited for the other process's hold")
+
+    monkeypatch.setattr(local_store.time, "sleep", no_waiting)  # asks once, never blocks
     await second.call(kc, "reconcile")
     status, reason, message = conds(kc)["Ready"]
     assert (kc["status"]["phase"], status, reason) == ("Unavailable", "False",
                                                        "StateDirectoryBusy")
-    assert "`operator: KafkaCluster default/demo`" in message, message
-    assert "not opened here, so that it has one writer" in message
+    directory = runtime.embedded_cluster_dir(tmp_path, ("default", "demo"),
+                                             "uid-KafkaCluster-demo")
+    assert message == (
+        f"another kraftsman (pid {os.getpid()}) is using {directory}: `operator: KafkaCluster "
+        "default/demo`; not opened here, so that it has one writer: retrying until that "
+        "process lets go of it"), message  # the CLI's advice (KRAFTSMAN_LOCK_WAIT) left out
     assert ("default", "demo") not in second.rt.clusters
     first.rt.close_all()  # the first replica stops (or its KafkaCluster goes)
     await second.call(kc, "reconcile")
@@ -86,6 +97,31 @@ async def test_a_changed_spec_reopens_the_cluster_under_the_same_hold(tmp_path: 
     await d.call(kc, "reconcile")
     assert conds(kc)["Ready"][1] == "ClusterReady", conds(kc)
     assert d.rt.clusters[("default", "demo")] is not opened
+    d.rt.close_all()
+
+
+async def test_a_cluster_that_fails_to_open_lets_go_of_its_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cluster that cannot be opened as it is (the embedded cluster refuses: Invalid)
+    leaves no hold on its directory behind: the next pass opens it."""
+    d = Driver(tmp_path)
+    real_open = runtime.EmbeddedCluster.open
+    calls = []
+
+    def refuse_once(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[0])
+        if len(calls) == 1:
+            raise ValueError("topics[orders]: refused")  # as _create_topic raises
+        return real_open(*args, **kwargs)
+
+    monkeypatch.setattr(runtime.EmbeddedCluster, "open", refuse_once)
+    kc = d.create("KafkaCluster", "demo", CLUSTER)
+    await d.call(kc, "reconcile")
+    assert conds(kc)["Ready"] == ("False", "InvalidSpec", "spec.embedded: topics[orders]: "
+                                  "refused")
+    await d.call(kc, "reconcile")
+    assert conds(kc)["Ready"] == ("True", "ClusterReady", READY_MSG)
+    assert len(calls) == 2
     d.rt.close_all()
 
 
