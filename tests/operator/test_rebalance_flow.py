@@ -29,6 +29,7 @@ from kraftsman.rebalance_flow import (
     DeleteProposal,
     Observed,
     decide,
+    figures_of,
     parse_index,
     plan_digest,
     steps_of,
@@ -402,6 +403,7 @@ def test_the_timer_idles_while_waiting_for_the_user() -> None:
     meta = {"generation": 1}
     waiting = {"phase": "ProposalReady", "observedGeneration": 1}
     assert not active({"approval": "Pending"}, waiting, meta)
+    assert not active({}, waiting, meta) and not active(None, waiting, meta)  # the default
     assert active({"approval": "Approved"}, waiting, meta)
     assert active({}, waiting, {"generation": 1, "annotations": {ANNOTATION: "approve"}})
     assert not active({}, {"phase": "Ready", "observedGeneration": 1}, meta)
@@ -596,6 +598,10 @@ def test_refresh_while_the_proposal_for_this_spec_is_computed_only_drops_the_ann
     st = step(KafkaRebalanceStatus(), obs()).status
     d = step(st, obs(annotation="refresh", job="running"))
     assert d.remove_annotation is True and d.actions == [] and d.events == []
+    computing = "planner Job kraftsman-system/rb-plan-1 is computing proposal 1"
+    assert conditions(d.status)["ProposalReady"] == ("False", "Planning", computing)
+    assert conditions(d.status)["Progressing"] == ("True", "Planning", computing)
+    assert d.status.cluster == "demo"
     assert d.status.proposal_id == 1
     assert conditions(d.status)["Degraded"] == ("False", "AsExpected", "")
     # after a proposal is ready, refresh makes proposal 2 and says why
@@ -639,6 +645,7 @@ def test_planner_failures_say_failed_on_every_condition() -> None:
     msg = ("planner Job kraftsman-system/rb-plan-1 succeeded but wrote no ConfigMap "
            f"rb-proposal-1; annotate {ANNOTATION}=refresh to plan again")
     assert conditions(d.status)["Ready"] == ("False", "PlannerFailed", msg)
+    assert conditions(d.status)["Degraded"] == ("True", "PlannerFailed", msg)
     d = step(st, obs(job="succeeded", proposal=ready_observation().proposal, steps="part x"))
     assert conditions(d.status)["Ready"] == ("False", "PlannerFailed", "part x")
     assert conditions(d.status)["ProposalReady"] == ("False", "ProposalIncomplete", "part x")
@@ -764,6 +771,7 @@ def test_a_finished_rebalance_rejected_then_approved_in_git_plans_afresh() -> No
     assert d.status.phase == "PendingProposal" and d.status.proposal_id == 2
     assert d.actions == [DeleteProposal(1), CreateJob(2)]
     assert events(d)[0][1].startswith("proposal 2 requested (approval changed to Approved)")
+    assert step(d.status, obs(spec(approval="Approved"), job="running")).actions == []
     # rejected by annotation: an Approved spec does not undo it
     by_hand = step(proposal_ready(spec(approval="Approved")),
                    obs(spec(approval="Approved"), annotation="reject")).status
@@ -831,3 +839,86 @@ def test_annotations_while_rebalancing_or_after_are_ignored_with_a_warning() -> 
     assert events(d) == [("AnnotationIgnored", f"{ANNOTATION}=approve: nothing to approve in "
                           f"phase Ready; annotate {ANNOTATION}=refresh for a new proposal",
                           True)]
+
+
+def test_a_spec_rejection_wins_over_an_approve_annotation_and_drops_it() -> None:
+    d = step(proposal_ready(), obs(spec(approval="Rejected"), annotation="approve"))
+    assert d.status.phase == "Rejected"
+    assert d.status.decided_by == "spec.approval" and d.remove_annotation is True
+
+
+def test_a_run_whose_figures_were_lost_still_ends_with_a_summary() -> None:
+    st = rebalancing()
+    st.proposal = None
+    st.steps[0].state, st.steps[1].state = "Completed", "Created"
+    d = step(st, obs(current=("Completed", "100%", "")))
+    assert conditions(d.status)["Ready"] == (
+        "True", "Completed", "proposal 1 executed: 2 PartitionReassignment(s) Completed, done")
+
+
+def test_the_summary_s_figures_details_and_defaults_reach_the_status() -> None:
+    f = figures_of({"goal": "spread", "throttleBytesPerSecond": 5, "sources": {
+        "sizes": "DescribeLogDirs", "window": {"h": 1}},
+        "maxOverMean": {"replicas": {"before": 2, "after": 1}, "leaders": {"before": 1},
+                        "disk": "x"},
+        "violations": [{"constraint": "rack", "subject": "orders-0", "reason": "one rack"},
+                       {"constraint": "rf", "reason": None}, "plain"],
+        "shortfalls": ["leaders 1.2 > 1.1"]})
+    assert (f.goal, f.throttle_bytes_per_second, f.estimated_seconds) == ("spread", 5, None)
+    assert f.sources == {"sizes": "DescribeLogDirs", "window": '{"h": 1}'}
+    assert list(f.balance) == ["replicas"]
+    assert f.violations == ["rack: orders-0: one rack", "rf", "plain"]
+    assert f.targets_not_reached == ["leaders 1.2 > 1.1"]  # the planner's older key
+    assert figures_of({"targetsNotReached": ["x"], "shortfalls": ["y"]}).targets_not_reached \
+        == ["x"]
+    empty = figures_of({})
+    assert (empty.goal, empty.partitions_in_plan, empty.partitions_total,
+            empty.replicas_to_move, empty.bytes_to_move, empty.resources,
+            empty.throttle_bytes_per_second) == ("?", 0, 0, 0, 0, 0, None)
+
+
+def test_only_resource_yaml_keys_of_a_part_are_steps() -> None:
+    got = steps_of("rb", 1, [("cm", {"resource-0002.yaml": "", "resource-0001.yaml": "",
+                                     "notes.yaml": "", "resource-0003.json": ""})])
+    assert [(s.name, s.key) for s in got] == [("rb-1-0001", "resource-0001.yaml"),
+                                              ("rb-1-0002", "resource-0002.yaml")]
+
+
+def test_progress_counts_the_completed_steps_while_the_next_one_runs() -> None:
+    st = rebalancing()
+    st.steps[0].state = "Completed"
+    st.steps.append(st.steps[1].model_copy(update={"name": "rb-1-0003"}))
+    st.steps[1].state = "Created"
+    d = step(st, obs(current=("Moving", "10%", "")))
+    assert d.status.progress == "1/3"
+    failed = step(st, obs(current=("Failed", "10%", "")))
+    assert "; 1 of 3 had completed" in conditions(failed.status)["Ready"][2]
+    created = step(proposal_ready(), obs(annotation="approve", fingerprint=FP)).status
+    assert created.current_progress == "0%"
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"parts": "[]"}, "ConfigMap cm: no summary.json in data; the planner wrote an incomplete "
+     "proposal: refresh to plan again"),
+    ({}, "ConfigMap cm: no summary.json or parts in data; the planner wrote an incomplete "
+     "proposal: refresh to plan again"),
+    ({"summary.json": "{", "parts": "[]"}, "ConfigMap cm: summary.json or parts is not JSON "
+     "(Expecting property name enclosed in double quotes: line 1 column 2 (char 1)); refresh "
+     "to plan again"),
+    ({"summary.json": "{}", "parts": "[1]"}, "ConfigMap cm: summary.json must be an object and "
+     "parts a list of ConfigMap names; refresh to plan again")])
+def test_a_malformed_index_says_exactly_what_is_wrong(data: dict[str, str], message: str) -> None:
+    assert parse_index("cm", data).error == message
+
+
+def test_a_reject_annotation_while_planning_is_the_user_s_and_is_dropped() -> None:
+    st = step(KafkaRebalanceStatus(), obs()).status
+    d = step(st, obs(annotation="reject", job="running"))
+    assert d.status.phase == "Rejected" and d.actions == [DeleteProposal(1)]
+    assert d.status.decided_by == "annotation" and d.remove_annotation is True
+
+
+def test_a_rebalancing_pass_with_the_same_spec_keeps_the_step_s_progress_message() -> None:
+    d = step(rebalancing(), obs(current=("Moving", "10%", "")))
+    assert conditions(d.status)["Progressing"] == (
+        "True", "Rebalancing", "PartitionReassignment rb-1-0001 (1 of 2) created")

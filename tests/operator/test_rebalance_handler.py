@@ -319,6 +319,25 @@ async def test_deleting_a_rebalancing_rebalance_deletes_its_running_step_and_its
          "moves in flight roll back)")]
 
 
+async def test_a_deletion_the_api_refuses_is_retried_naming_the_call(env: Env) -> None:
+    rb = await proposal_ready(env)
+    await env.approve(rb)
+    closed = credentials.Vault()  # nothing listens there: the API server is unreachable
+    await closed.populate({"closed": credentials.ConnectionInfo(
+        server="http://127.0.0.1:9", insecure=True)})
+    token = auth.vault_var.set(closed)
+    try:
+        with pytest.raises(kopf.TemporaryError,
+                           match=r"^delete PartitionReassignment default/rb-1-0001: \w*Error"):
+            await env.d.call(rb, "cleanup")
+        rb["status"]["steps"] = []  # nothing running: only the Jobs are listed
+        with pytest.raises(kopf.TemporaryError, match=r"^list Jobs in default: \w*Error"):
+            await env.d.call(rb, "cleanup")
+    finally:
+        auth.vault_var.reset(token)
+        await closed.close()
+
+
 async def test_a_step_name_taken_by_another_resource_is_an_api_error_naming_it(
         env: Env) -> None:
     rb = await proposal_ready(env)
