@@ -50,6 +50,7 @@ class Driver:
         self.objects: dict[tuple[str, str], dict[str, Any]] = {}
         self.events: list[tuple[str, str, str]] = []  # (type, reason, message)
         self.status_patch: dict[str, Any] = {}  # what the last call wrote to the status
+        self.patch = kopf.Patch()  # the last call's whole patch (metadata too)
         self.settings = kopf.OperatorSettings()
 
     def exit(self) -> None:
@@ -111,7 +112,7 @@ class Driver:
 
     async def call(self, obj: dict[str, Any], id_: str, **extra: Any) -> Any:
         """One handler call; its status patch is applied to ``obj``; returns its result."""
-        patch = kopf.Patch()
+        patch = self.patch = kopf.Patch()
         fn = self.handler(obj["kind"], id_)
         indexes = {i: await self.index(i) for i in INDEXES}
         queue: asyncio.Queue[Any] = asyncio.Queue()

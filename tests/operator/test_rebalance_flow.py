@@ -29,6 +29,7 @@ from kraftsman.rebalance_flow import (
     DeleteProposal,
     Observed,
     decide,
+    figures_of,
     parse_index,
     plan_digest,
     steps_of,
@@ -402,6 +403,7 @@ def test_the_timer_idles_while_waiting_for_the_user() -> None:
     meta = {"generation": 1}
     waiting = {"phase": "ProposalReady", "observedGeneration": 1}
     assert not active({"approval": "Pending"}, waiting, meta)
+    assert not active({}, waiting, meta) and not active(None, waiting, meta)  # the default
     assert active({"approval": "Approved"}, waiting, meta)
     assert active({}, waiting, {"generation": 1, "annotations": {ANNOTATION: "approve"}})
     assert not active({}, {"phase": "Ready", "observedGeneration": 1}, meta)
@@ -560,3 +562,363 @@ def test_an_api_refusal_names_the_call_and_the_grant() -> None:
     other = kopf_errors.APIServerError("etcd timeout", status=500, headers={})
     assert str(_explain("get", "ConfigMap default/rb-proposal-1", other)).startswith(
         "get ConfigMap default/rb-proposal-1: APIServerError:")
+
+
+# ---------------------------------------------------------------- the conditions, exactly
+
+def conditions(st: KafkaRebalanceStatus) -> dict[str, tuple[str, str, str]]:
+    return {c.type: (c.status, c.reason, c.message) for c in st.conditions}
+
+
+def test_a_new_proposal_sets_every_condition_and_clears_the_last_run() -> None:
+    """kubectl wait and Argo CD read these conditions: each pass sets all of them."""
+    d = step(KafkaRebalanceStatus(), obs())
+    msg = "proposal 1 requested (created): planner Job kraftsman-system/rb-plan-1 started"
+    assert conditions(d.status) == {
+        "Ready": ("False", "Planning", msg), "Degraded": ("False", "AsExpected", ""),
+        "ProposalReady": ("False", "Planning", msg),
+        "Approved": ("False", "Pending", "no proposal to approve yet"),
+        "Stale": ("False", "Fresh", ""), "Progressing": ("True", "Planning", msg)}
+    assert [(e.reason, e.message, e.warning) for e in d.events] == [
+        ("ProposalRequested", msg, False)]
+    assert d.remove_annotation is False
+    # a spec change after a finished run: the old run's figures and decision are cleared
+    done = rebalancing()
+    done.phase, done.moves, done.data, done.eta = "Ready", 4, "2.3 GiB", "2m5s"
+    done.decided_by, done.approved_at, done.completed_at = "annotation", NOW, NOW
+    again = step(done, obs(spec(goal="rebalance", maxConcurrentMoves=3))).status
+    assert (again.moves, again.data, again.eta) == (None, None, None)
+    assert (again.decided_by, again.approved_at, again.completed_at) == (None, None, None)
+    assert again.steps == [] and again.current is None and again.progress is None
+    assert "(spec)" in again.condition("Ready").message  # type: ignore[union-attr]
+
+
+def test_refresh_while_the_proposal_for_this_spec_is_computed_only_drops_the_annotation(
+        ) -> None:
+    st = step(KafkaRebalanceStatus(), obs()).status
+    d = step(st, obs(annotation="refresh", job="running"))
+    assert d.remove_annotation is True and d.actions == [] and d.events == []
+    computing = "planner Job kraftsman-system/rb-plan-1 is computing proposal 1"
+    assert conditions(d.status)["ProposalReady"] == ("False", "Planning", computing)
+    assert conditions(d.status)["Progressing"] == ("True", "Planning", computing)
+    assert d.status.cluster == "demo"
+    assert d.status.proposal_id == 1
+    assert conditions(d.status)["Degraded"] == ("False", "AsExpected", "")
+    # after a proposal is ready, refresh makes proposal 2 and says why
+    d = step(proposal_ready(), obs(annotation="refresh"))
+    assert d.remove_annotation is True and d.status.proposal_id == 2
+    assert d.actions == [DeleteProposal(1), CreateJob(2)]
+    assert d.events[0].message.startswith("proposal 2 requested (refresh)")
+
+
+def test_an_invalid_rebalance_plans_afresh_once_fixed() -> None:
+    bad = step(KafkaRebalanceStatus(), obs(spec=None, problems=("spec.goal: bad", "x: y")))
+    assert bad.status.phase == "Invalid"
+    assert conditions(bad.status)["Ready"] == ("False", "InvalidSpec", "spec.goal: bad; x: y")
+    assert conditions(step(KafkaRebalanceStatus(), obs(spec=None)).status)["Degraded"] == (
+        "True", "InvalidSpec", "spec: invalid")
+    st = proposal_ready()
+    st.phase = "Invalid"  # e.g. the cluster was missing for a while
+    d = step(st, obs())
+    assert d.status.phase == "PendingProposal" and d.status.proposal_id == 2
+    assert d.actions == [DeleteProposal(1), CreateJob(2)]
+
+
+def test_a_name_that_just_fits_the_job_name_is_accepted() -> None:
+    fits = "r" * (63 - len("-plan-999"))
+    assert step(KafkaRebalanceStatus(), obs(name=fits)).status.phase == "PendingProposal"
+
+
+def test_planner_failures_say_failed_on_every_condition() -> None:
+    st = step(KafkaRebalanceStatus(), obs()).status
+    d = step(st, obs(job="failed"))
+    msg = ("planner Job kraftsman-system/rb-plan-1 failed without writing its proposal "
+           "(ConfigMap rb-proposal-1); see `kubectl logs -n kraftsman-system job/rb-plan-1`; "
+           f"annotate {ANNOTATION}=refresh to plan again")
+    c = conditions(d.status)
+    assert c["Degraded"] == ("True", "PlannerFailed", msg)
+    assert c["Ready"] == ("False", "PlannerFailed", msg)
+    assert c["Progressing"] == ("False", "PlannerFailed", msg)
+    assert c["ProposalReady"] == ("False", "PlannerFailed", msg)
+    assert [(e.reason, e.warning) for e in d.events] == [("PlannerFailed", True)]
+    d = step(st, obs(job="succeeded"))
+    msg = ("planner Job kraftsman-system/rb-plan-1 succeeded but wrote no ConfigMap "
+           f"rb-proposal-1; annotate {ANNOTATION}=refresh to plan again")
+    assert conditions(d.status)["Ready"] == ("False", "PlannerFailed", msg)
+    assert conditions(d.status)["Degraded"] == ("True", "PlannerFailed", msg)
+    d = step(st, obs(job="succeeded", proposal=ready_observation().proposal, steps="part x"))
+    assert conditions(d.status)["Ready"] == ("False", "PlannerFailed", "part x")
+    assert conditions(d.status)["ProposalReady"] == ("False", "ProposalIncomplete", "part x")
+    err = parse_index("cm", {"error": "no brokers\nTraceback"})
+    d = step(st, obs(job="failed", proposal=err))
+    assert conditions(d.status)["Ready"] == (
+        "False", "PlannerFailed", "planner Job kraftsman-system/rb-plan-1: no brokers")
+
+
+def events(d: Decision) -> list[tuple[str, str, bool]]:
+    return [(e.reason, e.message, e.warning) for e in d.events]
+
+
+def test_a_ready_proposal_says_what_moves_and_how_to_approve() -> None:
+    st = step(KafkaRebalanceStatus(), obs()).status
+    d = step(st, ready_observation())
+    # the balance in the summary's key order (the planner writes it sorted)
+    msg = ("proposal 1: 3 of 6 partitions move (4 replicas, 2.5 GB, ETA 2:05) in 2 "
+           "PartitionReassignment(s); max/mean disk_bytes 1.8 -> 1.02, leaders 2 -> 1, "
+           "replicas 1.5 -> 1")
+    assert conditions(d.status) == {
+        "Ready": ("False", "ProposalReady", "waiting for approval"),
+        "Degraded": ("False", "AsExpected", ""), "ProposalReady": ("True", "ProposalReady", msg),
+        "Approved": ("False", "Pending", "approve with spec.approval: Approved or annotate "
+                     f"{ANNOTATION}=approve"),
+        "Stale": ("False", "Fresh", ""), "Progressing": ("False", "WaitingForApproval", msg)}
+    assert events(d) == [("ProposalReady", msg, False)]
+    assert (d.status.proposal is not None and d.status.proposal.created_at == NOW
+            and d.status.proposal.fingerprint == FP)
+
+
+def test_approval_and_each_step_are_reported_on_the_conditions_and_events() -> None:
+    d = step(proposal_ready(), obs(annotation="approve", fingerprint=FP))
+    c = conditions(d.status)
+    created = "PartitionReassignment rb-1-0001 (1 of 2) created"
+    assert c["Approved"] == ("True", "Approved", "approved by annotation")
+    assert c["Ready"] == ("False", "Rebalancing", created)
+    assert c["Progressing"] == ("True", "Rebalancing", created)
+    assert events(d) == [("Approved", "proposal 1 approved by annotation", False),
+                         ("ReassignmentCreated", created, False)]
+    assert d.status.approved_at == NOW
+    second = step(d.status, obs(current=("Completed", "100%", "")))
+    assert events(second) == [("ReassignmentCreated",
+                               "PartitionReassignment rb-1-0002 (2 of 2) created", False)]
+    last = step(second.status, obs(current=("Completed", "100%", "")))
+    done = "proposal 1 executed: 2 PartitionReassignment(s) Completed, 4 replicas (2.5 GB) moved"
+    assert conditions(last.status)["Ready"] == ("True", "Completed", done)
+    assert conditions(last.status)["Progressing"] == ("False", "Completed", done)
+    assert events(last) == [("Completed", done, False)]
+    assert last.status.completed_at == NOW and last.status.current_progress is None
+
+
+def test_an_approval_by_spec_on_a_ready_proposal_needs_no_annotation_to_remove() -> None:
+    st = proposal_ready(spec(approval="Approved"))
+    d = step(st, obs(spec(approval="Approved"), fingerprint=FP))
+    assert d.status.decided_by == "spec.approval" and d.remove_annotation is False
+    # an approve annotation on a spec-rejected proposal is the user's reject: nothing runs
+    d = step(proposal_ready(spec(approval="Rejected")), obs(spec(approval="Rejected")))
+    assert d.status.decided_by == "spec.approval" and d.remove_annotation is False
+
+
+def test_stale_is_said_on_every_condition_with_both_fingerprints() -> None:
+    d = step(proposal_ready(), obs(annotation="approve", fingerprint="b" * 64))
+    msg = ("proposal 1 is stale: the cluster's replica assignment changed since it was "
+           "computed (fingerprint aaaaaaaaaaaa -> bbbbbbbbbbbb); nothing was executed; annotate "
+           f"{ANNOTATION}=refresh (or change the spec) for a new proposal")
+    c = conditions(d.status)
+    assert c["Stale"] == ("True", "AssignmentChanged", msg)
+    assert c["Degraded"] == ("True", "StaleProposal", msg)
+    assert c["Ready"] == ("False", "Stale", msg)
+    assert events(d) == [("Stale", msg, True)]
+    st = proposal_ready()
+    st.proposal = None  # a status without figures: nothing to compare, so stale
+    d = step(st, obs(annotation="approve", fingerprint="b" * 64))
+    assert "(fingerprint None -> bbbbbbbbbbbb)" in conditions(d.status)["Ready"][2]
+
+
+def test_an_empty_proposal_completes_on_approval_with_its_reason() -> None:
+    st = proposal_ready()
+    st.steps = []
+    d = step(st, obs(annotation="approve", fingerprint=FP))
+    assert conditions(d.status)["Ready"] == (
+        "True", "Completed", "nothing to move: the proposal is empty")
+
+
+def test_an_unknown_annotation_on_a_ready_proposal_is_removed() -> None:
+    d = step(proposal_ready(), obs(annotation="refreshh"))
+    assert d.remove_annotation is False  # an unknown value stays, Degraded says why
+    assert conditions(d.status)["Degraded"][:2] == ("True", "UnknownAnnotation")
+    d = step(proposal_ready(), obs())
+    assert d.remove_annotation is False and d.events == []
+
+
+def test_rejections_say_when_and_by_whom() -> None:
+    def said(d: Decision) -> tuple[tuple[str, str, str], ...]:
+        c = conditions(d.status)
+        return c["Approved"], c["Ready"], c["Progressing"]
+
+    d = step(proposal_ready(), obs(annotation="reject"))
+    msg = "proposal 1 rejected before execution (by annotation)"
+    assert said(d) == (("False", "Rejected", msg),) * 3
+    assert events(d) == [("Rejected", msg, False)] and d.status.decided_by == "annotation"
+    d = step(step(KafkaRebalanceStatus(), obs()).status, obs(spec(approval="Rejected")))
+    msg = "proposal 1 rejected while the planner ran (by spec.approval)"
+    assert said(d) == (("False", "Rejected", msg),) * 3 and d.remove_annotation is False
+    assert d.actions == [DeleteProposal(1)]
+    d = step(rebalancing(), obs(annotation="reject", current=("Moving", "10%", "")))
+    msg = ("proposal 1 rejected while rebalancing: rb-1-0001 cancelled (its moves in flight "
+           "roll back), 0 of 2 reassignments had completed (by annotation)")
+    assert said(d) == (("False", "Rejected", msg),) * 3
+    st = rebalancing()
+    st.steps[0].state, st.steps[1].state = "Completed", "Created"
+    d = step(st, obs(spec(approval="Rejected"), current=("Moving", "10%", "")))
+    assert "rb-1-0002 cancelled (its moves in flight roll back), 1 of 2 reassignments had " \
+        "completed (by spec.approval)" in conditions(d.status)["Ready"][2]
+
+
+def test_a_finished_rebalance_rejected_then_approved_in_git_plans_afresh() -> None:
+    st = proposal_ready(spec(approval="Rejected"))
+    rejected = step(st, obs(spec(approval="Rejected"))).status
+    assert rejected.phase == "Rejected"
+    d = step(rejected, obs(spec(approval="Approved")))
+    assert d.status.phase == "PendingProposal" and d.status.proposal_id == 2
+    assert d.actions == [DeleteProposal(1), CreateJob(2)]
+    assert events(d)[0][1].startswith("proposal 2 requested (approval changed to Approved)")
+    assert step(d.status, obs(spec(approval="Approved"), job="running")).actions == []
+    # rejected by annotation: an Approved spec does not undo it
+    by_hand = step(proposal_ready(spec(approval="Approved")),
+                   obs(spec(approval="Approved"), annotation="reject")).status
+    assert step(by_hand, obs(spec(approval="Approved"))).actions == []
+    # Ready with spec.approval Approved and decided by spec: nothing to do either
+    done = rebalancing(spec(approval="Approved"))
+    done.phase = "Ready"
+    assert step(done, obs(spec(approval="Approved"))).actions == []
+
+
+def test_a_status_edited_by_hand_goes_on_with_the_next_step_or_ends() -> None:
+    st = rebalancing()
+    st.steps[0].state = "Completed"  # none Created, one Pending
+    d = step(st, obs(current=("", "", "")))
+    assert d.actions == [CreateReassignment(st.steps[1].model_copy(update={"state": "Created"}),
+                                            1)]
+    st.steps[1].state = "Completed"
+    d = step(st, obs(current=("", "", "")))
+    assert d.status.phase == "Ready" and d.actions == []
+    assert conditions(d.status)["Ready"][2] == (
+        "proposal 1 executed: 2 PartitionReassignment(s) Completed, 4 replicas (2.5 GB) moved")
+
+
+def test_step_failures_name_the_step_what_completed_and_the_fix() -> None:
+    st = rebalancing()
+    d = step(st, obs(current=("Failed", "40%", "broker 5 is gone")))
+    msg = ("PartitionReassignment rb-1-0001 ended Failed: broker 5 is gone; 0 of 2 had "
+           "completed, the rest were not created; see `kubectl describe preas rb-1-0001`, then "
+           f"annotate {ANNOTATION}=refresh for a new proposal")
+    c = conditions(d.status)
+    assert c["Degraded"] == ("True", "ReassignmentFailed", msg)
+    assert c["Ready"] == ("False", "Failed", msg)
+    assert c["Progressing"] == ("False", "ReassignmentFailed", msg)
+    assert c["ProposalReady"][1] == "ProposalReady"  # the proposal itself was fine
+    assert events(d) == [("ReassignmentFailed", msg, True)]
+    assert [x.state for x in d.status.steps] == ["Failed", "Pending"]
+    d = step(st, obs(current=("Cancelled", "40%", "")))
+    assert [x.state for x in d.status.steps] == ["Cancelled", "Pending"]
+    assert "ended Cancelled; 0 of 2 had completed" in conditions(d.status)["Ready"][2]
+    d = step(st, obs(current=None))
+    assert [x.state for x in d.status.steps] == ["Failed", "Pending"]
+    assert conditions(d.status)["Ready"] == (
+        "False", "Failed", "PartitionReassignment rb-1-0001 was deleted while it ran (its "
+        f"moves in flight were rolled back); annotate {ANNOTATION}=refresh for a new proposal")
+
+
+def test_annotations_while_rebalancing_or_after_are_ignored_with_a_warning() -> None:
+    d = step(rebalancing(), obs(annotation="approve", current=("Moving", "10%", "")))
+    assert events(d) == [("AnnotationIgnored", f"{ANNOTATION}=approve ignored while "
+                          f"rebalancing; annotate {ANNOTATION}=reject to stop, then refresh",
+                          True)]
+    st = rebalancing()
+    st.plan_digest = "other"
+    d = step(st, obs(current=("Moving", "10%", "")))
+    assert conditions(d.status)["Progressing"] == (
+        "True", "Rebalancing", "the spec changed while proposal 1 runs: a new proposal is made "
+        "when it ends")
+    assert (d.status.current, d.status.current_progress) == ("rb-1-0001", "10%")
+    d = step(st, obs(current=("Moving", "", "")))
+    assert d.status.current_progress == "0%"
+    done = rebalancing()
+    done.phase = "Ready"
+    d = step(done, obs(annotation="approve"))
+    assert d.remove_annotation is True
+    assert events(d) == [("AnnotationIgnored", f"{ANNOTATION}=approve: nothing to approve in "
+                          f"phase Ready; annotate {ANNOTATION}=refresh for a new proposal",
+                          True)]
+
+
+def test_a_spec_rejection_wins_over_an_approve_annotation_and_drops_it() -> None:
+    d = step(proposal_ready(), obs(spec(approval="Rejected"), annotation="approve"))
+    assert d.status.phase == "Rejected"
+    assert d.status.decided_by == "spec.approval" and d.remove_annotation is True
+
+
+def test_a_run_whose_figures_were_lost_still_ends_with_a_summary() -> None:
+    st = rebalancing()
+    st.proposal = None
+    st.steps[0].state, st.steps[1].state = "Completed", "Created"
+    d = step(st, obs(current=("Completed", "100%", "")))
+    assert conditions(d.status)["Ready"] == (
+        "True", "Completed", "proposal 1 executed: 2 PartitionReassignment(s) Completed, done")
+
+
+def test_the_summary_s_figures_details_and_defaults_reach_the_status() -> None:
+    f = figures_of({"goal": "spread", "throttleBytesPerSecond": 5, "sources": {
+        "sizes": "DescribeLogDirs", "window": {"h": 1}},
+        "maxOverMean": {"replicas": {"before": 2, "after": 1}, "leaders": {"before": 1},
+                        "disk": "x"},
+        "violations": [{"constraint": "rack", "subject": "orders-0", "reason": "one rack"},
+                       {"constraint": "rf", "reason": None}, "plain"],
+        "shortfalls": ["leaders 1.2 > 1.1"]})
+    assert (f.goal, f.throttle_bytes_per_second, f.estimated_seconds) == ("spread", 5, None)
+    assert f.sources == {"sizes": "DescribeLogDirs", "window": '{"h": 1}'}
+    assert list(f.balance) == ["replicas"]
+    assert f.violations == ["rack: orders-0: one rack", "rf", "plain"]
+    assert f.targets_not_reached == ["leaders 1.2 > 1.1"]  # the planner's older key
+    assert figures_of({"targetsNotReached": ["x"], "shortfalls": ["y"]}).targets_not_reached \
+        == ["x"]
+    empty = figures_of({})
+    assert (empty.goal, empty.partitions_in_plan, empty.partitions_total,
+            empty.replicas_to_move, empty.bytes_to_move, empty.resources,
+            empty.throttle_bytes_per_second) == ("?", 0, 0, 0, 0, 0, None)
+
+
+def test_only_resource_yaml_keys_of_a_part_are_steps() -> None:
+    got = steps_of("rb", 1, [("cm", {"resource-0002.yaml": "", "resource-0001.yaml": "",
+                                     "notes.yaml": "", "resource-0003.json": ""})])
+    assert [(s.name, s.key) for s in got] == [("rb-1-0001", "resource-0001.yaml"),
+                                              ("rb-1-0002", "resource-0002.yaml")]
+
+
+def test_progress_counts_the_completed_steps_while_the_next_one_runs() -> None:
+    st = rebalancing()
+    st.steps[0].state = "Completed"
+    st.steps.append(st.steps[1].model_copy(update={"name": "rb-1-0003"}))
+    st.steps[1].state = "Created"
+    d = step(st, obs(current=("Moving", "10%", "")))
+    assert d.status.progress == "1/3"
+    failed = step(st, obs(current=("Failed", "10%", "")))
+    assert "; 1 of 3 had completed" in conditions(failed.status)["Ready"][2]
+    created = step(proposal_ready(), obs(annotation="approve", fingerprint=FP)).status
+    assert created.current_progress == "0%"
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"parts": "[]"}, "ConfigMap cm: no summary.json in data; the planner wrote an incomplete "
+     "proposal: refresh to plan again"),
+    ({}, "ConfigMap cm: no summary.json or parts in data; the planner wrote an incomplete "
+     "proposal: refresh to plan again"),
+    ({"summary.json": "{", "parts": "[]"}, "ConfigMap cm: summary.json or parts is not JSON "
+     "(Expecting property name enclosed in double quotes: line 1 column 2 (char 1)); refresh "
+     "to plan again"),
+    ({"summary.json": "{}", "parts": "[1]"}, "ConfigMap cm: summary.json must be an object and "
+     "parts a list of ConfigMap names; refresh to plan again")])
+def test_a_malformed_index_says_exactly_what_is_wrong(data: dict[str, str], message: str) -> None:
+    assert parse_index("cm", data).error == message
+
+
+def test_a_reject_annotation_while_planning_is_the_user_s_and_is_dropped() -> None:
+    st = step(KafkaRebalanceStatus(), obs()).status
+    d = step(st, obs(annotation="reject", job="running"))
+    assert d.status.phase == "Rejected" and d.actions == [DeleteProposal(1)]
+    assert d.status.decided_by == "annotation" and d.remove_annotation is True
+
+
+def test_a_rebalancing_pass_with_the_same_spec_keeps_the_step_s_progress_message() -> None:
+    d = step(rebalancing(), obs(current=("Moving", "10%", "")))
+    assert conditions(d.status)["Progressing"] == (
+        "True", "Rebalancing", "PartitionReassignment rb-1-0001 (1 of 2) created")

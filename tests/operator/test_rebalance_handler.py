@@ -1,0 +1,413 @@
+"""The KafkaRebalance handler (handlers/rebalance.py) called in-process through
+handler_driver.py, its API calls (handlers/kube.py) going over HTTP to kmock: the planner Job
+and the proposal ConfigMaps are read and written where the contract says, the
+PartitionReassignments are created, cancelled and deleted, and a refused call keeps the phase
+and says why. The test plays the job controller (the Job's status) and the planner (the
+ConfigMaps); test_rebalance_deployed.py runs the same flow with the real planner."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import kopf
+import pytest
+from handler_driver import CLUSTER, Driver, condition
+from harness import Api
+from kopf._cogs.clients import auth  # kopf's authenticated requests read this vault
+from kopf._cogs.structs import credentials
+
+from controller_core.planning.fingerprint import admin_fingerprint
+from kraftsman.handlers import kube
+from kraftsman.planner_job_spec import PlannerConfig
+from kraftsman.proposal import LABEL_PROPOSAL, LABEL_REBALANCE, proposal_config_maps
+from kraftsman.rebalance_flow import ANNOTATION, LABEL_NAMESPACE
+from kraftsman.resources import API_VERSION
+
+DOC = """\
+apiVersion: kraftsman.io/v1alpha1
+kind: PartitionReassignment
+metadata:
+  name: plan-abc-{n}
+  labels: {{kraftsman.io/plan: abc}}
+  annotations: {{argocd.argoproj.io/sync-wave: "{n}", kraftsman.io/plan-step: "{n}/2"}}
+spec:
+  clusterRef: {{name: demo}}
+  partitions:
+  - {{topic: orders, partition: {n}, replicas: [3, 4, 5]}}
+"""
+PREAS = f"/apis/{API_VERSION}/namespaces/default/partitionreassignments"
+JOBS = "/apis/batch/v1/namespaces/default/jobs"
+CMS = "/api/v1/namespaces/default/configmaps"
+
+
+class Env:
+    def __init__(self, d: Driver, api: Api) -> None:
+        self.d, self.api = d, api
+
+    async def get(self, path: str) -> dict[str, Any] | None:
+        async with self.api.session.get(self.api.base + path) as r:
+            if r.status == 404:
+                return None
+            assert r.status < 300, await r.text()
+            obj = dict(await r.json())
+            return None if obj.get("metadata", {}).get("deletionTimestamp") else obj
+
+    async def post(self, path: str, body: dict[str, Any]) -> None:
+        async with self.api.session.post(self.api.base + path, json=body) as r:
+            assert r.status < 300, await r.text()
+
+    async def merge(self, path: str, body: dict[str, Any]) -> None:
+        async with self.api.session.patch(self.api.base + path, json=body, headers={
+                "Content-Type": "application/merge-patch+json"}) as r:
+            assert r.status < 300, await r.text()
+
+    async def fingerprint(self) -> str:
+        rt = self.d.rt
+        return str(await rt.run(rt.clusters[("default", "demo")], admin_fingerprint))
+
+    async def plan(self, rb: dict[str, Any], proposal_id: int, *, fingerprint: str | None = None,
+                   docs: int = 2) -> None:
+        """The planner: the proposal's ConfigMaps, then the Job succeeds."""
+        summary = {"goal": "rebalance", "partitionsTotal": 6, "partitionsInPlan": docs,
+                   "replicasToMove": 3 * docs, "bytesToMove": 3_000_000 * docs,
+                   "resources": docs, "estimatedSeconds": 9.0,
+                   "fingerprint": fingerprint or await self.fingerprint()}
+        for cm in proposal_config_maps("default", "rb", str(proposal_id), rb["metadata"]["uid"],
+                                       summary, [DOC.format(n=n) for n in range(docs)]):
+            await self.post(CMS, cm)
+        await self.merge(f"{JOBS}/rb-plan-{proposal_id}/status", {"status": {
+            "succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}})
+
+    async def step_ends(self, name: str, phase: str) -> None:
+        """The PartitionReassignment's own handler reports its end."""
+        await self.merge(f"{PREAS}/{name}/status", {"status": {
+            "phase": phase, "progress": "100%" if phase == "Completed" else "40%",
+            "conditions": [{"type": "Degraded", "status": "True", "reason": "X",
+                            "message": "broker 5 is gone"}] if phase == "Failed" else []}})
+
+    async def approve(self, rb: dict[str, Any]) -> None:
+        rb["metadata"]["annotations"] = {ANNOTATION: "approve"}
+        await self.d.call(rb, "reconcile")
+        assert self.d.patch["metadata"]["annotations"][ANNOTATION] is None
+        rb["metadata"]["annotations"] = {}
+
+
+@pytest.fixture
+async def env(kmock: Any, api: Api, tmp_path: Path) -> AsyncIterator[Env]:
+    vault = credentials.Vault()
+    await vault.populate({"test": credentials.ConnectionInfo(server=str(kmock.url),
+                                                             insecure=True)})
+    token = auth.vault_var.set(vault)
+    d = Driver(tmp_path)
+    d.rt.planner = PlannerConfig(image="kraftsman:test", state_claim="kraftsman-state")
+    d.rt.settings = d.settings
+    await d.ready_cluster("demo", CLUSTER)
+    try:
+        yield Env(d, api)
+    finally:
+        await d.stop()
+        auth.vault_var.reset(token)
+        await vault.close()
+
+
+def rebalance(d: Driver) -> dict[str, Any]:
+    return d.create("KafkaRebalance", "rb", {"clusterRef": {"name": "demo"}, "goal": "rebalance"})
+
+
+async def proposal_ready(env: Env, **plan: Any) -> dict[str, Any]:
+    rb = rebalance(env.d)
+    await env.d.call(rb, "reconcile")
+    await env.plan(rb, 1, **plan)
+    await env.d.call(rb, "reconcile")
+    assert rb["status"]["phase"] == "ProposalReady", rb["status"]
+    return rb
+
+
+async def test_the_planner_job_is_created_and_waited_for_then_its_proposal_is_read(
+        env: Env) -> None:
+    rb = rebalance(env.d)
+    await env.d.call(rb, "reconcile")
+    assert rb["status"]["phase"] == "PendingProposal"
+    job = await env.get(f"{JOBS}/rb-plan-1")
+    assert job is not None
+    assert job["metadata"]["labels"][LABEL_REBALANCE] == "rb"
+    assert job["metadata"]["labels"][LABEL_NAMESPACE] == "default"
+    assert job["metadata"]["labels"][LABEL_PROPOSAL] == "1"
+    await env.d.call(rb, "reconcile")  # the Job runs: still planning, nothing new
+    assert rb["status"]["phase"] == "PendingProposal"
+    assert condition(rb, "ProposalReady")["reason"] == "Planning"
+    await env.plan(rb, 1)
+    await env.d.call(rb, "reconcile")
+    st = rb["status"]
+    assert st["phase"] == "ProposalReady", st
+    assert [(s["name"], s["configMap"], s["key"]) for s in st["steps"]] == [
+        ("rb-1-0001", "rb-proposal-1-1", "resource-0001.yaml"),
+        ("rb-1-0002", "rb-proposal-1-1", "resource-0002.yaml")]
+    assert st["moves"] == 6
+    assert ("Normal", "ProposalReady") in [(t, r) for t, r, _ in env.d.events]
+
+
+async def test_a_planner_job_that_cannot_be_built_keeps_the_phase_and_says_why(
+        env: Env) -> None:
+    env.d.rt.planner = PlannerConfig(image="kraftsman:test")  # state on an emptyDir
+    rb = rebalance(env.d)
+    await env.d.call(rb, "reconcile")
+    assert rb["status"].get("phase") is None
+    degraded = condition(rb, "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "PlannerUnavailable")
+    assert "install the chart with state.type=persistentVolumeClaim" in degraded["message"]
+    assert await env.get(f"{JOBS}/rb-plan-1") is None
+
+
+async def test_a_proposal_part_not_written_yet_is_waited_for_while_the_job_runs(
+        env: Env) -> None:
+    rb = rebalance(env.d)
+    await env.d.call(rb, "reconcile")
+    summary = {"goal": "rebalance", "resources": 1, "fingerprint": "f"}
+    maps = proposal_config_maps("default", "rb", "1", rb["metadata"]["uid"], summary,
+                                [DOC.format(n=0)])
+    await env.post(CMS, maps[-1])  # the index only (a planner writes it last; here not)
+    await env.d.call(rb, "reconcile")
+    assert rb["status"]["phase"] == "PendingProposal"
+    await env.merge(f"{JOBS}/rb-plan-1/status", {"status": {"failed": 1}})
+    await env.d.call(rb, "reconcile")
+    assert rb["status"]["phase"] == "Failed"
+    message = condition(rb, "Degraded")["message"]
+    assert "ConfigMap default/rb-proposal-1-1, part of proposal 1, is missing" in message
+
+
+async def test_a_proposal_whose_parts_hold_fewer_reassignments_than_counted_fails(
+        env: Env) -> None:
+    rb = rebalance(env.d)
+    await env.d.call(rb, "reconcile")
+    summary = {"goal": "rebalance", "resources": 3, "fingerprint": "f"}
+    for cm in proposal_config_maps("default", "rb", "1", rb["metadata"]["uid"], summary,
+                                   [DOC.format(n=0), DOC.format(n=1)]):
+        await env.post(CMS, cm)
+    await env.d.call(rb, "reconcile")
+    assert rb["status"]["phase"] == "Failed"
+    assert ("summary.json counts 3 reassignments but its parts hold 2"
+            in condition(rb, "Degraded")["message"])
+
+
+async def test_config_maps_owned_by_another_rebalance_are_not_read(env: Env) -> None:
+    rb = rebalance(env.d)
+    await env.d.call(rb, "reconcile")
+    for cm in proposal_config_maps("default", "rb", "1", "someone-else", {"resources": 0},
+                                   []):
+        await env.post(CMS, cm)
+    await env.merge(f"{JOBS}/rb-plan-1/status", {"status": {"succeeded": 1}})
+    await env.d.call(rb, "reconcile")
+    assert rb["status"]["phase"] == "Failed"
+    assert "succeeded but wrote no ConfigMap rb-proposal-1" in condition(rb, "Degraded")["message"]
+
+
+async def test_approval_runs_the_steps_one_after_another_until_ready(env: Env) -> None:
+    rb = await proposal_ready(env)
+    await env.approve(rb)
+    assert rb["status"]["phase"] == "Rebalancing"
+    first = await env.get(f"{PREAS}/rb-1-0001")
+    assert first is not None and await env.get(f"{PREAS}/rb-1-0002") is None
+    assert first["spec"]["clusterRef"] == {"name": "demo"}
+    assert first["spec"]["partitions"][0]["partition"] == 0
+    assert first["metadata"]["ownerReferences"][0]["uid"] == rb["metadata"]["uid"]
+    assert first["metadata"]["labels"][LABEL_PROPOSAL] == "1"
+    assert "argocd.argoproj.io/sync-wave" not in first["metadata"]["annotations"]
+    await env.d.call(rb, "reconcile")  # the step runs
+    assert rb["status"]["currentProgress"] == "0%"
+    await env.merge(f"{PREAS}/rb-1-0001/status", {"status": {"phase": "Running",
+                                                            "progress": "40%"}})
+    await env.d.call(rb, "reconcile")
+    assert rb["status"]["currentProgress"] == "40%"
+    await env.step_ends("rb-1-0001", "Completed")
+    await env.d.call(rb, "reconcile")
+    second = await env.get(f"{PREAS}/rb-1-0002")
+    assert second is not None and second["spec"]["partitions"][0]["partition"] == 1
+    await env.step_ends("rb-1-0002", "Completed")
+    await env.d.call(rb, "reconcile")
+    assert rb["status"]["phase"] == "Ready"
+    assert rb["status"]["progress"] == "2/2"
+
+
+async def test_a_failed_step_fails_the_rebalance_with_the_step_s_degraded_message(
+        env: Env) -> None:
+    rb = await proposal_ready(env)
+    await env.approve(rb)
+    await env.step_ends("rb-1-0001", "Failed")
+    await env.d.call(rb, "reconcile")
+    assert rb["status"]["phase"] == "Failed"
+    assert ("PartitionReassignment rb-1-0001 ended Failed: broker 5 is gone"
+            in condition(rb, "Degraded")["message"])
+
+
+async def test_a_completed_step_s_message_is_its_succeeded_condition(env: Env) -> None:
+    """With no Degraded condition, the message is the Succeeded one (here: of a Cancelled
+    step, which ends the rebalance and shows it)."""
+    rb = await proposal_ready(env)
+    await env.approve(rb)
+    await env.merge(f"{PREAS}/rb-1-0001/status", {"status": {"phase": "Cancelled", "conditions": [
+        {"type": "Degraded", "status": "False", "message": "not this"},
+        {"type": "Succeeded", "status": "False", "message": "cancelled by the user"}]}})
+    await env.d.call(rb, "reconcile")
+    assert ("ended Cancelled: cancelled by the user;"
+            in condition(rb, "Degraded")["message"])
+
+
+async def test_a_deleted_step_fails_the_rebalance(env: Env) -> None:
+    rb = await proposal_ready(env)
+    await env.approve(rb)
+    async with env.api.session.delete(f"{env.api.base}{PREAS}/rb-1-0001") as r:
+        assert r.status < 300
+    await env.d.call(rb, "reconcile")
+    assert rb["status"]["phase"] == "Failed"
+    assert condition(rb, "Degraded")["reason"] == "ReassignmentDeleted"
+
+
+async def test_a_stale_proposal_is_not_executed(env: Env) -> None:
+    rb = await proposal_ready(env, fingerprint="0" * 64)
+    await env.approve(rb)
+    assert rb["status"]["phase"] == "Stale"
+    assert await env.get(f"{PREAS}/rb-1-0001") is None
+
+
+async def test_approval_waits_while_the_cluster_is_not_open(env: Env) -> None:
+    rb = await proposal_ready(env)
+    env.d.rt.clusters.pop(("default", "demo"))
+    rb["metadata"]["annotations"] = {ANNOTATION: "approve"}
+    await env.d.call(rb, "reconcile")
+    assert rb["status"]["phase"] == "ProposalReady"
+    approved = condition(rb, "Approved")
+    assert (approved["status"], approved["reason"]) == ("False", "WaitingForCluster")
+    assert "waiting for KafkaCluster demo to be Ready" in approved["message"]
+    assert await env.get(f"{PREAS}/rb-1-0001") is None
+
+
+async def test_reject_while_rebalancing_cancels_the_running_step(env: Env) -> None:
+    rb = await proposal_ready(env)
+    await env.approve(rb)
+    rb["metadata"]["annotations"] = {ANNOTATION: "reject"}
+    await env.d.call(rb, "reconcile")
+    assert rb["status"]["phase"] == "Rejected"
+    running = await env.get(f"{PREAS}/rb-1-0001")
+    assert running is not None and running["spec"].get("cancel") is True
+
+
+async def test_refresh_deletes_the_old_proposal_s_job_and_config_maps(env: Env) -> None:
+    rb = await proposal_ready(env)
+    rb["metadata"]["annotations"] = {ANNOTATION: "refresh"}
+    await env.d.call(rb, "reconcile")
+    assert rb["status"]["phase"] == "PendingProposal"
+    assert rb["status"]["proposalId"] == 2
+    assert await env.get(f"{JOBS}/rb-plan-1") is None
+    assert await env.get(f"{CMS}/rb-proposal-1") is None
+    assert await env.get(f"{CMS}/rb-proposal-1-1") is None
+    assert await env.get(f"{JOBS}/rb-plan-2") is not None
+
+
+async def test_deleting_a_rebalancing_rebalance_deletes_its_running_step_and_its_jobs(
+        env: Env) -> None:
+    rb = await proposal_ready(env)
+    await env.approve(rb)
+    await env.d.call(rb, "cleanup")
+    assert await env.get(f"{PREAS}/rb-1-0001") is None
+    assert await env.get(f"{JOBS}/rb-plan-1") is None
+    assert [(r, m) for _, r, m in env.d.events if r == "Deleted"] == [
+        ("Deleted", "deleted while rebalancing: PartitionReassignment rb-1-0001 deleted (its "
+         "moves in flight roll back)")]
+
+
+async def test_a_deletion_the_api_refuses_is_retried_naming_the_call(env: Env) -> None:
+    rb = await proposal_ready(env)
+    await env.approve(rb)
+    closed = credentials.Vault()  # nothing listens there: the API server is unreachable
+    await closed.populate({"closed": credentials.ConnectionInfo(
+        server="http://127.0.0.1:9", insecure=True)})
+    token = auth.vault_var.set(closed)
+    try:
+        with pytest.raises(kopf.TemporaryError,
+                           match=r"^delete PartitionReassignment default/rb-1-0001: \w*Error"):
+            await env.d.call(rb, "cleanup")
+        rb["status"]["steps"] = []  # nothing running: only the Jobs are listed
+        with pytest.raises(kopf.TemporaryError, match=r"^list Jobs in default: \w*Error"):
+            await env.d.call(rb, "cleanup")
+    finally:
+        auth.vault_var.reset(token)
+        await closed.close()
+
+
+async def test_a_step_name_taken_by_another_resource_is_an_api_error_naming_it(
+        env: Env) -> None:
+    rb = await proposal_ready(env)
+    await env.post(PREAS, {"apiVersion": API_VERSION, "kind": "PartitionReassignment",
+                           "metadata": {"name": "rb-1-0001", "namespace": "default"},
+                           "spec": {"clusterRef": {"name": "demo"}, "partitions": []}})
+    rb["metadata"]["annotations"] = {ANNOTATION: "approve"}
+    await env.d.call(rb, "reconcile")
+    assert rb["status"]["phase"] == "ProposalReady"  # the old status, and why
+    degraded = condition(rb, "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "ApiError")
+    assert degraded["message"] == (
+        "PartitionReassignment default/rb-1-0001 exists and is not part of this "
+        "KafkaRebalance; delete it, or rename this KafkaRebalance")
+
+
+async def test_a_proposal_document_that_is_not_a_reassignment_is_proposal_invalid(
+        env: Env) -> None:
+    rb = await proposal_ready(env)
+    await env.merge(f"{CMS}/rb-proposal-1-1", {"data": {"resource-0001.yaml": "kind: Pod\n"}})
+    rb["metadata"]["annotations"] = {ANNOTATION: "approve"}
+    await env.d.call(rb, "reconcile")
+    degraded = condition(rb, "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "ProposalInvalid")
+    assert degraded["message"].startswith(
+        "ConfigMap default/rb-proposal-1-1 key resource-0001.yaml: not a PartitionReassignment")
+
+
+async def test_the_kube_calls_say_which_call_failed_and_tolerate_a_missing_object(
+        env: Env) -> None:
+    log = logging.getLogger("test")
+    s = env.d.settings
+    cm = {"apiVersion": "v1", "kind": "ConfigMap",
+          "metadata": {"name": "x", "namespace": "default", "labels": {"a": "1", "b": "2"}}}
+    assert await kube.create(kube.url("v1", "configmaps", "default"), cm, "cm", s, log)
+    assert not await kube.create(kube.url("v1", "configmaps", "default"), cm, "cm", s, log)
+    other = {**cm, "metadata": {**cm["metadata"], "name": "y", "labels": {"a": "1"}}}
+    assert await kube.create(kube.url("v1", "configmaps", "default"), other, "cm", s, log)
+    assert await kube.list_names(kube.url("v1", "configmaps", "default"), {"a": "1", "b": "2"},
+                                 "cms", s, log) == ["x"]
+    await kube.patch(kube.url("v1", "configmaps", "default", "x"), {"data": {"k": "v"}}, "cm",
+                     s, log)
+    got = await kube.get(kube.url("v1", "configmaps", "default", "x"), "cm", s, log)
+    assert got is not None and got["data"] == {"k": "v"}
+    await kube.delete(kube.url("v1", "configmaps", "default", "x"), "cm", s, log)
+    assert await kube.get(kube.url("v1", "configmaps", "default", "x"), "cm", s, log) is None
+    # gone already: no error
+    await kube.delete(kube.url("v1", "configmaps", "default", "x"), "cm", s, log)
+    await kube.patch(kube.url("v1", "configmaps", "default", "x"), {"data": {}}, "cm", s, log)
+    # nothing listens on this port: every call fails with a connection error
+    closed = credentials.Vault()
+    await closed.populate({"closed": credentials.ConnectionInfo(
+        server="http://127.0.0.1:9", insecure=True)})
+    token = auth.vault_var.set(closed)
+    try:
+        path = kube.url("v1", "configmaps", "default", "x")
+        for method, call in [("get", kube.get(path, "ConfigMap x", s, log)),
+                             ("create", kube.create(path, {}, "ConfigMap x", s, log)),
+                             ("patch", kube.patch(path, {}, "ConfigMap x", s, log)),
+                             ("delete", kube.delete(path, "ConfigMap x", s, log)),
+                             ("list", kube.list_names(path, {}, "ConfigMap x", s, log))]:
+            with pytest.raises(kube.KubeError, match=rf"^{method} ConfigMap x: \w*Error: "):
+                await call
+    finally:
+        auth.vault_var.reset(token)
+        await closed.close()
+    with pytest.raises(kube.KubeError, match=r"^create Thing t: APINotFoundError: "):
+        await kube.create("/api/v1/namespaces/default/secrets/x/y", {}, "Thing t", s, log)
+    with pytest.raises(kube.KubeError, match=r"^list Things: APINotFoundError: "):
+        await kube.list_names("/api/v1/namespaces/default/secrets/x/y", {}, "Things", s, log)
+    assert kube.url("batch/v1", "jobs", "ns", "a b") == "/apis/batch/v1/namespaces/ns/jobs/a%20b"
+    assert kube.url("v1", "configmaps", "ns") == "/api/v1/namespaces/ns/configmaps"
+    assert isinstance(s, kopf.OperatorSettings)
