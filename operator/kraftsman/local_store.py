@@ -68,7 +68,8 @@ class StateLock:
                 holder = _holder(fd)
                 if "listen" in holder or time.monotonic() >= deadline:
                     os.close(fd)
-                    raise UsageError(_busy_message(self.root, holder)) from None
+                    raise StateBusy(_busy_message(self.root, holder),
+                                    _holder_text(self.root, holder)) from None
                 time.sleep(LOCK_POLL_SECONDS)
         self._fd = fd
         self.announce()
@@ -107,10 +108,22 @@ def _holder(fd: int) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
-def _busy_message(root: Path, holder: dict[str, Any]) -> str:
+class StateBusy(UsageError):
+    """The directory is held by another process; ``holder`` says who, without advice."""
+
+    def __init__(self, message: str, holder: str) -> None:
+        super().__init__(message)
+        self.holder = holder
+
+
+def _holder_text(root: Path, holder: dict[str, Any]) -> str:
     pid = holder.get("pid", "?")
     what = holder.get("command", "kraftsman")
-    msg = f"another kraftsman (pid {pid}) is using {root}: `{what}`"
+    return f"another kraftsman (pid {pid}) is using {root}: `{what}`"
+
+
+def _busy_message(root: Path, holder: dict[str, Any]) -> str:
+    msg = _holder_text(root, holder)
     if "listen" in holder:
         return (msg + f" serves this cluster on {holder['listen']}; stop it first, or reach the "
                 "cluster through that listener with a Kafka client")

@@ -29,8 +29,7 @@ from controller_core.backends import KafkaAdmin, RetryPolicy, open_kafka_admin
 from controller_core.config import EmbeddedClusterSpec
 from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.storage.framing import write_atomically
-from kraftsman.cli_errors import UsageError
-from kraftsman.local_store import StateLock
+from kraftsman.local_store import StateBusy, StateLock
 from kraftsman.planner_job_spec import PlannerConfig
 
 T = TypeVar("T")
@@ -166,10 +165,9 @@ class Runtime:
                              create=True, wait_seconds=0)
         try:
             dir_lock.__enter__()
-        except UsageError as e:
-            held = str(e).split(";")[0]  # who holds it, without the CLI's advice
-            raise ClusterBusy(f"{held}; not opened here, so that it has one writer: retrying "
-                              "until that process lets go of it") from None
+        except StateBusy as e:
+            raise ClusterBusy(f"{e.holder}; not opened here, so that it has one writer: "
+                              "retrying until that process lets go of it") from None
         try:
             cluster = EmbeddedCluster.open(directory, spec, fsync=self.fsync)
         except BaseException:
