@@ -142,19 +142,24 @@ class Api:
             items = (await r.json()).get("items", [])
         return [e for e in items if e.get("involvedObject", {}).get("name") == name]
 
-    async def wait_events(self, name: str, *reasons: str,
-                          timeout: float = 30.0) -> list[dict[str, Any]]:
-        """The Events of `name` once every reason in `reasons` is among them (milestone
-        Events are posted by the pass after the one whose status recorded them)."""
+    async def wait_events(self, name: str, *reasons: str, timeout: float = 30.0,
+                          where: Callable[[list[dict[str, Any]]], bool] | None = None,
+                          ) -> list[dict[str, Any]]:
+        """The Events of `name` once every reason in `reasons` is among them and `where`
+        (if given) holds of them. Milestone Events are posted in the background by the pass
+        after the one whose status recorded them, so a test that has seen the status must
+        still wait for them."""
         deadline = time.monotonic() + timeout
         while True:
             events = await self.events(name)
             seen = {e.get("reason") for e in events}
-            if set(reasons) <= seen:
+            if set(reasons) <= seen and (where is None or where(events)):
                 return events
             if time.monotonic() > deadline:
                 raise AssertionError(f"Events of {name}: {sorted(map(str, seen))}, not all of "
-                                     f"{list(reasons)} after {timeout}s")
+                                     f"{list(reasons)}{' (or not as expected)' if where else ''}"
+                                     f" after {timeout}s: "
+                                     f"{[(e.get('reason'), e.get('message')) for e in events]}")
             await asyncio.sleep(0.1)
 
     async def wait_gone(self, kind: str, name: str, timeout: float = 60.0,

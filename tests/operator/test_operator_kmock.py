@@ -192,10 +192,8 @@ async def test_quorum_ready_then_voter_change_end_to_end(api: Api, start_operato
     opened = op.rt.clusters[("default", "demo")]
     q = await op.rt.run(opened, lambda c: c.describe_quorum())
     assert sorted(q.current_voters) == [0, 1, 3]  # the cluster's quorum, not just the status
-    reasons = [e["reason"] for e in await api.events("q")]
-    assert "VoterAdded" in reasons and "VoterRemoved" in reasons
-    assert "VotersChanged" in reasons
-    messages = [e["message"] for e in await api.events("q")]
+    events = await api.wait_events("q", "VoterAdded", "VoterRemoved", "VotersChanged")
+    messages = [e["message"] for e in events]
     assert any("node 3 joined" in m for m in messages)
     assert any("node 2 left" in m for m in messages)
 
@@ -216,10 +214,9 @@ async def test_quorum_walk_shows_progress_and_takes_a_new_target_mid_walk(
     obj = await api.wait("KafkaQuorum", "q", lambda o: cond_is("Ready", "True")(o) and
                          o["status"]["observedGeneration"] == 3, timeout=60)
     assert obj["status"]["currentVoters"] == [0, 1, 4]
-    messages = [e["message"] for e in await api.events("q")]
-    assert any("node 3 joined" in m for m in messages)
-    assert any("node 3 left" in m for m in messages)
-    assert any("node 4 joined" in m for m in messages)
+    wanted = ("node 3 joined", "node 3 left", "node 4 joined")
+    await api.wait_events("q", where=lambda es: all(any(w in e["message"] for e in es)
+                                                    for w in wanted))
 
 
 async def test_bad_voters_are_degraded_and_nothing_changes(api: Api,
@@ -421,5 +418,6 @@ async def test_quorum_leader_change_is_an_event(api: Api, start_operator: Any) -
     obj = await api.wait("KafkaQuorum", "q", lambda o: o["status"].get("leaderId") not in (
         None, leader) and cond_is("Ready", "True")(o), timeout=60)
     new = obj["status"]["leaderId"]
-    messages = [e["message"] for e in await api.events("q") if e["reason"] == "LeaderChanged"]
-    assert any(f"quorum leader {leader} -> {new}" in m for m in messages), messages
+    await api.wait_events("q", "LeaderChanged", where=lambda es: any(
+        f"quorum leader {leader} -> {new}" in e["message"] for e in es
+        if e["reason"] == "LeaderChanged"))
