@@ -244,6 +244,11 @@ MAX_OBJECT = 1536 * 1024  # etcd's --max-request-bytes (1.5 MiB): "request is to
 MAX_ANNOTATIONS = 256 * 1024  # apimachinery's TotalAnnotationSizeLimitB: 422 Invalid
 
 
+PATCH_MEDIA_TYPES = frozenset({"application/json-patch+json", "application/merge-patch+json",
+                               "application/strategic-merge-patch+json",
+                               "application/apply-patch+yaml"})
+
+
 def status_error(code: int, reason: str, message: str, **details: Any) -> aiohttp.web.Response:
     return aiohttp.web.json_response({
         "apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
@@ -277,6 +282,8 @@ class Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
     store_events = True
     # Tests set this to make the API server refuse Events for a while (503).
     refuse_events = False
+    # Tests set this to a list to keep every request served (the log below forgets them).
+    recorded: list[Any] | None = None
     refused_events = 0  # Event posts refused so far
 
     # kmock keeps every version of every object; a benchmark with 10,000-partition specs
@@ -291,6 +298,18 @@ class Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
             self._forget(request)
 
     async def _serve(self, request: Any) -> Any:
+        if self.recorded is not None:
+            self.recorded.append(request)
+        method = str(getattr(request.method, "name", request.method)).upper()
+        if method == "PATCH":
+            # The API server applies a patch by its media type and refuses any other
+            # (a plain application/json body included): 415 UnsupportedMediaType.
+            headers = {k.lower(): v for k, v in (request.headers or {}).items()}
+            media = headers.get("content-type", "").split(";")[0].strip().lower()
+            if media not in PATCH_MEDIA_TYPES:
+                return status_error(415, "UnsupportedMediaType", (
+                    "the body of the request was in an unknown format - accepted media types "
+                    f"include: {', '.join(sorted(PATCH_MEDIA_TYPES))}"))
         if not self.keep_history:
             self._writes += 1
             if self._writes % 50 == 0:
