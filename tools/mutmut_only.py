@@ -11,6 +11,16 @@ ordinary ``mutmut`` command line, so files outside them are copied unmutated and
       nice -n 19 .venv/bin/python tools/mutmut_only.py run --max-children 1
     MUTMUT_ONLY='controller_core/orchestration/*' .venv/bin/python tools/mutmut_only.py results
 
+``MUTMUT_TESTS`` (optional, comma-separated test paths) narrows the tests each mutant runs to
+those files, for code only a few test files reach (the KafkaRebalance handler's)::
+
+    MUTMUT_ONLY='operator/kraftsman/handlers/rebalance.py' \
+      MUTMUT_TESTS='tests/operator/test_rebalance_handler.py' \
+      HYPOTHESIS_PROFILE=core-quick .venv/bin/python tools/mutmut_only.py run --max-children 1
+
+mutmut forgets its verdicts when the test selection changes: keep one selection per
+``mutants/`` directory.
+
 Use one ``mutants/`` directory per selection: mutmut skips a file whose copy in ``mutants/``
 is newer than the source, so a file copied unmutated here stays unmutated in a later run
 without the wrapper until ``mutants/`` is removed.
@@ -31,6 +41,9 @@ def main() -> None:
         sys.exit("MUTMUT_ONLY is not set: give the file patterns to mutate, e.g. "
                  "MUTMUT_ONLY='controller_core/orchestration/*' (or run plain `mutmut`)")
     config().only_mutate = patterns  # mutmut's own setting; forked workers inherit it
+    tests = [t.strip() for t in os.environ.get("MUTMUT_TESTS", "").split(",") if t.strip()]
+    if tests:
+        config().pytest_add_cli_args_test_selection = tests
     cli()
 
 
