@@ -13,6 +13,8 @@ from controller_core.backends import KafkaAdmin, RetryPolicy, SecretError, conne
 from controller_core.backends.security import decode_secret_data
 from controller_core.errors import KafkaApiError
 
+ARABIC_ONE = "\u0661"  # str.isdigit() and int() take it; Kafka does not
+
 
 def test_plaintext_by_default() -> None:
     assert connection_settings(None) == {"security_protocol": "PLAINTEXT"}
@@ -139,3 +141,13 @@ def test_authentication_failure_is_typed() -> None:
         a.list_partition_reassignments()
     assert e.value.error.name == "SASL_AUTHENTICATION_FAILED"
     assert "kafka-0:9092" in str(e.value)
+
+
+def test_a_broker_config_goes_to_the_broker_its_name_is_in_ascii_digits() -> None:
+    """Kafka names a broker's config resource by its id in ASCII digits; a name Python's
+    int() also takes (U+0661 is Arabic-Indic one) is no broker: sent to any node, which refuses
+    it, rather than read from broker 1."""
+    assert KafkaAdmin._node_for(("BROKER", "3")) == 3
+    assert KafkaAdmin._node_for(("BROKER", ARABIC_ONE)) is None
+    assert KafkaAdmin._node_for(("BROKER", "")) is None
+    assert KafkaAdmin._node_for(("TOPIC", "3")) is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import kafka.errors as kerr
 import pytest
@@ -15,6 +16,8 @@ from controller_core.model import TopicPartition
 from controller_core.wire.auth import Authorizer, load_auth_file
 from tests.helpers import cluster
 from tests.serve.harness import ServedCluster, served
+
+ARABIC_ONE = "\u0661"  # str.isdigit() and int() take it; Kafka does not
 
 
 @pytest.fixture
@@ -182,3 +185,31 @@ def test_open_server_without_sasl_refuses_sasl_clients(server: ServedCluster) ->
 def test_open_authorizer_allows_everything() -> None:
     from controller_core.wire.auth import Operation
     assert Authorizer.open().allowed("User:anyone", Operation.ALTER)
+
+
+def test_a_broker_config_name_that_is_not_ascii_digits_is_refused(
+        admin: KafkaAdminClient, server: ServedCluster) -> None:
+    """BROKER U+0661 (Arabic-Indic one, which Python's int() reads as 1) is no broker: Describe-
+    and AlterConfigs answer INVALID_REQUEST for it (kafka-python shows the describe error as
+    an empty config) — broker 1's configs are neither shown nor changed."""
+    rate = "leader.replication.throttled.rate"
+    admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "1", {rate: "1000"})],
+                        incremental=True)
+    assert "'1000'" in str(admin.describe_configs([ConfigResource(ConfigResourceType.BROKER,
+                                                                   "1")]))
+    described = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, ARABIC_ONE)])
+    assert described == {"broker": {ARABIC_ONE: {}}}, described
+
+    async def describe_raw() -> Any:  # the answer itself, which kafka-python flattens
+        request = admin._describe_configs_request(
+            [ConfigResource(ConfigResourceType.BROKER, ARABIC_ONE)], False)
+        return await admin._manager.send(request)
+    (result,) = admin._manager.run(describe_raw).results
+    assert (result.error_code, result.error_message) == (
+        kerr.InvalidRequestError.errno, f"broker {ARABIC_ONE!r} is not registered")
+    got = admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, ARABIC_ONE, {rate: "5"})],
+                              incremental=True, raise_on_unknown=False)
+    assert "InvalidRequest" in got["broker"][ARABIC_ONE], got
+    assert f"broker {ARABIC_ONE!r} is not registered" in got["broker"][ARABIC_ONE], got
+    assert server.call(lambda: server.cluster.describe_configs([("BROKER", "1")])) == {
+        ("BROKER", "1"): {rate: "1000"}}
