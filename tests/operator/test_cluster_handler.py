@@ -7,6 +7,7 @@ same handlers under kopf."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
 from collections.abc import Iterator
@@ -326,6 +327,7 @@ def server(tmp_path: Path) -> Iterator[ServedCluster]:
 def kafka_driver(tmp_path: Path) -> Driver:
     d = Driver(tmp_path / "op")
     d.rt.kafka_retry = RetryPolicy(total_seconds=1.0, request_timeout_ms=1000)
+    d.rt.settings = d.settings  # as the operator's startup handler sets them (Secrets need them)
     return d
 
 
@@ -486,6 +488,9 @@ class Secrets:
 
     async def read(self, namespace: str, name: str, settings: Any, logger: Any
                    ) -> dict[str, str]:
+        # what the real read_secret needs: kopf's settings (its API session) and a logger
+        assert isinstance(settings, kopf.OperatorSettings) and isinstance(
+            logger, logging.Logger | logging.LoggerAdapter), (settings, logger)
         self.reads += 1
         if name not in self.data:
             raise SecretUnavailable("SecretNotFound", f"spec.authSecretRef.name: Secret "
@@ -537,3 +542,81 @@ async def test_a_connected_cluster_reads_its_secret_again_every_30_seconds(
     await d.call(kc, "reconcile")  # 30 s: read again; unchanged, so the connection stays
     assert secrets.reads == 2 and d.rt.clusters[("default", "real")] is opened
     await d.call(kc, "teardown")
+
+
+async def test_a_changed_secret_connects_anew_when_it_is_read_again(
+        tmp_path: Path, server: ServedCluster, secrets: Secrets) -> None:
+    """The connection's digest covers the Secret's data: new credentials are used from the
+    next read of the Secret (30 s), not from the next operator restart."""
+    secrets.data["creds"] = {"security.protocol": "PLAINTEXT"}
+    d = kafka_driver(tmp_path)
+    kc = d.create("KafkaCluster", "real", {"bootstrapServers": server.bootstrap,
+                                           "authSecretRef": {"name": "creds"}})
+    await d.call(kc, "reconcile")
+    opened = d.rt.clusters[("default", "real")]
+    secrets.data["creds"] = {}  # PLAINTEXT by default: other data, same reach
+    d.now += 30
+    await d.call(kc, "reconcile")
+    assert secrets.reads == 2 and d.rt.clusters[("default", "real")] is not opened
+    assert kc["status"]["phase"] == "Ready"
+    await d.call(kc, "teardown")
+
+
+async def test_the_backoff_starts_again_after_a_success(
+        tmp_path: Path, server: ServedCluster, secrets: Secrets) -> None:
+    """Failures before a success do not lengthen the wait after a later failure."""
+    d = kafka_driver(tmp_path)
+    kc = d.create("KafkaCluster", "real", {"bootstrapServers": server.bootstrap,
+                                           "authSecretRef": {"name": "creds"}})
+    await d.call(kc, "reconcile")
+    d.now += 1
+    await d.call(kc, "reconcile")
+    assert conds(kc)["Progressing"] == ("True", "Retrying", "retrying in 2s")
+    secrets.data["creds"] = {"security.protocol": "PLAINTEXT"}
+    d.now += 2
+    await d.call(kc, "reconcile")
+    assert kc["status"]["phase"] == "Ready"
+    for node in (0, 1, 2):
+        server.call(lambda node=node: server.cluster.fail_controller(node))
+    d.now += 30
+    await d.call(kc, "reconcile")
+    assert kc["status"]["phase"] == "Degraded"
+    assert conds(kc)["Progressing"] == ("True", "Retrying", "retrying in 1s")
+    await d.call(kc, "teardown")
+
+
+async def test_a_restarted_operator_does_not_announce_a_ready_cluster_again(
+        tmp_path: Path, server: ServedCluster) -> None:
+    """ClusterReady is an Event for the first connection whose status changed; a restart
+    that finds the status as it was connects quietly."""
+    d = kafka_driver(tmp_path)
+    kc = d.create("KafkaCluster", "real", {"bootstrapServers": server.bootstrap})
+    await d.call(kc, "reconcile")
+    assert [e[1] for e in d.events] == ["ClusterReady"]
+    d.rt.close_all()
+    restarted = kafka_driver(tmp_path)
+    restarted.objects = d.objects
+    await restarted.call(kc, "reconcile")
+    assert ("default", "real") in restarted.rt.clusters
+    assert restarted.events == []
+    await restarted.call(kc, "teardown")
+
+
+async def test_credentials_the_cluster_refuses_to_describe_with_are_dropped(
+        tmp_path: Path, secrets: Secrets) -> None:
+    """CLUSTER_AUTHORIZATION_FAILED: the connection is closed, so the next try reads the
+    Secret and connects again (fixed ACLs or credentials are picked up)."""
+    auth = Authorizer.from_file(AuthFile.model_validate({
+        "users": [{"name": "maker", "password": "pw"}],
+        "acls": [{"principal": "User:maker", "operations": ["CREATE"]}]}))
+    secrets.data["creds"] = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                             "sasl.username": "maker", "sasl.password": "pw"}
+    with served(embedded(tmp_path / "c"), auth, time_scale=50) as s:
+        d = kafka_driver(tmp_path)
+        kc = d.create("KafkaCluster", "real", {"bootstrapServers": s.bootstrap,
+                                               "authSecretRef": {"name": "creds"}})
+        await d.call(kc, "reconcile")
+        assert kc["status"]["phase"] == "Degraded"
+        assert "DESCRIBE on CLUSTER" in conds(kc)["Degraded"][2], conds(kc)
+        assert ("default", "real") not in d.rt.clusters
+        d.rt.close_all()
