@@ -175,11 +175,13 @@ async def test_a_cluster_without_a_controller_is_unavailable(tmp_path: Path) -> 
 async def test_a_cluster_in_use_is_not_torn_down(tmp_path: Path) -> None:
     d = Driver(tmp_path)
     kc = await d.ready_cluster()
+    opened = d.rt.clusters[("default", "demo")]
     for i in range(6):
         d.create("PartitionReassignment", f"m{i}", {**REF, "partitions": [
             {"topic": "orders", "partition": 0, "replicas": [3, 4, 5]}]})
     with pytest.raises(kopf.TemporaryError) as held:
         await d.call(kc, "teardown")
+    assert d.rt.clusters[("default", "demo")] is opened  # kept in service, not re-opened
     msg = ("still used by PartitionReassignment/m0, PartitionReassignment/m1, "
            "PartitionReassignment/m2, PartitionReassignment/m3, PartitionReassignment/m4 "
            "and more; delete or finish those first")
@@ -346,8 +348,10 @@ async def test_a_bootstrap_servers_cluster_connects_and_reports(tmp_path: Path,
     assert d.events == [("Normal", "ClusterReady", f"connected to {server.bootstrap}: {msg}")]
     opened = d.rt.clusters[("default", "real")]
     assert not opened.embedded
+    assert kc["status"]["observedGeneration"] == 1
     await d.call(kc, "reconcile")  # connected: kept, not announced again
     assert d.rt.clusters[("default", "real")] is opened and len(d.events) == 1
+    assert d.status_patch == {}  # nothing changed: nothing written
     d.now += 31  # the Secret (none here) is looked at again: same digest, same connection
     await d.call(kc, "reconcile")
     assert d.rt.clusters[("default", "real")] is opened
@@ -390,6 +394,7 @@ async def test_an_unreachable_cluster_is_degraded_and_retried_with_backoff(
     assert conds(kc)["Degraded"] == ("True", "BootstrapUnreachable", ready[2])
     assert conds(kc)["Progressing"] == ("True", "Retrying", "retrying in 1s")
     assert d.events == [("Warning", "BootstrapUnreachable", ready[2])]
+    assert st["observedGeneration"] == 1
     before = dict(kc["status"])
     await d.call(kc, "reconcile")  # within the backoff: nothing is tried
     assert kc["status"] == before
@@ -620,3 +625,39 @@ async def test_credentials_the_cluster_refuses_to_describe_with_are_dropped(
         assert "DESCRIBE on CLUSTER" in conds(kc)["Degraded"][2], conds(kc)
         assert ("default", "real") not in d.rt.clusters
         d.rt.close_all()
+
+
+async def test_a_real_cluster_whose_deletion_waits_keeps_its_connection(
+        tmp_path: Path, server: ServedCluster, secrets: Secrets) -> None:
+    """A refused teardown keeps the cluster in service on the connection the reconcile
+    opened (same object, its Secret read again after 30 s), not a new one per retry."""
+    secrets.data["creds"] = {"security.protocol": "PLAINTEXT"}
+    d = kafka_driver(tmp_path)
+    kc = d.create("KafkaCluster", "real", {"bootstrapServers": server.bootstrap,
+                                           "authSecretRef": {"name": "creds"}})
+    await d.call(kc, "reconcile")
+    opened = d.rt.clusters[("default", "real")]
+    d.create("PartitionReassignment", "m", {"clusterRef": {"name": "real"}, "partitions": [
+        {"topic": "orders", "partition": 0, "replicas": [3, 4, 5]}]})
+    with pytest.raises(kopf.TemporaryError):
+        await d.call(kc, "teardown")
+    d.now += 31
+    with pytest.raises(kopf.TemporaryError):
+        await d.call(kc, "teardown")
+    assert secrets.reads == 2 and d.rt.clusters[("default", "real")] is opened
+    assert "not usable" not in conds(kc)["Ready"][2]
+    d.rt.close_all()
+
+
+async def test_a_refused_deletion_says_why_an_unreachable_cluster_is_not_usable(
+        tmp_path: Path) -> None:
+    d = kafka_driver(tmp_path)
+    kc = d.create("KafkaCluster", "gone", {"bootstrapServers": "127.0.0.1:1"})
+    d.create("PartitionReassignment", "m", {"clusterRef": {"name": "gone"}, "partitions": [
+        {"topic": "orders", "partition": 0, "replicas": [3, 4, 5]}]})
+    with pytest.raises(kopf.TemporaryError):
+        await d.call(kc, "teardown")
+    message = conds(kc)["Ready"][2]
+    assert message.startswith("still used by PartitionReassignment/m; delete or finish those "
+                              "first (meanwhile the cluster is not usable: "), message
+    assert "127.0.0.1:1" in message.split("not usable: ", 1)[1]
