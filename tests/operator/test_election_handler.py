@@ -15,6 +15,7 @@ from handler_driver import CLUSTER, REF, Driver, deliver_events, outbox
 from controller_core import errors
 from controller_core.model import ElectionType, TopicPartition
 from controller_core.orchestration.election import ElectionReport
+from kraftsman.handlers.common import parse_spec
 from kraftsman.handlers.election import report_doc
 from kraftsman.handlers.opstate import saved_state
 from kraftsman.handlers.runtime import spec_digest
@@ -208,6 +209,17 @@ async def test_an_invalid_spec_is_permanent_for_its_generation(d: Driver) -> Non
     assert "spec.allTopicPartitions" in conds(le)["Degraded"][2]
     assert conds(le)["Succeeded"] == ("False", "InvalidSpec", "the spec is invalid")
     assert conds(le)["Progressing"] == ("True", "Pending", "not run yet")
+    assert le["status"]["observedGeneration"] == 1
+
+
+async def test_every_problem_of_an_invalid_spec_is_named(d: Driver) -> None:
+    le = d.create("LeaderElection", "el", {"clusterRef": {"name": "demo"},
+                                           "electionType": "BOGUS", "topics": "orders"})
+    assert await run(d, le) is None
+    _, problems = parse_spec("LeaderElection", le["spec"])
+    assert len(problems) == 2
+    assert conds(le)["Degraded"][2] == f"{problems[0]}; {problems[1]}"
+    assert "spec.electionType" in problems[0] and "spec.topics" in problems[1]
 
 
 async def test_an_unknown_cluster_is_named_with_the_fix(d: Driver) -> None:
@@ -218,6 +230,7 @@ async def test_an_unknown_cluster_is_named_with_the_fix(d: Driver) -> None:
     assert conds(le)["Degraded"] == (
         "True", "UnknownCluster", "spec.clusterRef.name: no KafkaCluster 'nope' in namespace "
         "default; create it or fix the name")
+    assert le["status"]["observedGeneration"] == 1
 
 
 async def test_a_cluster_not_ready_yet_is_waited_for(tmp_path: Path) -> None:
@@ -229,6 +242,7 @@ async def test_a_cluster_not_ready_yet_is_waited_for(tmp_path: Path) -> None:
                                         "KafkaCluster demo is not Ready yet")
     assert conds(le)["Succeeded"] == ("Unknown", "Pending", "not run yet")
     assert "phase" not in le["status"]
+    assert le["status"]["observedGeneration"] == 1
 
 
 async def test_continuous_elects_above_the_threshold_at_its_interval(d: Driver) -> None:
