@@ -521,6 +521,18 @@ async def test_the_cluster_ref_cannot_change_while_moves_run(d: Driver) -> None:
     assert pr["status"]["phase"] == "Moving"
 
 
+async def test_the_cluster_ref_of_a_finished_reassignment_may_change(d: Driver) -> None:
+    """Only a reassignment whose moves still run is tied to its cluster; once it ended,
+    pointing it at another cluster is a new reassignment there (no ClusterRefChanged)."""
+    await d.ready_cluster("other")
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES[:1]})
+    await run_until(d, pr, {"Completed"})
+    d.set_spec(pr, {"clusterRef": {"name": "other"}})
+    await d.tick(pr)
+    assert conds(pr)["Degraded"][:2] == ("False", "AsExpected"), conds(pr)
+    assert pr["status"]["cluster"] == "other"
+
+
 async def test_an_operator_restart_resumes_from_the_status_without_repeating_events(
         d: Driver, tmp_path: Path) -> None:
     pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES,
