@@ -18,12 +18,10 @@ those files, for code only a few test files reach (the KafkaRebalance handler's)
       MUTMUT_TESTS='tests/operator/test_rebalance_handler.py' \
       HYPOTHESIS_PROFILE=core-quick .venv/bin/python tools/mutmut_only.py run --max-children 1
 
-mutmut forgets its verdicts when the test selection changes: keep one selection per
-``mutants/`` directory.
-
-Use one ``mutants/`` directory per selection: mutmut skips a file whose copy in ``mutants/``
-is newer than the source, so a file copied unmutated here stays unmutated in a later run
-without the wrapper until ``mutants/`` is removed.
+Use one ``mutants/`` directory per selection (files and tests): mutmut forgets its verdicts
+when the test selection changes, and it skips a file whose copy in ``mutants/`` is newer than
+the source, so a file copied unmutated here stays unmutated in a later run without the
+wrapper until ``mutants/`` is removed.
 """
 
 from __future__ import annotations
@@ -35,13 +33,17 @@ from mutmut.__main__ import cli
 from mutmut.configuration import config
 
 
+def _env_list(name: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, "").split(",") if item.strip()]
+
+
 def main() -> None:
-    patterns = [p.strip() for p in os.environ.get("MUTMUT_ONLY", "").split(",") if p.strip()]
+    patterns = _env_list("MUTMUT_ONLY")
     if not patterns:
         sys.exit("MUTMUT_ONLY is not set: give the file patterns to mutate, e.g. "
                  "MUTMUT_ONLY='controller_core/orchestration/*' (or run plain `mutmut`)")
     config().only_mutate = patterns  # mutmut's own setting; forked workers inherit it
-    tests = [t.strip() for t in os.environ.get("MUTMUT_TESTS", "").split(",") if t.strip()]
+    tests = _env_list("MUTMUT_TESTS")
     if tests:
         config().pytest_add_cli_args_test_selection = tests
     cli()

@@ -511,11 +511,16 @@ def secrets(monkeypatch: pytest.MonkeyPatch) -> Secrets:
     return store
 
 
+def secret_cluster(tmp_path: Path, server: ServedCluster) -> tuple[Driver, dict[str, Any]]:
+    """A driver and KafkaCluster "real" on ``server`` with the credentials of Secret "creds"."""
+    d = kafka_driver(tmp_path)
+    return d, d.create("KafkaCluster", "real", {"bootstrapServers": server.bootstrap,
+                                               "authSecretRef": {"name": "creds"}})
+
+
 async def test_a_missing_then_a_malformed_secret_are_named_with_the_fix(
         tmp_path: Path, server: ServedCluster, secrets: Secrets) -> None:
-    d = kafka_driver(tmp_path)
-    kc = d.create("KafkaCluster", "real", {"bootstrapServers": server.bootstrap,
-                                           "authSecretRef": {"name": "creds"}})
+    d, kc = secret_cluster(tmp_path, server)
     await d.call(kc, "reconcile")
     assert conds(kc)["Degraded"] == (
         "True", "SecretNotFound", "spec.authSecretRef.name: Secret 'creds' in namespace "
@@ -534,9 +539,7 @@ async def test_a_missing_then_a_malformed_secret_are_named_with_the_fix(
 async def test_a_connected_cluster_reads_its_secret_again_every_30_seconds(
         tmp_path: Path, server: ServedCluster, secrets: Secrets) -> None:
     secrets.data["creds"] = {"security.protocol": "PLAINTEXT"}
-    d = kafka_driver(tmp_path)
-    kc = d.create("KafkaCluster", "real", {"bootstrapServers": server.bootstrap,
-                                           "authSecretRef": {"name": "creds"}})
+    d, kc = secret_cluster(tmp_path, server)
     await d.call(kc, "reconcile")
     opened = d.rt.clusters[("default", "real")]
     assert kc["status"]["phase"] == "Ready" and secrets.reads == 1
@@ -554,9 +557,7 @@ async def test_a_changed_secret_connects_anew_when_it_is_read_again(
     """The connection's digest covers the Secret's data: new credentials are used from the
     next read of the Secret (30 s), not from the next operator restart."""
     secrets.data["creds"] = {"security.protocol": "PLAINTEXT"}
-    d = kafka_driver(tmp_path)
-    kc = d.create("KafkaCluster", "real", {"bootstrapServers": server.bootstrap,
-                                           "authSecretRef": {"name": "creds"}})
+    d, kc = secret_cluster(tmp_path, server)
     await d.call(kc, "reconcile")
     opened = d.rt.clusters[("default", "real")]
     secrets.data["creds"] = {}  # PLAINTEXT by default: other data, same reach
@@ -570,9 +571,7 @@ async def test_a_changed_secret_connects_anew_when_it_is_read_again(
 async def test_the_backoff_starts_again_after_a_success(
         tmp_path: Path, server: ServedCluster, secrets: Secrets) -> None:
     """Failures before a success do not lengthen the wait after a later failure."""
-    d = kafka_driver(tmp_path)
-    kc = d.create("KafkaCluster", "real", {"bootstrapServers": server.bootstrap,
-                                           "authSecretRef": {"name": "creds"}})
+    d, kc = secret_cluster(tmp_path, server)
     await d.call(kc, "reconcile")
     d.now += 1
     await d.call(kc, "reconcile")
@@ -617,9 +616,7 @@ async def test_credentials_the_cluster_refuses_to_describe_with_are_dropped(
     secrets.data["creds"] = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
                              "sasl.username": "maker", "sasl.password": "pw"}
     with served(embedded(tmp_path / "c"), auth, time_scale=50) as s:
-        d = kafka_driver(tmp_path)
-        kc = d.create("KafkaCluster", "real", {"bootstrapServers": s.bootstrap,
-                                               "authSecretRef": {"name": "creds"}})
+        d, kc = secret_cluster(tmp_path, s)
         await d.call(kc, "reconcile")
         assert kc["status"]["phase"] == "Degraded"
         assert "DESCRIBE on CLUSTER" in conds(kc)["Degraded"][2], conds(kc)
@@ -632,9 +629,7 @@ async def test_a_real_cluster_whose_deletion_waits_keeps_its_connection(
     """A refused teardown keeps the cluster in service on the connection the reconcile
     opened (same object, its Secret read again after 30 s), not a new one per retry."""
     secrets.data["creds"] = {"security.protocol": "PLAINTEXT"}
-    d = kafka_driver(tmp_path)
-    kc = d.create("KafkaCluster", "real", {"bootstrapServers": server.bootstrap,
-                                           "authSecretRef": {"name": "creds"}})
+    d, kc = secret_cluster(tmp_path, server)
     await d.call(kc, "reconcile")
     opened = d.rt.clusters[("default", "real")]
     d.create("PartitionReassignment", "m", {"clusterRef": {"name": "real"}, "partitions": [
