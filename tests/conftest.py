@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
+
+from tests.real.fixtures import real_kafka, real_kafka_session  # noqa: F401 (fixtures)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -18,3 +22,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Iterator[None]:
+    """Keep each phase's report on the item: fixtures that hold a shared server (the real
+    Kafka) attach its logs when the test itself failed."""
+    outcome = yield
+    setattr(item, f"rep_{call.when}", outcome.get_result())

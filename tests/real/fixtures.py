@@ -1,0 +1,129 @@
+"""pytest fixtures for the real Apache Kafka: one cluster per test session, made whole again
+after every test that used it.
+
+A test may kill brokers or controllers, change the quorum, or leave moves and throttles
+behind when it fails; ``real_kafka`` restores the cluster before the next test (every node
+started, the original voters, nothing moving, no replication throttle and no topic of the
+test left) instead of starting a new cluster, which costs half a minute of two cores. A test
+that fails gets the tail of every node's log in its report, and the session's directory
+(pytest's tmp dir, kept for the last runs) holds the whole logs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.real.kafka import CONTROLLERS, RealKafka, RealKafkaError, install
+
+THROTTLE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                 "leader.replication.throttled.replicas",
+                 "follower.replication.throttled.replicas",
+                 "replica.alter.log.dirs.io.max.bytes.per.second")
+_names = itertools.count()
+
+
+class Session:
+    """The session's cluster plus what the tests of the session need around it."""
+
+    def __init__(self, cluster: RealKafka) -> None:
+        self.cluster = cluster
+        self.failed: list[str] = []
+
+    def topic(self, stem: str = "t") -> str:
+        """A topic name no other test of the session uses."""
+        return f"{stem}-{os.getpid()}-{next(_names)}"
+
+    def restore(self) -> None:
+        """Every node running, the original voters, nothing moving, no throttle, and no
+        topic but the internal ones."""
+        c = self.cluster
+        for node in (*c.controllers, *c.brokers):
+            if node in CONTROLLERS or c.node(node).roles == "broker":
+                c.start(node)
+        c.wait_ready(timeout=120)
+        with c.admin() as a:
+            self._restore_voters(a)
+            listing = a.list_partition_reassignments()
+            if listing:
+                a.alter_partition_reassignments({tp: None for tp in listing})
+            topics = [t for t in _topic_names(a) if not t.startswith("__")]
+            if topics:
+                _delete_topics(a, topics)
+            resources = ([("BROKER", str(b)) for b in c.brokers] + [("BROKER", "")]
+                         + [("TOPIC", t) for t in _topic_names(a)])
+            configs = a.describe_configs(resources)
+            changes = {res: {k: None for k in cfg if k in THROTTLE_KEYS or k.startswith(
+                "kraftsman")} for res, cfg in configs.items()}
+            changes = {res: ch for res, ch in changes.items() if ch}
+            if changes:
+                a.incremental_alter_configs(changes)
+        for node in c.controllers:
+            if node not in CONTROLLERS:
+                c.kill(node)
+
+    def _restore_voters(self, a: Any) -> None:
+        q = a.describe_quorum()
+        for extra in sorted(set(q.current_voters) - set(CONTROLLERS)):
+            a.remove_raft_voter(extra)
+        missing = sorted(set(CONTROLLERS) - set(a.describe_quorum().current_voters))
+        for node in missing:
+            self.cluster.start(node)
+            a.add_raft_voter(node)
+
+
+def _topic_names(a: Any) -> list[str]:
+    return sorted({d.tp.topic for d in a.describe_partitions()})
+
+
+def _delete_topics(a: Any, topics: list[str]) -> None:
+    from kafka.admin import KafkaAdminClient
+    client = KafkaAdminClient(bootstrap_servers=a.bootstrap_servers)
+    try:
+        client.delete_topics(topics, timeout_ms=30_000)
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="session")
+def real_kafka_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
+    """The session's real Kafka, started on first use. A missing install is an error, never
+    a skip: ``.ci/run`` installs it, and a run that did not test it must not look green."""
+    try:
+        install()
+        cluster = RealKafka(tmp_path_factory.mktemp("real-kafka")).up()
+    except RealKafkaError as e:
+        pytest.fail(f"the real Kafka could not start: {e}", pytrace=False)
+    session = Session(cluster)
+    try:
+        yield session
+    finally:
+        cluster.down()
+
+
+@pytest.fixture
+def real_kafka(real_kafka_session: Session, request: pytest.FixtureRequest) -> Iterator[Session]:
+    yield real_kafka_session
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        _attach_logs(real_kafka_session.cluster, request)
+    try:
+        real_kafka_session.restore()
+    except Exception as e:  # the next test must not inherit a broken cluster
+        pytest.fail(f"the real Kafka could not be restored after {request.node.nodeid}: {e}",
+                    pytrace=False)
+
+
+def _attach_logs(cluster: RealKafka, request: pytest.FixtureRequest) -> None:
+    from tests.real.kafka import _tail
+    parts = [f"logs: {cluster.dir}/node-*/server.log"]
+    for node in (*cluster.controllers, *cluster.brokers):
+        with contextlib.suppress(Exception):
+            parts.append(f"--- node {node} ---\n{_tail(cluster.log(node), 25)}")
+    request.node.add_report_section("teardown", "real kafka logs", "\n".join(parts))

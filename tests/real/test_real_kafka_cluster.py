@@ -1,0 +1,40 @@
+"""The real Kafka the other tests rely on is the cluster the README describes: a dynamic
+quorum of three controllers (kraft.version 1), four brokers with racks, PLAINTEXT and
+SASL_SSL/SCRAM-SHA-512 listeners — checked with Kafka's own tools, not kraftsman's."""
+
+from __future__ import annotations
+
+import json
+
+from tests.real.fixtures import Session
+from tests.real.kafka import BROKERS, CONTROLLERS, RACKS, run_tool
+
+
+def test_the_quorum_is_dynamic_with_three_voters(real_kafka: Session) -> None:
+    c = real_kafka.cluster
+    out = run_tool("kafka-metadata-quorum", "--bootstrap-server", c.bootstrap(),
+                   "describe", "--status").stdout
+    voters = json.loads(next(line.split(":", 1)[1] for line in out.splitlines()
+                             if line.startswith("CurrentVoters")))
+    assert sorted(v["id"] for v in voters) == list(CONTROLLERS)
+    # kraft.version 1: voters carry their directory ids and endpoints (KIP-853)
+    assert all(v["directoryId"] and v["endpoints"] for v in voters)
+    features = run_tool("kafka-features", "--bootstrap-server", c.bootstrap(),
+                        "describe").stdout
+    kraft = next(line for line in features.splitlines() if "Feature: kraft.version" in line)
+    assert "FinalizedVersionLevel: 1" in kraft, kraft
+
+
+def test_four_brokers_with_racks_on_both_listeners(real_kafka: Session) -> None:
+    c = real_kafka.cluster
+    for listener, extra in (("PLAINTEXT", []),
+                            ("SASL_SSL", ["--command-config", str(c.client_properties)])):
+        out = run_tool("kafka-broker-api-versions", "--bootstrap-server",
+                       c.bootstrap(listener), *extra).stdout
+        hosts = [line for line in out.splitlines() if line.startswith("127.0.0.1:")]
+        assert len(hosts) == len(BROKERS), out
+    with c.admin() as a:
+        d = a.describe_cluster()
+    assert {(b.id, b.rack, b.fenced) for b in d.brokers} == {
+        (b, RACKS[b], False) for b in BROKERS}
+    assert d.cluster_id == c.cluster_id
