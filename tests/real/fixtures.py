@@ -15,7 +15,6 @@ import contextlib
 import itertools
 import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
