@@ -43,6 +43,10 @@ class TopicSpec(CamelModel):
     assignment: list[list[BrokerId]] | None = Field(
         default=None,
         description="Explicit replicas per partition (else rack-aware round robin).")
+    configs: dict[str, str] = Field(
+        default_factory=dict,
+        description="Topic configs the controller reads: min.insync.replicas, "
+                    "unclean.leader.election.enable.")
 
     @model_validator(mode="after")
     def _assignment_matches(self) -> TopicSpec:
@@ -78,6 +82,11 @@ class EmbeddedClusterSpec(CamelModel):
     snapshot_every_records: int = Field(
         default=200_000, ge=1, description="Write a metadata snapshot after this many records.")
     seed: int = Field(default=0, description="Seed of the cluster's random choices.")
+    eligible_leader_replicas: bool = Field(
+        default=True,
+        description="KIP-966 eligible leader replicas (eligible.leader.replicas.version 1, "
+                    "on by default in new Kafka 4.x clusters): the ISR may empty and a replica "
+                    "that left it below min.insync.replicas can still lead cleanly.")
 
     @model_validator(mode="after")
     def _consistent(self) -> EmbeddedClusterSpec:

@@ -60,6 +60,7 @@ BROKER_NOT_AVAILABLE = ErrorCode.of(_kerr.BrokerNotAvailableError)
 TOPIC_ALREADY_EXISTS = ErrorCode.of(_kerr.TopicAlreadyExistsError)
 INVALID_PARTITIONS = ErrorCode.of(_kerr.InvalidPartitionsError)
 INVALID_REPLICATION_FACTOR = ErrorCode.of(_kerr.InvalidReplicationFactorError)
+INELIGIBLE_REPLICA = ErrorCode.of(_kerr.IneligibleReplicaError)
 
 
 @dataclass(frozen=True, slots=True)

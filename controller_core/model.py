@@ -36,7 +36,8 @@ class PartitionRegistration(NamedTuple):
 
     While a reassignment runs, ``replicas`` is the full set (target first, then the replicas
     being removed), ``adding`` the target replicas not yet in the original set and
-    ``removing`` the original replicas not in the target.
+    ``removing`` the original replicas not in the target — as Kafka 4.4 computes them, which
+    after a re-target can leave a replica in both (see metadata/partition_change.py).
     """
 
     replicas: tuple[int, ...]
@@ -46,6 +47,10 @@ class PartitionRegistration(NamedTuple):
     partition_epoch: int = 0
     adding: tuple[int, ...] = ()
     removing: tuple[int, ...] = ()
+    # KIP-966: replicas that left the ISR while it was below min.insync.replicas and may
+    # still lead (ELR), and the last leader of a partition that went leaderless.
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
     @property
     def is_reassigning(self) -> bool:

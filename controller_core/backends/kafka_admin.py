@@ -162,8 +162,14 @@ class KafkaAdmin:
                 error = errors.REQUEST_TIMED_OUT if isinstance(
                     e, kerr.KafkaTimeoutError | kerr.RequestTimedOutError) else NETWORK_EXCEPTION
                 message = f"{what}: {type(e).__name__}: {e}"
-                if isinstance(e, kerr.NotControllerError):
-                    self.client._controller_id = None
+                # Ask again where controller-bound requests go: in KRaft a broker answers
+                # DescribeCluster with a random live broker as "controller", and that broker
+                # may be the one that just died (it stays unknown to the client's metadata).
+                self.client._controller_id = None
+                # A broker that restarted, or one the client never met, is unknown to its
+                # metadata until the next refresh: ask for one now, not at metadata.max.age.
+                with contextlib.suppress(Exception):
+                    self.client._manager.cluster.request_update()
             except kerr.BrokerResponseError as e:
                 raise KafkaApiError(ErrorCode.for_code(int(e.errno)), f"{what}: {e}") from None
             now = self._clock()

@@ -41,6 +41,7 @@ from controller_core.config import EmbeddedClusterSpec, TopicSpec
 from controller_core.errors import ApiResult, KafkaApiError
 from controller_core.metadata.controller import Controller
 from controller_core.metadata.image import MetadataImage
+from controller_core.metadata.partition_change import ControllerFault
 from controller_core.metadata.records import (
     ClusterRecord,
     PartitionChangeRecord,
@@ -77,7 +78,7 @@ class EmbeddedCluster:
         self._bandwidth = {b.id: b.replication_bytes_per_second or spec.replication_bytes_per_second
                            for b in spec.brokers}
         self.data = DataPlane(self.image, self._broker_bandwidth)
-        self.controller = Controller(self.image, self._emit)
+        self.controller = Controller(self.image, self._emit, elr=self.spec.eligible_leader_replicas)
         self.log = MetadataLog(state_dir / "metadata", fsync=fsync)
         self._pending: list[Record] = []
         self._since_snapshot = 0
@@ -223,7 +224,8 @@ class EmbeddedCluster:
     def _create_topic(self, t: TopicSpec) -> None:
         result = self.controller.create_topic(
             t.name, t.partitions, t.replication_factor, rng=self.rng, assignment=t.assignment,
-            message_bytes=t.message_bytes, produce_bytes_per_second=t.produce_bytes_per_second)
+            message_bytes=t.message_bytes, produce_bytes_per_second=t.produce_bytes_per_second,
+            configs=t.configs)
         if not result.ok:
             raise ValueError(f"topics[{t.name}]: {result.message}")
         self.data.topic_base[t.name].offset = t.size_bytes_per_partition / t.message_bytes
@@ -344,7 +346,7 @@ class EmbeddedCluster:
         local snapshot too."""
         self.image = MetadataImage()
         self.data.image = self.image
-        self.controller = Controller(self.image, self._emit)
+        self.controller = Controller(self.image, self._emit, elr=self.spec.eligible_leader_replicas)
         for payload in snap.records:
             self.image.apply_rows(orjson.loads(payload))
         self.data.invalidate()
@@ -359,7 +361,7 @@ class EmbeddedCluster:
         self.log = MetadataLog(self.state_dir / "metadata", fsync=self._fsync)
         self.image = MetadataImage()
         self.data.image = self.image
-        self.controller = Controller(self.image, self._emit)
+        self.controller = Controller(self.image, self._emit, elr=self.spec.eligible_leader_replicas)
         self._load_image()
         self._apply_committed()
         self._reconcile_data_plane()
@@ -468,12 +470,24 @@ class EmbeddedCluster:
         self._next_event_in = 0.0
 
     def restore_broker(self, broker: int) -> None:
-        """The broker comes back: it re-registers and its replicas catch up."""
+        """The crashed broker restarts: its new incarnation registers — which takes it out of
+        the ISRs (and ELRs) the crashed one was in, as Kafka does after an unclean shutdown —
+        is unfenced once caught up on metadata, and its replicas catch up to rejoin."""
         self._known_broker(broker)
+        try:
+            self.controller.restart_broker(broker, clean=False)
+            self.controller.unfence_broker(broker)
+        except ControllerFault as e:
+            self._pending.clear()
+            self._roll_back()
+            raise KafkaApiError(errors.UNKNOWN_SERVER_ERROR, (
+                f"broker {broker} cannot register: the controller fails with \"{e}\" — Kafka "
+                "4.4 fails the same way after an unclean revert left a partition's last known "
+                "leader outside its replicas; delete or reassign that partition first"
+            )) from None
         self.data.on_broker_up(broker, self.now)
         self.data.invalidate()
         self._next_event_in = 0.0
-        self.controller.unfence_broker(broker)
         self._flush()
 
     def fail_controller(self, node: int, *, lose_unflushed: bool = True) -> None:

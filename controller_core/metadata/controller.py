@@ -28,7 +28,13 @@ from controller_core.metadata.records import (
     RegisterBrokerRecord,
     TopicRecord,
 )
-from controller_core.model import NO_LEADER, ElectionType, TopicPartition, is_whole_number
+from controller_core.model import (
+    NO_LEADER,
+    ElectionType,
+    PartitionRegistration,
+    TopicPartition,
+    is_whole_number,
+)
 
 Emit = Callable[[Record], None]
 
@@ -41,27 +47,42 @@ THROTTLE_REPLICA_KEYS = (
 # What kraftsman placed on a broker (orchestration/throttles.py): kept in the cluster, so an
 # executor that lost its local state still removes exactly its own throttles.
 THROTTLE_MARKER_KEY = "kraftsman.throttle"
+MIN_ISR_KEY = "min.insync.replicas"
+UNCLEAN_KEY = "unclean.leader.election.enable"
+DEFAULT_MIN_ISR = "1"  # the brokers' default, as Kafka ships it
 _THROTTLED_REPLICA = re.compile(r"([0-9]+):([0-9]+)")  # Kafka's ThrottledReplicaListValidator
 ALTERABLE_CONFIGS = {"BROKER": {*THROTTLE_RATE_KEYS, THROTTLE_MARKER_KEY},
-                     "TOPIC": set(THROTTLE_REPLICA_KEYS)}
+                     "TOPIC": {*THROTTLE_REPLICA_KEYS, MIN_ISR_KEY, UNCLEAN_KEY}}
 
 
 class Controller:
-    def __init__(self, image: MetadataImage, emit: Emit) -> None:
+    """ReplicationControlManager's request logic over the image (see partition_change.py for
+    the Kafka 4.4 rules it follows). ``elr``: eligible.leader.replicas.version >= 1, the
+    default of a new Kafka 4.x cluster."""
+
+    def __init__(self, image: MetadataImage, emit: Emit, *, elr: bool = True) -> None:
         self.image = image
         self._emit = emit
+        self.elr = elr
 
     def _change(self, record: PartitionChangeRecord | None) -> None:
-        """Emit a partition change, then finish the partition's move if that change made it
-        finishable. As in KRaft's PartitionChangeBuilder, any change — an election, an ISR
-        change — may be what completes a reassignment; nothing else would retry it."""
-        if record is None:
-            return
-        tp = TopicPartition(record.topic, record.partition)
-        p = self.image.partition(tp)
-        if p is not None:
-            record = pc.then_complete(tp, p, record, self.image.live_brokers())
-        self._emit(record)
+        if record is not None:
+            self._emit(record)
+
+    # -- what the rules read -------------------------------------------------------------------
+    def active(self, broker: int) -> bool:
+        """ClusterControlManager.isActive: registered and not fenced."""
+        return broker in self.image.live_brokers()
+
+    def rules(self, topic: str) -> pc.Rules:
+        """The topic's effective min.insync.replicas (capped at its replication factor), ELR,
+        and unclean.leader.election.enable (topic config over the brokers' default)."""
+        cfg = self.image.config("TOPIC", topic)
+        t = self.image.topics[topic]
+        rf = len(t.partitions[0].replicas) if t.partitions else 1
+        min_isr = int(cfg.get(MIN_ISR_KEY, DEFAULT_MIN_ISR))
+        unclean = cfg.get(UNCLEAN_KEY, "false").lower() == "true"
+        return pc.Rules(min(min_isr, rf), self.elr, unclean)
 
     # -- brokers and topics --------------------------------------------------------------------
     def register_broker(self, broker_id: int, rack: str | None) -> None:
@@ -72,134 +93,139 @@ class Controller:
     def create_topic(self, name: str, partitions: int, replication_factor: int, *,
                      rng: Random, assignment: Sequence[Sequence[int]] | None = None,
                      message_bytes: int = 1024, produce_bytes_per_second: float = 0.0,
-                     validate_only: bool = False) -> ApiResult:
+                     validate_only: bool = False,
+                     configs: Mapping[str, str] | None = None) -> ApiResult:
         """Create a topic, placed by ``assign_replicas`` or on the given ``assignment`` (one
         replica list per partition, ``partitions`` and ``replication_factor`` then unused).
         ``validate_only`` runs every check and writes nothing (CreateTopics validateOnly)."""
         if name in self.image.topics:
-            return ApiResult(errors.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+            return ApiResult(errors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        for key, value in (configs or {}).items():
+            problem = _topic_config_problem(key, value)
+            if problem is not None:
+                return ApiResult(errors.INVALID_CONFIG, problem)
         live = {b.id: b.rack for b in self.image.brokers.values() if not b.fenced}
         manual = assignment is not None
         if assignment is None:
             if replication_factor > len(live):
                 return ApiResult(errors.INVALID_REPLICATION_FACTOR,
-                                 f"replication factor {replication_factor} exceeds the "
-                                 f"{len(live)} live brokers")
+                                 f"Unable to replicate the partition {replication_factor} "
+                                 f"time(s): The target replication factor of "
+                                 f"{replication_factor} cannot be reached because only "
+                                 f"{len(live)} broker(s) are registered.")
             if validate_only:
                 return OK  # placing draws from the cluster's seeded RNG: not for a dry run
             assignment = assign_replicas(live, partitions, replication_factor, rng)
         # As ReplicationControlManager.createTopic, partition by partition: the replica list
         # is valid (validateManualPartitionAssignment, each as long as the one before), and
-        # some replica is live — the ISR is the live replicas and the first of them leads; a
-        # partition none of whose brokers is live is refused, not created leaderless.
+        # some replica is active — the ISR is the active replicas and the first of them leads.
         isrs: list[tuple[int, ...]] = []
         for i, replicas in enumerate(assignment):
-            problem = self._manual_assignment_problem(
-                replicas, len(assignment[i - 1]) if i else None) if manual else None
+            problem = pc.manual_assignment_problem(
+                replicas, self.image.brokers, len(assignment[i - 1]) if i else None
+            ) if manual else None
             if problem is not None:
-                return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT,
-                                 f"topic {name!r}, partition {i}: {problem}")
+                return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT, problem)
             isr = tuple(r for r in replicas if r in live)
             if not isr:
                 return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT,
-                                 f"topic {name!r}: all brokers specified in the manual partition "
-                                 f"assignment for partition {i} are fenced {list(replicas)}; "
-                                 "assign live brokers")
+                                 "All brokers specified in the manual partition assignment for "
+                                 f"partition {i} are fenced or in controlled shutdown.")
             isrs.append(isr)
         if validate_only:
             return OK
         topic_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
         self._emit(TopicRecord(name, topic_id, message_bytes, produce_bytes_per_second))
+        for key, value in (configs or {}).items():
+            self._emit(ConfigRecord("TOPIC", name, key, value))
         for i, isr in enumerate(isrs):
             self._emit(PartitionRecord(name, i, tuple(assignment[i]), isr, isr[0]))
         return OK
 
-    def _manual_assignment_problem(self, replicas: Sequence[int],
-                                   replication_factor: int | None) -> str | None:
-        """ReplicationControlManager.validateManualPartitionAssignment, in its order: an empty
-        list; then, walking the ids in ascending order, the first one not registered or seen
-        twice (so a negative id is an unregistered broker); then a replica count unlike
-        ``replication_factor`` (the previous partition's). Kafka's wording, with the way out."""
-        if not replicas:
-            return ("the manual partition assignment includes an empty replica list; give every "
-                    "partition at least one broker")
-        brokers = self.image.brokers
-        previous = None
-        for b in sorted(replicas):
-            if b not in brokers:
-                return (f"the manual partition assignment includes broker {b}, but no such "
-                        f"broker is registered; the cluster has {sorted(brokers)}")
-            if b == previous:
-                return (f"the manual partition assignment includes the broker {b} more than "
-                        "once; list each broker once")
-            previous = b
-        if replication_factor is not None and len(replicas) != replication_factor:
-            return (f"the manual partition assignment includes a partition with {len(replicas)} "
-                    "replica(s), but this is not consistent with previous partitions, which "
-                    f"have {replication_factor} replica(s); give every partition the same "
-                    "number of replicas")
-        return None
+    # -- broker lifecycle (ReplicationControlManager.handleBroker*) ----------------------------
+    def _leader_and_isr_updates(self, partitions: Iterable[tuple[TopicPartition,
+                                                                 PartitionRegistration]],
+                                **who: int) -> None:
+        for tp, p in partitions:
+            self._change(pc.leader_and_isr_update(tp, p, self.active, self.rules(tp.topic),
+                                                  **who))
 
     def fence_broker(self, broker_id: int) -> None:
-        """A broker stopped heartbeating: out of every ISR, leadership moves to in-sync peers."""
+        """A broker stopped heartbeating: it leaves every ISR and leadership, then is fenced."""
         b = self.image.brokers.get(broker_id)
         if b is None or b.fenced:
             return
+        self._leader_and_isr_updates(self.image.partitions_in_isr_of(broker_id),
+                                     remove=broker_id)
         self._emit(BrokerFencingRecord(broker_id, fenced=True))
-        live = self.image.live_brokers()
-        for tp, p in self.image.partitions_in_isr_of(broker_id):
-            self._change(pc.shrink_isr(tp, p, broker_id, live))
 
     def unfence_broker(self, broker_id: int) -> None:
+        """A registered broker caught up: unfenced, then every leaderless partition it can
+        lead gets a leader (it may lead before the image shows it unfenced)."""
         b = self.image.brokers.get(broker_id)
         if b is None or not b.fenced:
             return
         self._emit(BrokerFencingRecord(broker_id, fenced=False))
-        live = self.image.live_brokers()
-        for tp, p in self.image.partitions_in_isr_of(broker_id):
-            if p.leader == NO_LEADER:
-                self._change(pc.elect_if_leaderless(tp, p, live))
+        self._leader_and_isr_updates(self.image.partitions_without_leader(), add=broker_id)
+
+    def restart_broker(self, broker_id: int, *, clean: bool) -> None:
+        """A new incarnation registers (fenced until it catches up): what the previous one
+        held is cleaned up first (handleBrokerShutdown) — after a crash, with ELR, it leaves
+        the ISRs and ELRs it was in, its data not trusted; otherwise it leaves the ISRs."""
+        b = self.image.brokers.get(broker_id)
+        if b is None:
+            return
+        if self.elr and not clean:
+            self._leader_and_isr_updates(self.image.partitions_in_isr_of(broker_id),
+                                         unclean_shutdown=broker_id)
+            self._leader_and_isr_updates(self.image.partitions_in_elr_of(broker_id),
+                                         unclean_shutdown=broker_id)
+        else:
+            self._leader_and_isr_updates(self.image.partitions_in_isr_of(broker_id),
+                                         remove=broker_id)
+        if not self.image.brokers[broker_id].fenced:
+            self._emit(BrokerFencingRecord(broker_id, fenced=True))
 
     # -- ISR (AlterPartition from partition leaders) -------------------------------------------
     def replica_caught_up(self, tp: TopicPartition, broker: int) -> None:
+        """The leader adds a caught-up follower (its new ISR in its set's order)."""
         p = self.image.partition(tp)
-        if p is None:
+        if (p is None or p.leader == NO_LEADER or broker not in p.replicas or broker in p.isr
+                or not self.active(broker)):
             return
-        self._change(pc.expand_isr(tp, p, broker, self.image.live_brokers()))
+        self._alter_isr(tp, p, pc.hash_order([*p.isr, broker]))
 
     def replica_fell_behind(self, tp: TopicPartition, broker: int) -> None:
+        """The leader drops a follower that lagged past replica.lag.time.max.ms."""
         p = self.image.partition(tp)
-        if p is None or broker == p.leader:
+        if p is None or p.leader in (NO_LEADER, broker) or broker not in p.isr:
             return
-        self._change(pc.shrink_isr(tp, p, broker, self.image.live_brokers()))
+        self._alter_isr(tp, p, pc.hash_order([r for r in p.isr if r != broker]))
+
+    def _alter_isr(self, tp: TopicPartition, p: PartitionRegistration,
+                   isr: Sequence[int]) -> None:
+        outcome = pc.alter_isr(tp, p, isr, self.active, self.rules(tp.topic))
+        if not isinstance(outcome, ApiResult):
+            self._change(outcome)
 
     # -- KIP-455 ------------------------------------------------------------------------------
     def validate_target(self, tp: TopicPartition, target: Sequence[int] | None) -> ApiResult:
+        """AlterPartitionReassignments' checks of one partition, in Kafka's order and words."""
+        if tp.topic not in self.image.topics:
+            return ApiResult(errors.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"Unable to find a topic named {tp.topic}.")
         p = self.image.partition(tp)
         if p is None:
-            what = "topic" if tp.topic not in self.image.topics else "partition"
-            return ApiResult(errors.UNKNOWN_TOPIC_OR_PARTITION, f"{tp}: unknown {what}")
+            return ApiResult(errors.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"Unable to find partition {tp.topic}:{tp.partition}.")
         if target is None:
             if not p.is_reassigning:
                 return ApiResult(errors.NO_REASSIGNMENT_IN_PROGRESS,
-                                 f"{tp}: no reassignment in progress to cancel")
+                                 "No partition reassignment is in progress.")
             return OK
-        if not target:
-            return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT,
-                             f"{tp}: the target replica list is empty")
-        if min(target) < 0:
-            return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT,
-                             f"{tp}: negative broker id(s) {sorted(r for r in target if r < 0)}")
-        if len(set(target)) != len(target):
-            dup = sorted({r for r in target if list(target).count(r) > 1})
-            return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT,
-                             f"{tp}: broker id(s) {dup} listed more than once")
-        brokers = self.image.brokers
-        unknown = sorted(r for r in target if r not in brokers)
-        if unknown:
-            return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT,
-                             f"{tp}: unknown broker id(s) {unknown}; the cluster has "
-                             f"{sorted(self.image.brokers)}")
+        problem = pc.manual_assignment_problem(target, self.image.brokers)
+        if problem is not None:
+            return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT, problem)
         return OK
 
     def alter_partition_reassignments(
@@ -213,13 +239,13 @@ class Controller:
                 continue
             p = self.image.partition(tp)
             assert p is not None
-            live = self.image.live_brokers()
-            outcome = (pc.cancel_reassignment(tp, p, live) if target is None
-                       else pc.start_reassignment(tp, p, target, live))
+            rules = self.rules(tp.topic)
+            outcome = (pc.cancel_reassignment(tp, p, self.active, rules) if target is None
+                       else pc.change_reassignment(tp, p, target, self.active, rules))
             if isinstance(outcome, ApiResult):
                 results[tp] = outcome
                 continue
-            self._change(outcome)  # a move that copies nothing completes in the same pass
+            self._change(outcome)  # a move that copies nothing completes in the same record
             results[tp] = OK
         return results
 
@@ -231,9 +257,7 @@ class Controller:
 
         With no partition set, ELECTION_NOT_NEEDED results are not returned (Kafka's answer to
         an ElectLeaders request without partitions)."""
-        live = self.image.live_brokers()
         preferred = election_type is ElectionType.PREFERRED
-        elect = pc.elect_preferred if preferred else pc.elect_unclean
         results: dict[TopicPartition, ApiResult] = {}
         if partitions is None:
             # Every partition. As ReplicationControlManager.electLeaders, partitions that
@@ -241,14 +265,13 @@ class Controller:
             # skipping them without a per-partition call keeps a million partitions fast.
             attempted: list[TopicPartition] = []
             for name, topic in self.image.topics.items():
+                rules = self.rules(name)
                 for i, reg in enumerate(topic.partitions):
                     tp = TopicPartition(name, i)
                     attempted.append(tp)
-                    if preferred and reg.leader == reg.preferred:
+                    if (reg.leader == reg.preferred) if preferred else reg.leader != NO_LEADER:
                         continue
-                    if not preferred and reg.leader != NO_LEADER:
-                        continue
-                    outcome = elect(tp, reg, live)
+                    outcome = pc.elect_leader(tp, reg, preferred, self.active, rules)
                     if isinstance(outcome, ApiResult):
                         results[tp] = outcome
                     else:
@@ -259,10 +282,12 @@ class Controller:
         for tp in targets:
             p = self.image.partition(tp)
             if p is None:
-                results[tp] = ApiResult(errors.UNKNOWN_TOPIC_OR_PARTITION,
-                                        f"{tp}: unknown topic or partition")
+                results[tp] = ApiResult(
+                    errors.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"No such topic as {tp.topic}" if tp.topic not in self.image.topics
+                    else f"No such partition as {tp.topic}-{tp.partition}")
                 continue
-            outcome = elect(tp, p, live)
+            outcome = pc.elect_leader(tp, p, preferred, self.active, self.rules(tp.topic))
             if isinstance(outcome, ApiResult):
                 results[tp] = outcome
             else:
@@ -299,6 +324,8 @@ class Controller:
         else:
             return ApiResult(errors.INVALID_REQUEST, f"unsupported resource type {rtype!r}")
         for key, value in entries.items():
+            if rtype == "TOPIC" and key not in ALTERABLE_CONFIGS[rtype]:
+                return ApiResult(errors.INVALID_CONFIG, f"Unknown topic config name: {key}")
             if key not in ALTERABLE_CONFIGS[rtype]:
                 return ApiResult(errors.INVALID_CONFIG,
                                  f"{rtype.lower()} {rname}: {key!r} is not a dynamic config here; "
@@ -316,7 +343,26 @@ class Controller:
             elif key in THROTTLE_REPLICA_KEYS and parse_throttled_replicas(value) is None:
                 return ApiResult(errors.INVALID_CONFIG,
                                  f"{key}={value!r}: expected '*' or 'partition:broker,...'")
+            elif rtype == "TOPIC":
+                problem = _topic_config_problem(key, value)
+                if problem is not None:
+                    return ApiResult(errors.INVALID_CONFIG, problem)
         return None
+
+
+def _topic_config_problem(key: str, value: str) -> str | None:
+    """The topic configs the controller reads, checked as Kafka's LogConfig checks them."""
+    invalid = f"Invalid value {value} for configuration {key}:"
+    if key == MIN_ISR_KEY:
+        if not is_whole_number(value.strip()):
+            return f"{invalid} Not a number of type INT"
+        if int(value) < 1:
+            return f"{invalid} Value must be at least 1"
+    elif key == UNCLEAN_KEY and value.strip().lower() not in ("true", "false"):
+        return f"{invalid} Expected value to be either true or false"
+    elif key not in ALTERABLE_CONFIGS["TOPIC"]:
+        return f"Unknown topic config name: {key}"
+    return None
 
 
 def parse_throttled_replicas(value: str) -> set[tuple[int, int]] | str | None:

@@ -25,7 +25,12 @@ from controller_core.metadata.records import (
     decode_record,
     encode_record,
 )
-from controller_core.model import BrokerRegistration, PartitionRegistration, TopicPartition
+from controller_core.model import (
+    NO_LEADER,
+    BrokerRegistration,
+    PartitionRegistration,
+    TopicPartition,
+)
 
 PARTITION_BLOCK_TAG = "PB"  # snapshot-only: the partitions of a topic, column by column
 SNAPSHOT_BLOCK = 50_000
@@ -87,6 +92,20 @@ class MetadataImage:
                     out.append((TopicPartition(name, i), p))
         return out
 
+    def partitions_in_elr_of(self, broker: int
+                             ) -> list[tuple[TopicPartition, PartitionRegistration]]:
+        """Partitions whose eligible leader replicas hold ``broker`` (KIP-966)."""
+        return [(tp, p) for tp, p in self.iter_partitions() if broker in p.elr]
+
+    def partitions_without_leader(self) -> list[tuple[TopicPartition, PartitionRegistration]]:
+        """Partitions with no leader (what an unfenced broker may bring back online)."""
+        out = []
+        for name, topic in self.topics.items():
+            for i, p in enumerate(topic.partitions):
+                if p.leader == NO_LEADER:
+                    out.append((TopicPartition(name, i), p))
+        return out
+
     def partition_count(self) -> int:
         return sum(len(t.partitions) for t in self.topics.values())
 
@@ -102,7 +121,8 @@ class MetadataImage:
             isr = record.replicas if record.isr == record.replicas else record.isr
             reg = PartitionRegistration(
                 record.replicas, isr, record.leader, record.leader_epoch,
-                record.partition_epoch, record.adding, record.removing)
+                record.partition_epoch, record.adding, record.removing, record.elr,
+                record.last_known_elr)
             if record.partition == len(topic.partitions):
                 topic.partitions.append(reg)
             else:
@@ -157,11 +177,11 @@ class MetadataImage:
         for row in rows:
             if row[0] == PARTITION_TAG:
                 _, topic, part, replicas, isr, leader, leader_epoch, partition_epoch, adding, \
-                    removing = row
+                    removing = row[:10]
                 r = tuple(replicas)
                 reg = PartitionRegistration(r, r if isr == replicas else tuple(isr), leader,
                                             leader_epoch, partition_epoch, tuple(adding),
-                                            tuple(removing))
+                                            tuple(removing), *map(tuple, row[10:]))
                 partitions = topics[topic].partitions
                 if part == len(partitions):
                     partitions.append(reg)
@@ -179,7 +199,9 @@ class MetadataImage:
 
     def _apply_block(self, row: list[Any]) -> None:
         _, topic, first, counts, flat, leaders, leader_epochs, partition_epochs, isr_sparse, \
-            moving = row
+            moving = row[:10]
+        elrs = {i: (tuple(elr), tuple(last)) for i, elr, last in (row[10] if len(row) > 10
+                                                                   else ())}
         isrs = {i: tuple(isr) for i, isr in isr_sparse}
         moves = {i: (tuple(adding), tuple(removing)) for i, adding, removing in moving}
         partitions = self.topics[topic].partitions
@@ -193,8 +215,9 @@ class MetadataImage:
             r = tuple(flat[pos:pos + n])
             pos += n
             adding, removing = moves.get(i, ((), ()))
+            elr, last = elrs.get(i, ((), ()))
             append(PartitionRegistration(r, isrs.get(i, r), leaders[i], leader_epochs[i],
-                                         partition_epochs[i], adding, removing))
+                                         partition_epochs[i], adding, removing, elr, last))
         for i in moves:
             self.reassigning.add(TopicPartition(topic, first + i))
 
@@ -212,7 +235,9 @@ class MetadataImage:
                        [p.leader_epoch for p in block], [p.partition_epoch for p in block],
                        [[i, p.isr] for i, p in enumerate(block) if p.isr != p.replicas],
                        [[i, p.adding, p.removing] for i, p in enumerate(block)
-                        if p.adding or p.removing]]
+                        if p.adding or p.removing],
+                       [[i, p.elr, p.last_known_elr] for i, p in enumerate(block)
+                        if p.elr or p.last_known_elr]]
 
     def to_records(self) -> Iterator[Record]:
         """The records that rebuild this image from nothing (the content of a snapshot)."""
@@ -220,7 +245,8 @@ class MetadataImage:
         for t in self.topics.values():
             for i, p in enumerate(t.partitions):
                 yield PartitionRecord(t.name, i, p.replicas, p.isr, p.leader, p.leader_epoch,
-                                      p.partition_epoch, p.adding, p.removing)
+                                      p.partition_epoch, p.adding, p.removing, p.elr,
+                                      p.last_known_elr)
 
     def records_but_partitions(self) -> Iterator[Record]:
         """The cluster id, brokers, topics and configs as records: all but the partitions,

@@ -1,28 +1,79 @@
-"""Pure partition transitions, modelled on Kafka's PartitionChangeBuilder.
+"""How Apache Kafka 4.4's controller changes one partition, as pure functions.
 
-Every function takes a partition's registration and the set of live (unfenced) brokers and
-returns either a :class:`PartitionChangeRecord` or a reason it must not happen. None of them
-touch state; the controller applies the records. The invariants every result keeps:
+The embedded cluster is a rehearsal of production, so it follows Kafka 4.4.0 — the release
+the differential tests (tests/diff) run it against — and not a reading of the KIPs:
 
-* the ISR never holds a replica outside the replica set (KAFKA-6638, KAFKA-9672);
-* a leader is always a live member of the ISR (or there is no leader);
-* the leader epoch bumps exactly when the leader changes or a replica leaves the replica set
-  (PartitionChangeBuilder.triggerLeaderEpochBumpForReplicaReassignmentIfNeeded, at the current
-  metadata version): a removed or dropped adding replica is fenced (KAFKA-12803/13972/16120)
-  while a move that only adds, an ISR change and an add-only completion leave it alone; the
-  partition epoch bumps with every record;
-* a reassignment or its cancellation never leaves a partition leaderless while a suitable
-  replica is in sync (KAFKA-14808, KAFKA-14424) — it is refused instead.
+* :func:`build` is ``PartitionChangeBuilder.build``: from a partition and the targets a caller
+  sets (ISR, replicas, adding, removing), it completes a reassignment that became complete,
+  keeps the eligible leader replicas (KIP-966), elects a leader, fences removed replicas by
+  a leader-epoch bump, and returns the one record that says what changed (or None);
+* the other functions are the ``ReplicationControlManager`` entry points that set those
+  targets: a reassignment started or re-targeted (``changePartitionReassignment``), cancelled
+  (``cancelPartitionReassignment`` with ``PartitionReassignmentRevert``), a leader elected on
+  request (``electLeader``), ISR and leadership updates when a broker is fenced, unfenced or
+  restarts (``generateLeaderAndIsrUpdates``), and an ISR change sent by a partition leader
+  (``alterPartition``).
+
+Kafka 4.4 behaviours a user may not expect, kept on purpose because production has them:
+
+* a re-target computes adding/removing against the *current* replica list (the target plus
+  the replicas still being removed) and sets each only when it is non-empty, so a stale
+  adding or removing list survives. A re-target back to a set that drops a replica still
+  being added leaves it both adding and removing, and that reassignment never completes
+  (``maybeCompleteReassignment`` waits for every adding replica in the ISR without the
+  removing ones). kraftsman's executor never sends such a re-target (it cancels first);
+* a reassignment completes once its adding replicas are in the ISR — every target replica
+  only when it shrinks the replica set;
+* a cancel restores "the replicas minus the adding ones" in the current order, not the
+  original order, and is refused when every in-sync replica is an adding one (an unclean
+  revert) unless unclean election is enabled for the topic;
+* with ELR (the default of new 4.x clusters) the ISR may empty: a replica that leaves an
+  ISR already below min.insync.replicas goes to the ELR and can still lead cleanly.
+
+The leader-recovery state after an unclean election and directory assignments (JBOD) are
+not modelled: neither shows in Metadata.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence, Set
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from enum import Enum
 
 from controller_core import errors
 from controller_core.errors import ApiResult
 from controller_core.metadata.records import PartitionChangeRecord
 from controller_core.model import NO_LEADER, PartitionRegistration, TopicPartition
+
+Acceptable = Callable[[int], bool]  # LeaderAcceptor: may this broker lead?
+
+
+class ControllerFault(Exception):
+    """What Kafka 4.4's controller throws mid-operation, renouncing its leadership and
+    reverting to the last committed offset: the operation has no effect, and a broker
+    registration that hits it fails every time (the broker cannot rejoin)."""
+
+
+class Election(Enum):
+    PREFERRED = "PREFERRED"  # the preferred replica if it can lead, else keep the partition online
+    ONLINE = "ONLINE"  # any in-sync (or eligible) replica
+    UNCLEAN = "UNCLEAN"  # ... and, failing that, any live replica (data may be lost)
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """What the controller reads besides the partition: the topic's effective
+    min.insync.replicas (capped at its replication factor), whether ELR is enabled
+    (eligible.leader.replicas.version), and the topic's unclean.leader.election.enable."""
+
+    min_isr: int = 1
+    elr: bool = True
+    unclean: bool = False
+
+    @property
+    def election(self) -> Election:
+        """The election of ISR and fencing updates, cancels and ISR changes."""
+        return Election.UNCLEAN if self.unclean else Election.ONLINE
 
 
 def after(p: PartitionRegistration, c: PartitionChangeRecord) -> PartitionRegistration:
@@ -35,249 +86,291 @@ def after(p: PartitionRegistration, c: PartitionChangeRecord) -> PartitionRegist
         p.partition_epoch + 1,
         p.adding if c.adding is None else c.adding,
         p.removing if c.removing is None else c.removing,
+        p.elr if c.elr is None else c.elr,
+        p.last_known_elr if c.last_known_elr is None else c.last_known_elr,
     )
 
 
-def then_complete(tp: TopicPartition, p: PartitionRegistration, c: PartitionChangeRecord,
-                  live: Set[int]) -> PartitionChangeRecord:
-    """``c``, extended to also finish the partition's move when ``c`` makes it finishable —
-    one record, as KRaft's PartitionChangeBuilder writes an ISR expansion that completes a
-    reassignment."""
-    mid = after(p, c)
-    done = maybe_complete_reassignment(tp, mid, live)
-    if done is None:
-        return c
-    final = after(mid, done)
-    # One record bumps the leader epoch at most once (PartitionChangeBuilder.build), however
-    # many reasons it has: here the change and the completion that drops replicas.
-    merged = _record(tp, p, replicas=final.replicas, isr=final.isr, leader=final.leader,
-                     adding=final.adding, removing=final.removing)
-    assert merged is not None
-    return merged
+def hash_order(ids: Iterable[int]) -> tuple[int, ...]:
+    """The iteration order of a small Java ``HashSet`` / Scala ``mutable.HashSet`` of broker
+    ids (16 buckets, growing at 3/4 full; bucket = (h ^ h >>> 16) mod size). A partition
+    leader sends its new ISR in this order (``Partition.prepareIsrExpand``/``Shrink`` build it
+    from a set), and the controller fills the ELR from one, so the ISR a describe shows
+    after a follower rejoins is, for ids below 16, ascending — not the order it joined in."""
+    unique = list(dict.fromkeys(ids))
+    size = 16
+    while len(unique) >= size * 3 // 4:
+        size *= 2
+
+    def key(i: int) -> tuple[int, int]:
+        h = (i ^ ((i & 0xFFFFFFFF) >> 16)) & 0xFFFFFFFF
+        return h & (size - 1), h
+
+    return tuple(sorted(unique, key=key))
 
 
-def _eligible_leader(order: Sequence[int], isr: Sequence[int], live: Set[int]) -> int:
-    in_sync = set(isr)
-    for r in order:
-        if r in in_sync and r in live:
-            return r
-    return NO_LEADER
+# -- PartitionChangeBuilder ---------------------------------------------------------------------
+def build(tp: TopicPartition, p: PartitionRegistration, acceptable: Acceptable, rules: Rules, *,
+          election: Election = Election.ONLINE, isr: Sequence[int] | None = None,
+          replicas: Sequence[int] | None = None, adding: Sequence[int] | None = None,
+          removing: Sequence[int] | None = None, unclean_shutdown: frozenset[int] = frozenset(),
+          ) -> PartitionChangeRecord | None:
+    """The record that moves ``p`` to the given targets (None: nothing changes)."""
+    acceptable = _assigned_only(p, acceptable)
+    t_isr = list(p.isr if isr is None else isr)
+    t_replicas = list(p.replicas if replicas is None else replicas)
+    t_adding = list(p.adding if adding is None else adding)
+    t_removing = list(p.removing if removing is None else removing)
+    t_elr = list(p.elr)
 
+    # completeReassignmentIfNeeded
+    if t_adding or t_removing:
+        done = _completed(t_replicas, t_isr, t_adding, t_removing)
+        if done is not None:
+            t_replicas, t_isr = done
+            t_adding, t_removing = [], []
 
-def _record(tp: TopicPartition, p: PartitionRegistration, *, leader: int,
-            isr: tuple[int, ...] | None = None, replicas: tuple[int, ...] | None = None,
-            adding: tuple[int, ...] | None = None, removing: tuple[int, ...] | None = None,
-            ) -> PartitionChangeRecord | None:
-    """A record carrying only the fields that change; ``None`` when nothing does. A field
-    not given keeps the partition's value; the ISR keeps only members of the new replica set
-    (so a move's callers leave it to this). The leader epoch bumps as PartitionChangeBuilder
-    bumps it: on a leader change (tryElection sets the leader), and when the new replica set
-    lacks a replica of the old one (triggerLeaderEpochBumpForReplicaReassignmentIfNeeded), so
-    the replica that left is fenced. Not on an ISR change: Kafka bumps on an ISR shrink only
-    below metadata version 3.6 (triggerLeaderEpochBumpForIsrShrinkIfNeeded, KAFKA-15021)."""
-    replicas = p.replicas if replicas is None else replicas
-    isr = p.isr if isr is None else isr
-    replicas_set = set(replicas)
-    isr = tuple(r for r in isr if r in replicas_set)
-    assert leader == NO_LEADER or leader in isr  # a leader is always in the ISR
-    leader_changed = leader != p.leader
-    replica_left = not replicas_set.issuperset(p.replicas)
-    new_epoch = p.leader_epoch + 1 if (leader_changed or replica_left) else None
+    # maybePopulateTargetElr: below min.insync.replicas, who leaves the ISR stays eligible
+    if rules.elr:
+        if len(t_isr) >= rules.min_isr:
+            t_elr = []
+        else:
+            in_isr = set(t_isr)
+            t_elr = [r for r in hash_order([*t_elr, *p.isr])
+                     if r not in in_isr and r not in unclean_shutdown]
+
+    # tryElection
+    leader, unclean = _elect(p, acceptable, rules, election, t_isr, t_replicas, t_elr)
+    new_leader: int | None = None
+    new_isr: list[int] | None = None
+    if leader != p.leader:
+        if leader in t_elr:
+            t_isr = [leader]
+            t_elr = [r for r in t_elr if r != leader]
+        new_leader = leader
+        if unclean:
+            new_isr = [leader]
+
+    # triggerLeaderEpochBumpForReplicaReassignmentIfNeeded: a replica that leaves is fenced
+    if new_leader is None and not set(p.replicas) <= set(t_replicas):
+        new_leader = p.leader
+
+    # maybeUpdateRecordElr
+    if new_isr is not None or not rules.elr:
+        t_elr = []
+    new_elr = tuple(t_elr) if tuple(t_elr) != p.elr else None
+
+    if new_isr is None and (t_isr or rules.elr) and tuple(t_isr) != p.isr:
+        new_isr = t_isr
+
+    # maybeUpdateLastKnownLeader (the last known leader, not the last ELR, is kept)
+    new_last: tuple[int, ...] | None = None
+    if rules.elr:
+        if new_leader == NO_LEADER and not p.last_known_elr:
+            new_last = (p.leader,)
+        elif new_leader is not None and new_leader >= 0 and p.last_known_elr:
+            new_last = ()
+
     change = PartitionChangeRecord(
         tp.topic, tp.partition,
-        replicas=replicas if replicas != p.replicas else None,
-        isr=isr if isr != p.isr else None,
-        leader=leader if leader_changed else None,
-        leader_epoch=new_epoch,
-        adding=None if adding == p.adding else adding,  # None given: None, unchanged
-        removing=None if removing == p.removing else removing,
-    )
-    if (change.replicas is None and change.isr is None and change.leader is None
-            and change.leader_epoch is None and change.adding is None
-            and change.removing is None):
+        replicas=tuple(t_replicas) if t_replicas and tuple(t_replicas) != p.replicas else None,
+        isr=None if new_isr is None else tuple(new_isr),
+        leader=new_leader,
+        leader_epoch=None if new_leader is None else p.leader_epoch + 1,
+        adding=tuple(t_adding) if tuple(t_adding) != p.adding else None,
+        removing=tuple(t_removing) if tuple(t_removing) != p.removing else None,
+        elr=new_elr, last_known_elr=new_last)
+    if change[2:] == (None,) * 8:
         return None
     return change
 
 
-# -- reassignment (KIP-455) -------------------------------------------------------------------
-def start_reassignment(tp: TopicPartition, p: PartitionRegistration, target: Sequence[int],
-                       live: Set[int]) -> PartitionChangeRecord | ApiResult | None:
-    """Begin moving ``p`` to ``target``, or re-target a partition already moving.
-
-    R becomes TR followed by the original replicas not in TR, AR = TR - R, RR = R - TR, where
-    R is the replica set before any move. As in KRaft (``ReplicationControlManager``
-    keeps the partition's ISR and leader as the builder's starting point), every ISR member
-    the new replica set keeps stays in sync — a caught-up replica of an earlier target that
-    the new target keeps does not have to copy again — and the leader stays where it is when
-    it is kept. Returns ``None`` when nothing would change (an identical resubmit).
-    """
-    base = p.original
-    target = tuple(target)
-    target_set = set(target)
-    base_set = set(base)
-    adding = tuple(r for r in target if r not in base_set)
-    removing = tuple(r for r in base if r not in target_set)
-    replicas = target + removing
-    kept = set(replicas)
-    isr = tuple(r for r in p.isr if r in kept)
-    if not isr:
-        # Every in-sync replica would be dropped (say the adding replicas of the current move
-        # took over and the originals died): that throws away the only committed copy.
-        return ApiResult(
-            errors.ELIGIBLE_LEADERS_NOT_AVAILABLE,
-            f"{tp}: the new target {list(target)} drops every in-sync replica {list(p.isr)}; "
-            "keep one of them in the target, or bring another replica back in sync first")
-    leader = p.leader
-    if leader not in isr or leader not in live:
-        leader = _eligible_leader(replicas, isr, live)
-        if leader == NO_LEADER and p.leader != NO_LEADER:
-            # KAFKA-14808: never drop a leader that nothing eligible can replace.
-            return ApiResult(
-                errors.ELIGIBLE_LEADERS_NOT_AVAILABLE,
-                f"{tp}: leader {p.leader} would be dropped and none of the replicas it keeps "
-                f"{[r for r in isr if r != p.leader]} is alive and in sync; keep the leader in "
-                "the target or wait for another replica to catch up")
-    if not adding and not removing:
-        # The same replicas (None: nothing changes), a reorder, or a return to the original
-        # replicas (the replicas being added leave, so the leader epoch bumps to fence them).
-        return _record(tp, p, replicas=target, leader=leader, adding=(), removing=())
-    # A move that starts keeps every replica (R = TR + RR): no leader epoch bump, as in
-    # KRaft; a re-target that drops an adding replica of the move it replaces bumps it.
-    # The same target again is None: nothing to do.
-    return _record(tp, p, replicas=replicas, leader=leader, adding=adding, removing=removing)
+def _assigned_only(p: PartitionRegistration, acceptable: Acceptable) -> Acceptable:
+    """Kafka's LeaderAcceptor looks up the replica's log directory, which throws for a broker
+    that is no replica of the partition. The builder asks that of its last known leader
+    without checking membership, and after an unclean revert (a cancel that dropped the
+    adding replica leading the partition) the last known leader is exactly such a broker:
+    every broker registration and unfencing that revisits the partition then fails."""
+    def check(r: int) -> bool:
+        if r not in p.replicas:
+            raise ControllerFault(f"Replica {r} is not assigned to this partition.")
+        return acceptable(r)
+    return check
 
 
-def cancel_reassignment(tp: TopicPartition, p: PartitionRegistration,
-                        live: Set[int]) -> PartitionChangeRecord | ApiResult:
-    """Roll back: R = R - AR, AR = RR = []; refuse if no original replica could lead."""
-    if not p.is_reassigning:
-        return ApiResult(errors.NO_REASSIGNMENT_IN_PROGRESS, f"{tp} is not being reassigned")
-    original = p.original
-    isr = tuple(r for r in p.isr if r in set(original))
-    leader = p.leader
-    if leader not in isr or leader not in live:
-        leader = _eligible_leader(original, isr, live)
-        if leader == NO_LEADER:
-            return ApiResult(
-                errors.ELIGIBLE_LEADERS_NOT_AVAILABLE,
-                f"{tp}: cannot cancel — none of the original replicas {list(original)} is alive "
-                "and in sync, so the rollback would leave the partition leaderless "
-                "(KAFKA-14424); bring an original replica back or let the move finish")
-    # The adding replicas leave R (PartitionReassignmentRevert): that bumps the leader epoch;
-    # a move that only removed replicas rolls back with none leaving, and no bump.
-    change = _record(tp, p, replicas=original, leader=leader, adding=(), removing=())
-    assert change is not None
-    return change
-
-
-def maybe_complete_reassignment(tp: TopicPartition, p: PartitionRegistration,
-                                live: Set[int]) -> PartitionChangeRecord | None:
-    """Once every target replica is in the ISR: R = TR, ISR = ISR - RR, AR = RR = [] at once.
-
-    As KRaft's ``PartitionReassignmentReplicas.maybeCompleteReassignment``
-    (``newTargetIsr.containsAll(newTargetReplicas)``): "the adding replicas caught up" is not
-    enough — a target replica that fell out of the ISR (its broker died) holds the move, so
-    in-sync replicas being removed are not dropped while the target is under-replicated.
-
-    The leader is then chosen as PartitionChangeBuilder.tryElection chooses it (electLeader:
-    the current one if it stays in sync and alive, else the first live in-sync target
-    replica) and, as there, no such replica means the move completes leaderless rather than
-    waits. That loses nothing: the target is all in the ISR, and a fenced broker leaves every
-    ISR it is not the last member of, so this happens only to a partition that is offline
-    already (its one in-sync replica is on a fenced broker); it leads again when that broker
-    is back, as it would have after a wait.
-    """
-    if not p.is_reassigning:
-        return None
-    target = p.target
-    isr = tuple(r for r in p.isr if r in set(target))
-    if not isr or not set(target) <= set(isr):
-        return None
-    leader = p.leader
-    if leader not in isr or leader not in live:
-        leader = _eligible_leader(target, isr, live)
-    return _record(tp, p, replicas=target, leader=leader, adding=(), removing=())
-
-
-# -- elections (KIP-183, KIP-460) -------------------------------------------------------------
-ALREADY_PREFERRED = ApiResult(errors.ELECTION_NOT_NEEDED, "already led by its preferred replica")
-ALREADY_LED = ApiResult(errors.ELECTION_NOT_NEEDED, "the partition already has a leader")
-
-
-def elect_preferred(tp: TopicPartition, p: PartitionRegistration,
-                    live: Set[int]) -> PartitionChangeRecord | ApiResult:
-    preferred = p.preferred
-    if p.leader == preferred:
-        return ALREADY_PREFERRED
-    if preferred not in live:
-        return ApiResult(errors.PREFERRED_LEADER_NOT_AVAILABLE,
-                         f"{tp}: preferred replica {preferred} is offline")
-    if preferred not in p.isr:
-        return ApiResult(errors.PREFERRED_LEADER_NOT_AVAILABLE,
-                         f"{tp}: preferred replica {preferred} is not in the ISR {list(p.isr)}")
-    change = _record(tp, p, leader=preferred)  # a new leader: the epoch bumps
-    assert change is not None
-    return change
-
-
-def elect_unclean(tp: TopicPartition, p: PartitionRegistration,
-                  live: Set[int]) -> PartitionChangeRecord | ApiResult:
-    """Elect any live replica of a leaderless partition, even outside the ISR (data may be lost)."""
-    if p.leader != NO_LEADER:
-        return ALREADY_LED
-    clean = _eligible_leader(p.replicas, p.isr, live)
-    if clean != NO_LEADER:  # an in-sync replica is back: a clean election, the ISR stays
-        change = _record(tp, p, leader=clean)
-    else:
-        adding = set(p.adding)
-        # Prefer a replica that held the data before this move over one still copying it.
-        candidates = [r for r in p.replicas if r not in adding] + list(p.adding)
-        leader = next((r for r in candidates if r in live), NO_LEADER)
-        if leader == NO_LEADER:
-            return ApiResult(errors.ELIGIBLE_LEADERS_NOT_AVAILABLE,
-                             f"{tp}: none of the replicas {list(p.replicas)} is alive")
-        change = _record(tp, p, isr=(leader,), leader=leader)
-    assert change is not None  # a new leader: the epoch bumps
-    return change
-
-
-# -- ISR changes (AlterPartition) and broker fencing ----------------------------------------------
-def expand_isr(tp: TopicPartition, p: PartitionRegistration, broker: int,
-               live: Set[int]) -> PartitionChangeRecord | None:
-    """A caught-up replica joins the ISR; a leaderless partition gets it as leader."""
-    if broker not in p.replicas or broker in p.isr or broker not in live:
-        return None
-    isr = (*p.isr, broker)
-    leader = p.leader if p.leader != NO_LEADER else _eligible_leader(p.replicas, isr, live)
-    return _record(tp, p, isr=isr, leader=leader)
-
-
-def shrink_isr(tp: TopicPartition, p: PartitionRegistration, broker: int,
-               live: Set[int]) -> PartitionChangeRecord | None:
-    """Drop ``broker`` from the ISR (lagging too long, or fenced); re-elect if it led.
-
-    The last ISR member is kept when no other replica can lead (as KRaft does), so a later
-    clean election can still pick it when it comes back.
-    """
-    if broker not in p.isr:
-        return None
-    isr = tuple(r for r in p.isr if r != broker)
-    leader = p.leader
-    if leader in (broker, NO_LEADER):
-        leader = _eligible_leader(p.replicas, isr, live)
-    if not isr:
-        if p.leader == NO_LEADER:
+def _completed(replicas: list[int], isr: list[int], adding: list[int], removing: list[int]
+               ) -> tuple[list[int], list[int]] | None:
+    """PartitionReassignmentReplicas.maybeCompleteReassignment (4.4): the replicas and ISR
+    once the move completes, or None while it must wait."""
+    new_isr, new_replicas = isr, replicas
+    if removing:
+        gone = set(removing)
+        new_isr = [r for r in isr if r not in gone]
+        new_replicas = [r for r in replicas if r not in gone]
+        if not new_isr or not new_replicas:
             return None
-        isr, leader = p.isr, NO_LEADER
-    return _record(tp, p, isr=isr, leader=leader)
+    in_sync = set(new_isr)
+    if not in_sync.issuperset(adding):
+        return None
+    if len(adding) < len(removing) and not in_sync.issuperset(new_replicas):
+        return None
+    return new_replicas, new_isr
 
 
-def elect_if_leaderless(tp: TopicPartition, p: PartitionRegistration,
-                        live: Set[int]) -> PartitionChangeRecord | None:
-    """Clean election for a leaderless partition whose in-sync replica came back."""
-    if p.leader != NO_LEADER:
-        return None
-    leader = _eligible_leader(p.replicas, p.isr, live)
-    if leader == NO_LEADER:
-        return None
-    return _record(tp, p, leader=leader)
+def _elect(p: PartitionRegistration, acceptable: Acceptable, rules: Rules, election: Election,
+           isr: list[int], replicas: list[int], elr: list[int]) -> tuple[int, bool]:
+    """PartitionChangeBuilder.electLeader: (leader, unclean)."""
+    in_isr, eligible = set(isr), set(elr)
+
+    def valid(r: int) -> bool:  # short-circuits as Kafka's does: only members are looked up
+        return (r in in_isr or (not in_isr and r in eligible)) and acceptable(r)
+
+    def last_known() -> bool:
+        return (rules.elr and not isr and not elr and len(p.last_known_elr) == 1
+                and acceptable(p.last_known_elr[0]))
+
+    if election is Election.PREFERRED:
+        if replicas and valid(replicas[0]):
+            return replicas[0], False
+        if valid(p.leader):
+            return p.leader, False
+        for r in replicas[1:]:
+            if valid(r):
+                return r, False
+        if last_known():
+            return p.last_known_elr[0], True
+        return NO_LEADER, False
+    if valid(p.leader):
+        return p.leader, False
+    for r in replicas:
+        if valid(r):
+            return r, False
+    if last_known():
+        return p.last_known_elr[0], True
+    if election is Election.UNCLEAN:
+        for r in replicas:
+            if acceptable(r):
+                return r, True
+    return NO_LEADER, False
+
+
+# -- ReplicationControlManager -----------------------------------------------------------------
+def change_reassignment(tp: TopicPartition, p: PartitionRegistration, target: Sequence[int],
+                        acceptable: Acceptable, rules: Rules) -> PartitionChangeRecord | None:
+    """Start, re-target or (a target equal to the replicas) keep a move: adding and removing
+    are computed against the current replica list, sorted, and only a non-empty one is set.
+    The caller has validated the target (``manual_assignment_problem``)."""
+    removing = sorted(set(p.replicas) - set(target))
+    adding = sorted(set(target) - set(p.replicas))
+    return build(tp, p, acceptable, rules, replicas=[*target, *removing],
+                 removing=removing or None, adding=adding or None)
+
+
+def cancel_reassignment(tp: TopicPartition, p: PartitionRegistration, acceptable: Acceptable,
+                        rules: Rules) -> PartitionChangeRecord | ApiResult | None:
+    """Revert to the replicas minus the adding ones (in their current order), the ISR minus
+    the adding ones; refused when that ISR is empty, unless the topic allows an unclean
+    election (then its first original replica is the ISR)."""
+    if not p.is_reassigning:
+        return ApiResult(errors.NO_REASSIGNMENT_IN_PROGRESS,
+                         "No partition reassignment is in progress.")
+    adding = set(p.adding)
+    original = [r for r in p.replicas if r not in adding]
+    isr = [r for r in p.isr if r not in adding]
+    if not isr:
+        if not original:
+            return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT,
+                             "Invalid replica assignment: addingReplicas contains all replicas.")
+        if not rules.unclean:
+            return ApiResult(
+                errors.INVALID_REPLICA_ASSIGNMENT,
+                f"Unable to revert partition assignment for {tp.topic}:{tp.partition} because "
+                "it would require an unclean leader election.")
+        isr = [original[0]]
+    return build(tp, p, acceptable, rules, election=rules.election, isr=isr, replicas=original,
+                 removing=(), adding=())
+
+
+def would_strand(replicas: Sequence[int], adding: Sequence[int], removing: Sequence[int],
+                 target: Sequence[int]) -> bool:
+    """Whether sending ``target`` to a partition moving as (replicas, adding, removing) would
+    leave Kafka 4.4 with a stale adding or removing list (see the module docstring): a
+    replica both adding and removing never completes, and a stale removing list drops
+    replicas the target keeps. The executor cancels such a move first and starts the target
+    afresh."""
+    current, wanted = set(replicas), set(target)
+    new_removing, new_adding = current - wanted, wanted - current
+    return bool((not new_adding and new_removing & set(adding))
+                or (not new_removing and removing))
+
+
+def manual_assignment_problem(replicas: Sequence[int], registered: Iterable[int],
+                              replication_factor: int | None = None) -> str | None:
+    """ReplicationControlManager.validateManualPartitionAssignment, in Kafka's order and words:
+    an empty list; then, walking the ids in ascending order, the first one not registered or
+    seen twice (so a negative id is an unregistered broker); then a replica count unlike
+    ``replication_factor``."""
+    if not replicas:
+        return "The manual partition assignment includes an empty replica list."
+    known = set(registered)
+    previous = None
+    for b in sorted(replicas):
+        if b not in known:
+            return (f"The manual partition assignment includes broker {b}, but no such broker "
+                    "is registered.")
+        if b == previous:
+            return f"The manual partition assignment includes the broker {b} more than once."
+        previous = b
+    if replication_factor is not None and len(replicas) != replication_factor:
+        return (f"The manual partition assignment includes a partition with {len(replicas)} "
+                "replica(s), but this is not consistent with previous partitions, which have "
+                f"{replication_factor} replica(s).")
+    return None
+
+
+def elect_leader(tp: TopicPartition, p: PartitionRegistration, preferred: bool,
+                 acceptable: Acceptable, rules: Rules) -> PartitionChangeRecord | ApiResult:
+    """ElectLeaders for one partition: ELECTION_NOT_NEEDED when it already has the leader
+    asked for, else the election, or the error Kafka answers when it elects nobody."""
+    if (p.leader == p.preferred) if preferred else (p.leader != NO_LEADER):
+        return ApiResult(errors.ELECTION_NOT_NEEDED, "")
+    change = build(tp, p, acceptable, rules,
+                   election=Election.PREFERRED if preferred else Election.UNCLEAN)
+    if change is None:
+        return ApiResult(errors.PREFERRED_LEADER_NOT_AVAILABLE if preferred
+                         else errors.ELIGIBLE_LEADERS_NOT_AVAILABLE, "")
+    return change
+
+
+def leader_and_isr_update(tp: TopicPartition, p: PartitionRegistration, active: Acceptable,
+                          rules: Rules, *, remove: int = NO_LEADER, add: int = NO_LEADER,
+                          unclean_shutdown: int = NO_LEADER) -> PartitionChangeRecord | None:
+    """generateLeaderAndIsrUpdates for one partition: ``remove`` leaves the ISR and may not
+    lead (fenced, shutting down), ``add`` may lead though not active yet (being unfenced),
+    ``unclean_shutdown`` leaves the ISR and the ELR (restarted after a crash)."""
+    def acceptable(r: int) -> bool:
+        return r not in (remove, unclean_shutdown) and (r == add or active(r))
+
+    isr = [r for r in p.isr if r not in (remove, unclean_shutdown)]
+    return build(tp, p, acceptable, rules, election=rules.election, isr=isr,
+                 unclean_shutdown=frozenset() if unclean_shutdown == NO_LEADER
+                 else frozenset({unclean_shutdown}))
+
+
+def alter_isr(tp: TopicPartition, p: PartitionRegistration, new_isr: Sequence[int],
+              active: Acceptable, rules: Rules) -> PartitionChangeRecord | ApiResult | None:
+    """AlterPartition from the partition's leader: its new ISR (expanded with a caught-up
+    follower, or shrunk by a lagging one), validated as the controller validates it."""
+    if p.leader == NO_LEADER:
+        return ApiResult(errors.INVALID_REQUEST, f"{tp} has no leader to alter its ISR")
+    if not set(new_isr) <= set(p.replicas) or len(set(new_isr)) != len(new_isr):
+        return ApiResult(errors.INVALID_REQUEST, f"{tp}: invalid ISR {list(new_isr)}")
+    if p.leader not in new_isr:
+        return ApiResult(errors.INVALID_REQUEST,
+                         f"{tp}: the new ISR {list(new_isr)} does not include the leader")
+    ineligible = [r for r in new_isr if not active(r)]
+    if ineligible:
+        return ApiResult(errors.INELIGIBLE_REPLICA,
+                         f"{tp}: ineligible replicas {ineligible} in the new ISR")
+    return build(tp, p, active, rules, election=rules.election, isr=new_isr)
+

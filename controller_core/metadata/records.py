@@ -53,6 +53,8 @@ class PartitionRecord(NamedTuple):
     partition_epoch: int = 0
     adding: tuple[int, ...] = ()
     removing: tuple[int, ...] = ()
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
 
 class PartitionChangeRecord(NamedTuple):
@@ -66,6 +68,8 @@ class PartitionChangeRecord(NamedTuple):
     leader_epoch: int | None = None
     adding: tuple[int, ...] | None = None
     removing: tuple[int, ...] | None = None
+    elr: tuple[int, ...] | None = None
+    last_known_elr: tuple[int, ...] | None = None
 
 
 class ConfigRecord(NamedTuple):
@@ -97,8 +101,22 @@ PARTITION_TAG = TAGS[PartitionRecord]
 _TYPES: dict[str, type[Any]] = {tag: cls for cls, tag in TAGS.items()}
 
 
+# Fields added after a record type was first written (KIP-966's ELR fields): left out of the
+# encoding while they hold their default, so older logs and snapshots read back the same and
+# the common record stays as short as it was.
+_TRAILING_DEFAULTS: dict[type[Any], tuple[Any, ...]] = {
+    PartitionRecord: ((), ()), PartitionChangeRecord: (None, None)}
+
+
 def encode_record(record: Record) -> list[Any]:
-    return [TAGS[type(record)], *record]
+    row = [TAGS[type(record)], *record]
+    defaults = _TRAILING_DEFAULTS.get(type(record))
+    if defaults is not None:
+        for default in reversed(defaults):
+            if row[-1] != default:
+                break
+            row.pop()
+    return row
 
 
 def decode_record(row: list[Any]) -> Record:

@@ -22,8 +22,9 @@ from enum import StrEnum
 from pydantic import BaseModel, Field
 
 from controller_core import errors
-from controller_core.admin import ClusterAdmin, PartitionDescription
-from controller_core.errors import ErrorCode
+from controller_core.admin import ClusterAdmin, OngoingReassignment, PartitionDescription
+from controller_core.errors import ApiResult, ErrorCode
+from controller_core.metadata.partition_change import would_strand
 from controller_core.model import ElectionType, TopicPartition
 from controller_core.orchestration import throttles
 from controller_core.orchestration.estimate import (
@@ -471,7 +472,7 @@ class ReassignmentExecutor:
             self.pending.extendleft(reversed(changes))
             self.state.message += "; no move starts until the throttle is set"
             return
-        results = self.admin.alter_partition_reassignments(changes)
+        results = self._send_targets(changes, foreign)
         for tp, result in results.items():
             if not result.ok:
                 self._fail(tp, result.message or result.error.name)
@@ -490,13 +491,34 @@ class ReassignmentExecutor:
         self.retarget.clear()  # asked once: a refusal fails the partition
         if not self.state.cancel_requested:
             self._sync_throttles(also=changes)
-        results = self.admin.alter_partition_reassignments(changes)
+        results = self._send_targets(
+            changes, self.admin.list_partition_reassignments(list(changes)))
         for tp, result in results.items():
             if result.ok:
                 self.moving[tp] = self.plan.moves[tp]
             else:
                 self._fail(tp, result.message or result.error.name)
         self._notice_finished(among=[tp for tp in changes if not self.adding[tp]])
+
+    def _send_targets(self, changes: Mapping[TopicPartition, Sequence[int] | None],
+                      ongoing: Mapping[TopicPartition, OngoingReassignment]
+                      ) -> dict[TopicPartition, ApiResult]:
+        """Send new targets; a move in flight whose new target Kafka 4.4 would strand (a
+        replica left both adding and removing never completes; a stale removing list drops
+        replicas the target keeps — partition_change.would_strand) is cancelled first, so
+        the target starts from the replicas the partition really holds."""
+        stranded = [tp for tp, target in changes.items()
+                    if target is not None and tp in ongoing
+                    and would_strand(*ongoing[tp], target)]
+        if stranded:
+            cancelled = self.admin.alter_partition_reassignments({tp: None for tp in stranded})
+            refused = {tp: r for tp, r in cancelled.items()
+                       if not r.ok and r.error != errors.NO_REASSIGNMENT_IN_PROGRESS}
+            if refused:
+                rest = {tp: t for tp, t in changes.items() if tp not in refused}
+                return {**refused, **(self.admin.alter_partition_reassignments(rest)
+                                      if rest else {})}
+        return self.admin.alter_partition_reassignments(changes)
 
     def _touched(self, tp: TopicPartition) -> set[int]:
         """Brokers a move loads: those receiving a replica and those giving one up."""

@@ -236,9 +236,7 @@ class Handlers:
             return errors.INVALID_REQUEST, f"topic {t.name!r} is listed more than once"
         if t.name in self.cluster.image.topics:
             return TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
-        if t.configs:
-            return errors.INVALID_CONFIG, ("topic configs at creation are not supported here; "
-                                           "set throttles with IncrementalAlterConfigs")
+        configs = {c.name: c.value for c in t.configs or ()}
         brokers = len(self.cluster.image.brokers)
         assignment = None
         if t.assignments:
@@ -270,7 +268,7 @@ class Handlers:
         try:
             result = self.cluster.controller.create_topic(
                 t.name, partitions, rf, rng=self.cluster.rng, assignment=assignment,
-                validate_only=validate_only)
+                validate_only=validate_only, configs=configs)
         except ValueError as e:
             return INVALID_TOPIC, str(e)
         return result.error, result.message

@@ -241,8 +241,10 @@ class RealKafka:
             "controller.quorum.fetch.timeout.ms=2000",
             "controller.quorum.election.timeout.ms=1000",
             "controller.quorum.election.backoff.max.ms=1000",
-            "broker.heartbeat.interval.ms=500",
-            "broker.session.timeout.ms=6000",
+            "broker.heartbeat.interval.ms=1000",
+            "broker.session.timeout.ms=9000",  # Kafka's default: no false fencing under load
+            # A busy machine must not make a starting broker give up (Kafka's 60 s).
+            "initial.broker.registration.timeout.ms=300000",
             # Leadership moves only when a test asks for it.
             "auto.leader.rebalance.enable=false",
             "num.network.threads=2",
@@ -251,6 +253,10 @@ class RealKafka:
             "num.replica.fetchers=1",
             "num.recovery.threads.per.data.dir=1",
             "log.cleaner.enable=false",
+            # Small replica fetches, so a replication throttle holds a move back evenly: the
+            # quota is checked before a fetch, so each fetch may take this much at once.
+            "replica.fetch.max.bytes=65536",
+            "replica.fetch.response.max.bytes=65536",
         ]
         if node.roles == "controller":
             lines += [

@@ -1,0 +1,204 @@
+"""Differential scenarios: one description, run on the embedded twin and on a real Kafka.
+
+A scenario is a list of steps. Each step acts through the ``ClusterAdmin`` port (so it is the
+same call on both clusters), or injects a fault the same way on both (a broker killed is
+``fail_broker`` on the twin and SIGKILL on the real one), then waits for a *settle point*: a
+condition on the cluster, never a time, so the twin (simulated clock) and Kafka (wall clock)
+are compared at the same moment of the story. After each step the observables are recorded:
+every partition of the scenario's topics (replica list in order, adding, removing, ISR,
+leader, leader epoch), the reassignments listed, and the step's own results (error codes,
+election results). The test compares the two records step by step.
+
+Data matters: a move copies the partition's bytes. The scenario gives every partition the same
+size on both clusters (the twin's ``sizeBytesPerPartition``; records produced into the real
+one), and a throttle — set on both through the port — holds moves in flight until a step
+lifts it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from controller_core.admin import ClusterAdmin
+from controller_core.model import ElectionType, TopicPartition
+
+RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+REPLICA_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+
+
+@dataclass(frozen=True)
+class Topic:
+    name: str
+    assignment: tuple[tuple[int, ...], ...]
+    size_bytes: int = 0  # per partition
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+class Target(Protocol):
+    """A cluster a scenario runs on: the port, plus faults and waiting."""
+
+    name: str
+    admin: ClusterAdmin
+
+    def kill_broker(self, broker: int) -> None: ...
+
+    def start_broker(self, broker: int) -> None: ...
+
+    def settle(self, what: str, done: Callable[[], bool], timeout: float) -> None:
+        """Let the cluster run until ``done()``; fail naming ``what`` if it never is."""
+        ...
+
+
+Check = Callable[[ClusterAdmin], bool]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One action and the condition it waits for (None: none)."""
+
+    label: str
+    act: Callable[[Target], Any]
+    until: Check | None = None
+    timeout: float = 120.0
+
+
+# -- the conditions ---------------------------------------------------------------------------
+def moving(tp: TopicPartition, yes: bool = True) -> Check:
+    return lambda a: (tp in a.list_partition_reassignments([tp])) == yes
+
+
+def nothing_moving(a: ClusterAdmin) -> bool:
+    return not a.list_partition_reassignments()
+
+
+def fenced(broker: int, yes: bool = True) -> Check:
+    def check(a: ClusterAdmin) -> bool:
+        return any(b.id == broker and b.fenced == yes for b in a.describe_cluster().brokers)
+    return check
+
+
+def partition(a: ClusterAdmin, tp: TopicPartition) -> Any:
+    (d,) = a.describe_partitions(partitions=[tp])
+    return d
+
+
+def in_isr(tp: TopicPartition, broker: int, yes: bool = True) -> Check:
+    return lambda a: (broker in partition(a, tp).isr) == yes
+
+
+def led_by(tp: TopicPartition, broker: int) -> Check:
+    return lambda a: partition(a, tp).leader == broker
+
+
+def all_of(*checks: Check) -> Check:
+    return lambda a: all(c(a) for c in checks)
+
+
+# -- the actions ----------------------------------------------------------------------------
+def reassign(changes: Mapping[TopicPartition, Sequence[int] | None]) -> Callable[[Target], Any]:
+    def act(t: Target) -> Any:
+        results = t.admin.alter_partition_reassignments(
+            {tp: None if r is None else list(r) for tp, r in changes.items()})
+        return {str(tp): r.error.name for tp, r in sorted(results.items())}
+    return act
+
+
+def elect(kind: ElectionType, partitions: Sequence[TopicPartition] | None
+          ) -> Callable[[Target], Any]:
+    def act(t: Target) -> Any:
+        outcome = t.admin.elect_leaders(kind, None if partitions is None else list(partitions))
+        return {str(tp): r.error.name for tp, r in sorted(outcome.results.items())}
+    return act
+
+
+def throttle(rate: int | None, topics: Sequence[str], brokers: Sequence[int]
+             ) -> Callable[[Target], Any]:
+    """Every replica of ``topics`` throttled at ``rate`` on every broker (None: lifted)."""
+    def act(t: Target) -> Any:
+        value = None if rate is None else str(rate)
+        changes: dict[tuple[str, str], dict[str, str | None]] = {
+            ("BROKER", str(b)): dict.fromkeys(RATE_KEYS, value) for b in brokers}
+        for name in topics:
+            changes[("TOPIC", name)] = dict.fromkeys(REPLICA_KEYS, None if rate is None else "*")
+        results = t.admin.incremental_alter_configs(changes)
+        bad = {f"{k}/{n}": r.error.name for (k, n), r in results.items() if not r.ok}
+        assert not bad, f"{t.name}: throttle refused: {bad}"
+    return act
+
+
+def kill(broker: int) -> Callable[[Target], Any]:
+    return lambda t: t.kill_broker(broker)
+
+
+def start(broker: int) -> Callable[[Target], Any]:
+    return lambda t: t.start_broker(broker)
+
+
+# -- running and observing ----------------------------------------------------------------------
+def observe(admin: ClusterAdmin, topics: Sequence[str]) -> dict[str, Any]:
+    parts = {str(d.tp): {"replicas": list(d.replicas), "isr": list(d.isr), "leader": d.leader,
+                         "leaderEpoch": d.leader_epoch, "adding": list(d.adding),
+                         "removing": list(d.removing)}
+             for d in admin.describe_partitions(topics=list(topics))}
+    listing = {str(tp): {"replicas": list(o.replicas), "adding": list(o.adding),
+                         "removing": list(o.removing)}
+               for tp, o in admin.list_partition_reassignments().items()
+               if tp.topic in topics}
+    return {"partitions": parts, "reassignments": listing}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    topics: tuple[Topic, ...]
+    steps: tuple[Step, ...]
+    why_unpinned: Mapping[str, str] = field(default_factory=dict)  # observable -> reason
+
+    @property
+    def topic_names(self) -> list[str]:
+        return [t.name for t in self.topics]
+
+
+class ScenarioFailed(AssertionError):
+    """A settle point never came; ``record`` holds the steps up to it and what was seen."""
+
+    def __init__(self, message: str, record: list[dict[str, Any]]) -> None:
+        super().__init__(message)
+        self.record = record
+
+
+def run(scenario: Scenario, target: Target) -> list[dict[str, Any]]:
+    """Each step's result and the observables at its settle point."""
+    record: list[dict[str, Any]] = []
+    for step in scenario.steps:
+        result = step.act(target)
+        until = step.until or _always
+        try:
+            target.settle(f"{scenario.name}: {step.label}",
+                          lambda until=until: until(target.admin), step.timeout)  # type: ignore[misc]
+        except AssertionError as e:
+            seen = observe(target.admin, scenario.topic_names)
+            record.append({"step": step.label, "result": result, **seen})
+            raise ScenarioFailed(f"{e}\nseen: {seen}", record) from None
+        record.append({"step": step.label, "result": result,
+                       **observe(target.admin, scenario.topic_names)})
+    return record
+
+
+def _always(admin: ClusterAdmin) -> bool:
+    return True
+
+
+def differences(twin: list[dict[str, Any]], real: list[dict[str, Any]],
+                ignore: Sequence[str] = ()) -> list[str]:
+    """Human-readable differences, step by step (empty: the twin predicted Kafka)."""
+    out: list[str] = []
+    for a, b in zip(twin, real, strict=True):
+        for key in ("result", "partitions", "reassignments"):
+            if key in ignore:
+                continue
+            if a[key] != b[key]:
+                out.append(f"after {a['step']!r}, {key}:\n  twin: {a[key]}\n  real: {b[key]}")
+    return out

@@ -1,0 +1,225 @@
+"""The differential scenarios (tests/diff/test_differential.py runs each on both clusters)."""
+
+from __future__ import annotations
+
+from controller_core.model import ElectionType, TopicPartition
+from tests.diff.scenario import (
+    Scenario,
+    Step,
+    Topic,
+    all_of,
+    elect,
+    fenced,
+    in_isr,
+    kill,
+    led_by,
+    moving,
+    nothing_moving,
+    reassign,
+    start,
+    throttle,
+)
+from tests.real.kafka import BROKERS
+
+MB = 1_000_000
+SLOW = 2_000  # bytes/s: a move of a few MB stays in flight for the whole scenario
+PREFERRED, UNCLEAN = ElectionType.PREFERRED, ElectionType.UNCLEAN
+
+
+def tp(topic: str, partition: int) -> TopicPartition:
+    return TopicPartition(topic, partition)
+
+
+def _held(name: str) -> Step:
+    return Step("throttle every replica", throttle(SLOW, [name], BROKERS))
+
+
+def _lift(name: str, until: object = None) -> Step:
+    return Step("lift the throttle", throttle(None, [name], BROKERS),
+                until=until or nothing_moving)  # type: ignore[arg-type]
+
+
+def start_and_complete() -> Scenario:
+    t = "diff-move"
+    p0, p1 = tp(t, 0), tp(t, 1)
+    return Scenario("start-complete", (Topic(t, ((0, 1, 2), (1, 2, 3)), 2 * MB),), (
+        _held(t),
+        Step("move p0 0->3 and p1 in reverse order",
+             reassign({p0: [3, 1, 2], p1: [3, 2, 1]}), until=moving(p0)),
+        _lift(t),
+    ))
+
+
+def retarget() -> Scenario:
+    t = "diff-retarget"
+    p0 = tp(t, 0)
+    return Scenario("retarget", (Topic(t, ((0, 1, 2),), 2 * MB),), (
+        _held(t),
+        Step("move 0->3", reassign({p0: [3, 1, 2]}), until=moving(p0)),
+        Step("re-target to [3,0,2] mid-move", reassign({p0: [3, 0, 2]}), until=moving(p0)),
+        Step("re-target to [2,1,0] mid-move", reassign({p0: [2, 1, 0]})),
+        Step("lift the throttle: 3 catches up", throttle(None, [t], BROKERS),
+             until=in_isr(p0, 3)),
+        Step("cancel the move Kafka never completes", reassign({p0: None}),
+             until=nothing_moving),
+    ))
+
+
+def retarget_regrow() -> Scenario:
+    t = "diff-regrow"
+    p0 = tp(t, 0)
+    return Scenario("retarget-regrow", (Topic(t, ((0, 1, 2),), 2 * MB),), (
+        _held(t),
+        Step("move 0->3", reassign({p0: [3, 1, 2]}), until=moving(p0)),
+        Step("re-target to keep 0 as well", reassign({p0: [3, 1, 2, 0]})),
+        _lift(t),
+    ))
+
+
+def retarget_then_cancel() -> Scenario:
+    t = "diff-retarget-cancel"
+    p0 = tp(t, 0)
+    return Scenario("retarget-cancel", (Topic(t, ((0, 1, 2),), 2 * MB),), (
+        _held(t),
+        Step("move 0->3", reassign({p0: [3, 1, 2]}), until=moving(p0)),
+        Step("re-target to [3,0,2]", reassign({p0: [3, 0, 2]}), until=moving(p0)),
+        Step("cancel", reassign({p0: None})),
+        _lift(t),
+    ))
+
+
+def cancel_mid_move() -> Scenario:
+    t = "diff-cancel"
+    p0, p1 = tp(t, 0), tp(t, 1)
+    return Scenario("cancel", (Topic(t, ((2, 0, 1), (0, 1, 2)), 2 * MB),), (
+        _held(t),
+        Step("move both", reassign({p0: [3, 1, 2], p1: [1, 3]}), until=moving(p0)),
+        Step("cancel both", reassign({p0: None, p1: None}), until=moving(p0, False)),
+        Step("cancel again", reassign({p0: None})),
+        _lift(t),
+    ))
+
+
+def broker_failure_mid_move() -> Scenario:
+    t = "diff-broker-fail"
+    p0 = tp(t, 0)
+    return Scenario("broker-failure", (Topic(t, ((0, 1, 2),), 2 * MB),), (
+        _held(t),
+        Step("move 0->3", reassign({p0: [3, 1, 2]}), until=moving(p0)),
+        Step("kill broker 1", kill(1), until=all_of(fenced(1), in_isr(p0, 1, False))),
+        Step("kill leader 0", kill(0), until=all_of(fenced(0), led_by(p0, 2))),
+        Step("restart broker 1", start(1), until=all_of(fenced(1, False), in_isr(p0, 1))),
+        Step("restart broker 0", start(0), until=all_of(fenced(0, False), in_isr(p0, 0))),
+        _lift(t),
+    ))
+
+
+def cancel_offline() -> Scenario:
+    t = "diff-cancel-offline"
+    p0 = tp(t, 0)
+    return Scenario("cancel-offline", (Topic(t, ((0,),), 2 * MB),), (
+        _held(t),
+        Step("move 0->1", reassign({p0: [1]}), until=moving(p0)),
+        Step("kill broker 0", kill(0), until=all_of(fenced(0), led_by(p0, -1))),
+        Step("cancel while offline", reassign({p0: None})),
+        Step("restart broker 0", start(0), until=all_of(fenced(0, False), led_by(p0, 0))),
+        _lift(t),
+    ))
+
+
+def cancel_offline_unclean() -> Scenario:
+    t = "diff-cancel-offline-unclean"
+    p0 = tp(t, 0)
+    return Scenario("cancel-offline-unclean", (
+        Topic(t, ((0,),), 2 * MB, {"unclean.leader.election.enable": "true"}),), (
+        _held(t),
+        Step("move 0->1", reassign({p0: [1]}), until=moving(p0)),
+        Step("kill broker 0: the adding replica leads, uncleanly", kill(0),
+             until=all_of(fenced(0), led_by(p0, 1))),
+        Step("cancel: an unclean revert, leaderless", reassign({p0: None}),
+             until=moving(p0, False)),
+        Step("restart broker 0: Kafka 4.4's controller cannot register it", start(0),
+             until=fenced(0)),
+    ))
+
+
+def eligible_leaders() -> Scenario:
+    t = "diff-elr"
+    p0 = tp(t, 0)
+    return Scenario("eligible-leaders", (
+        Topic(t, ((0, 1, 2),), 0, {"min.insync.replicas": "2"}),), (
+        Step("kill follower 2", kill(2), until=all_of(fenced(2), in_isr(p0, 2, False))),
+        Step("kill follower 1", kill(1), until=all_of(fenced(1), in_isr(p0, 1, False))),
+        Step("kill leader 0", kill(0), until=all_of(fenced(0), led_by(p0, -1))),
+        Step("restart 1 (crashed: not eligible)", start(1), until=fenced(1, False)),
+        Step("unclean election", elect(UNCLEAN, [p0]), until=led_by(p0, 1)),
+        Step("restart 0 and 2", lambda t_: (t_.start_broker(0), t_.start_broker(2)),
+             until=all_of(fenced(0, False), fenced(2, False), in_isr(p0, 0), in_isr(p0, 2))),
+    ))
+
+
+def elections() -> Scenario:
+    t = "diff-elect"
+    p0, p1 = tp(t, 0), tp(t, 1)
+    return Scenario("elections", (Topic(t, ((0, 1, 2), (1, 2, 3))),), (
+        Step("kill broker 0", kill(0), until=all_of(fenced(0), led_by(p0, 1))),
+        Step("restart broker 0", start(0), until=all_of(fenced(0, False), in_isr(p0, 0))),
+        Step("preferred, no partition set", elect(PREFERRED, None), until=led_by(p0, 0)),
+        Step("preferred, both partitions", elect(PREFERRED, [p0, p1])),
+        Step("preferred, unknown partition", elect(PREFERRED, [tp(t, 9), tp("nope", 0)])),
+        Step("unclean, led partition", elect(UNCLEAN, [p0])),
+        Step("unclean, no partition set", elect(UNCLEAN, None)),
+    ))
+
+
+def unclean_election() -> Scenario:
+    t = "diff-unclean"
+    p0 = tp(t, 0)
+    return Scenario("unclean", (Topic(t, ((0, 1),)),), (
+        Step("kill follower 1", kill(1), until=all_of(fenced(1), in_isr(p0, 1, False))),
+        Step("kill leader 0", kill(0), until=all_of(fenced(0), led_by(p0, -1))),
+        Step("restart 1 (not in sync)", start(1), until=fenced(1, False)),
+        Step("preferred fails", elect(PREFERRED, [p0])),
+        Step("unclean elects 1", elect(UNCLEAN, [p0]), until=led_by(p0, 1)),
+        Step("restart 0", start(0), until=all_of(fenced(0, False), in_isr(p0, 0))),
+    ))
+
+
+def unclean_mid_move() -> Scenario:
+    t = "diff-unclean-move"
+    p0 = tp(t, 0)
+    return Scenario("unclean-mid-move", (Topic(t, ((0, 1),), 2 * MB),), (
+        _held(t),
+        Step("move to [2,3,0]", reassign({p0: [2, 3, 0]}), until=moving(p0)),
+        Step("kill follower 1", kill(1), until=all_of(fenced(1), in_isr(p0, 1, False))),
+        Step("kill leader 0", kill(0), until=all_of(fenced(0), led_by(p0, -1))),
+        Step("restart 1", start(1), until=fenced(1, False)),
+        Step("unclean election", elect(UNCLEAN, [p0]), until=led_by(p0, 2)),
+        Step("restart 0", start(0), until=all_of(fenced(0, False), nothing_moving,
+                                                 in_isr(p0, 0))),
+        Step("lift the throttle", throttle(None, [t], BROKERS)),
+    ))
+
+
+def invalid_targets() -> Scenario:
+    t = "diff-invalid"
+    p = [tp(t, i) for i in range(6)]
+    return Scenario("invalid", (Topic(t, ((0, 1, 2),) * 6),), (
+        Step("unknown broker", reassign({p[0]: [0, 1, 99]})),
+        Step("duplicate broker", reassign({p[1]: [0, 1, 1]})),
+        Step("empty list", reassign({p[2]: []})),
+        Step("negative broker", reassign({p[3]: [0, -1, 2]})),
+        Step("unknown topic and partition", reassign({tp("nope", 0): [0, 1, 2],
+                                                      tp(t, 99): [0, 1, 2]})),
+        Step("cancel with nothing moving", reassign({p[4]: None})),
+        Step("replication factor change", reassign({p[5]: [0, 1]}), until=nothing_moving),
+        Step("fenced broker", kill(3), until=fenced(3)),
+        Step("move onto the fenced broker", reassign({p[0]: [0, 1, 3]}), until=moving(p[0])),
+        Step("restart it", start(3), until=all_of(fenced(3, False), nothing_moving,
+                                                  in_isr(p[0], 3))),
+    ))
+
+
+ALL = (start_and_complete, retarget, retarget_regrow, retarget_then_cancel, cancel_mid_move,
+       broker_failure_mid_move, cancel_offline, cancel_offline_unclean, eligible_leaders,
+       elections, unclean_election, unclean_mid_move, invalid_targets)

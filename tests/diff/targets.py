@@ -1,0 +1,172 @@
+"""The two clusters a differential scenario runs on, shaped alike: brokers 0-3 on racks
+a, b, c, a, and a three-controller quorum (100-102), as ``tests/real/kafka.py`` starts Kafka."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from controller_core.config import EmbeddedClusterSpec
+from controller_core.embedded.cluster import EmbeddedCluster
+from controller_core.errors import KafkaApiError
+from controller_core.model import TopicPartition
+from tests.diff.scenario import Topic
+from tests.real.fixtures import Session
+from tests.real.kafka import BROKERS, CONTROLLERS, RACKS
+
+MESSAGE_BYTES = 10_000
+SESSION_TIMEOUT_MS = 9_000  # broker.session.timeout.ms of the real cluster
+
+
+class Twin:
+    """The embedded cluster: simulated time moves only in ``settle``."""
+
+    name = "twin"
+
+    def __init__(self, directory: Path, topics: Sequence[Topic]) -> None:
+        spec = EmbeddedClusterSpec.model_validate({
+            "brokers": [{"id": b, "rack": RACKS[b]} for b in BROKERS],
+            "controllers": list(CONTROLLERS),
+            "brokerSessionTimeoutMs": SESSION_TIMEOUT_MS,
+            "replicationBytesPerSecond": 50_000_000,
+            "topics": [{"name": t.name, "partitions": len(t.assignment),
+                        "replicationFactor": len(t.assignment[0]),
+                        "assignment": [list(r) for r in t.assignment],
+                        "sizeBytesPerPartition": t.size_bytes,
+                        "messageBytes": MESSAGE_BYTES, "configs": dict(t.configs)}
+                       for t in topics],
+        })
+        self.cluster = EmbeddedCluster.open(directory, spec, fsync=False)
+        self.admin: Any = self.cluster
+        self.refused: list[str] = []
+
+    def kill_broker(self, broker: int) -> None:
+        self.cluster.fail_broker(broker)
+
+    def start_broker(self, broker: int) -> None:
+        """A refused registration (Kafka 4.4's controller fault) leaves the broker fenced,
+        as the real broker process keeps failing to register; the settle point shows it."""
+        try:
+            self.cluster.restore_broker(broker)
+        except KafkaApiError as e:
+            self.refused.append(str(e))
+
+    def settle(self, what: str, done: Callable[[], bool], timeout: float) -> None:
+        start = self.cluster.now
+        while not done():
+            if self.cluster.now - start > timeout:
+                raise AssertionError(f"twin: {what}: not reached within {timeout} simulated s")
+            self.cluster.advance(0.25)
+
+    def close(self) -> None:
+        self.cluster.close()
+
+
+class Real:
+    """The session's real Kafka (tests/real/fixtures.py), the scenario's topics made anew."""
+
+    name = "real"
+
+    def __init__(self, session: Session, topics: Sequence[Topic]) -> None:
+        self.session = session
+        self.cluster = session.cluster
+        self.topics = [t.name for t in topics]
+        self._admin_cm = self.cluster.admin()
+        self.admin: Any = self._admin_cm
+        _create(self.cluster.bootstrap(), topics)
+        self.settle("the topics' replicas in sync", lambda: self._in_sync(topics), 60)
+
+    def _in_sync(self, topics: Sequence[Topic]) -> bool:
+        parts = self.admin.describe_partitions(topics=[t.name for t in topics])
+        want = sum(len(t.assignment) for t in topics)
+        return len(parts) == want and all(set(d.isr) == set(d.replicas) for d in parts)
+
+    def kill_broker(self, broker: int) -> None:
+        self.cluster.kill(broker)
+
+    def start_broker(self, broker: int) -> None:
+        self.cluster.start(broker)
+
+    def settle(self, what: str, done: Callable[[], bool], timeout: float) -> None:
+        """Until ``done()`` holds and every live broker serves the same metadata for the
+        scenario's topics as the controller lists (brokers learn metadata a moment after
+        the controller commits it, so one describe could mix two moments)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if done() and self.quiet():
+                    return
+            except Exception as e:  # a node restarting: ask again
+                last = f"{type(e).__name__}: {e}"
+            else:
+                last = "condition false"
+            if time.monotonic() > deadline:
+                raise AssertionError(f"real: {what}: not reached within {timeout} s ({last})")
+            time.sleep(0.2)
+
+    def quiet(self) -> bool:
+        from kafka.protocol.metadata import MetadataRequest
+        live = [b.id for b in self.admin.describe_cluster().brokers if not b.fenced]
+        request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=t)
+                                          for t in self.topics], allow_auto_topic_creation=False)
+        views = []
+        for broker in live:
+            # through the backend's retries: a restarted broker is unknown to the client's
+            # metadata until its next refresh, which the retry asks for
+            r = self.admin._call("Metadata", lambda b=broker: self.admin._send(request, b))
+            views.append(sorted((t.name, p.partition_index, tuple(p.replica_nodes),
+                                 tuple(p.isr_nodes), p.leader_id, p.leader_epoch)
+                                for t in r.topics for p in t.partitions))
+        if any(v != views[0] for v in views):
+            return False
+        listing = self.admin.list_partition_reassignments()
+        for topic, part, replicas, *_ in views[0] if views else ():
+            moving = listing.get(TopicPartition(topic, part))
+            if moving is not None and moving.replicas != replicas:
+                return False
+        return True
+
+    def close(self) -> None:
+        self._admin_cm.close()
+
+
+def _create(bootstrap: str, topics: Sequence[Topic]) -> None:
+    from kafka import KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(t.name, -1, -1, replica_assignments={
+            i: list(r) for i, r in enumerate(t.assignment)}, topic_configs=dict(t.configs))
+            for t in topics], timeout_ms=30_000)
+    finally:
+        admin.close()
+    if not any(t.size_bytes for t in topics):
+        return
+    # Small batches: a follower fetch takes at least one whole batch, so big ones would let
+    # a move through a throttle in bursts (the real cluster fetches 64 KiB at a time).
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
+                             batch_size=32 * 1024)
+    try:
+        value = os.urandom(MESSAGE_BYTES)
+        for t in topics:
+            for p in range(len(t.assignment)):
+                for _ in range(t.size_bytes // MESSAGE_BYTES):
+                    producer.send(t.name, value, partition=p)
+        producer.flush(timeout=60)
+    finally:
+        producer.close(timeout=10)
+
+
+@contextmanager
+def targets(tmp: Path, session: Session, topics: Sequence[Topic]) -> Iterator[tuple[Twin, Real]]:
+    twin = Twin(tmp / "twin", topics)
+    real = Real(session, topics)
+    try:
+        yield twin, real
+    finally:
+        twin.close()
+        real.close()
