@@ -61,6 +61,8 @@ TOPIC_ALREADY_EXISTS = ErrorCode.of(_kerr.TopicAlreadyExistsError)
 INVALID_PARTITIONS = ErrorCode.of(_kerr.InvalidPartitionsError)
 INVALID_REPLICATION_FACTOR = ErrorCode.of(_kerr.InvalidReplicationFactorError)
 INELIGIBLE_REPLICA = ErrorCode.of(_kerr.IneligibleReplicaError)
+DUPLICATE_VOTER = ErrorCode.of(_kerr.DuplicateVoterError)
+VOTER_NOT_FOUND = ErrorCode.of(_kerr.VoterNotFoundError)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import NamedTuple
@@ -14,6 +15,15 @@ def is_whole_number(text: str) -> bool:
     traceback) and the Arabic-Indic one (which it reads as 1) — neither is a broker id or a
     byte count."""
     return text.isascii() and text.isdigit()
+
+
+def parse_endpoint(text: str) -> tuple[str, str, int] | None:
+    """"CONTROLLER://host:9093" (an IPv6 host in brackets) -> (name, host, port)."""
+    match = re.fullmatch(r"([A-Za-z0-9_.-]+)://(\[[0-9A-Fa-f:.]+\]|[^:/\[\]]+):([0-9]{1,5})",
+                         text.strip())
+    if match is None or not 0 < int(match[3]) < 65536:
+        return None
+    return match[1], match[2].strip("[]"), int(match[3])
 
 
 class TopicPartition(NamedTuple):

@@ -54,7 +54,7 @@ from controller_core.admin import (
 )
 from controller_core.backends.security import connection_settings
 from controller_core.errors import ApiResult, ErrorCode, KafkaApiError
-from controller_core.model import ElectionType, TopicPartition, is_whole_number
+from controller_core.model import ElectionType, TopicPartition, is_whole_number, parse_endpoint
 from controller_core.raft.describe import QuorumStatus
 from controller_core.raft.describe import ReplicaStatus as QuorumReplica
 from controller_core.wire.raft_voter_messages import AddRaftVoterRequest, RemoveRaftVoterRequest
@@ -519,7 +519,21 @@ class KafkaAdmin:
                 tuple(v.replica_id for v in voters), None, tuple(voters + observers))
         return self._call("DescribeQuorum", go)
 
-    def add_raft_voter(self, node_id: int) -> ApiResult:
+    def add_raft_voter(self, node_id: int, endpoints: Sequence[str] = ()) -> ApiResult:
+        """AddRaftVoter for ``node_id`` with its directory id (from DescribeQuorum, where it
+        fetches as an observer) and its controller ``endpoints`` ("NAME://host:port", as
+        kafka-metadata-quorum add-controller reads them from the new controller's config).
+        A broker never lists a controller that is not a voter, so they cannot be looked up."""
+        _L = AddRaftVoterRequest.Listener
+        given = []
+        for text in endpoints:
+            parsed = parse_endpoint(text)
+            if parsed is None:
+                return ApiResult(errors.INVALID_REQUEST, (
+                    f"voter {node_id}: endpoint {text!r} is not NAME://host:port (the "
+                    "controller's advertised CONTROLLER listener)"))
+            given.append(_L(name=parsed[0], host=parsed[1], port=parsed[2]))
+
         def go() -> ApiResult:
             r, p = self._describe_quorum_raw()
             replica = next((o for o in [*p.observers, *p.current_voters]
@@ -527,9 +541,13 @@ class KafkaAdmin:
             directory = getattr(replica, "replica_directory_id", None) or uuid.UUID(int=0)
             node = next((n for n in getattr(r, "nodes", None) or () if n.node_id == node_id),
                         None)
-            _L = AddRaftVoterRequest.Listener
-            listeners = [_L(name=ln.name, host=ln.host, port=ln.port)
-                         for ln in (node.listeners if node is not None else ())]
+            listeners = given or [_L(name=ln.name, host=ln.host, port=ln.port)
+                                  for ln in (node.listeners if node is not None else ())]
+            if not listeners:
+                return ApiResult(errors.INVALID_REQUEST, (
+                    f"voter {node_id}: its controller endpoint is unknown (a broker only "
+                    "lists the voters'); give it as spec.controllers[].endpoints of the "
+                    f"KafkaQuorum, or --controller {node_id}=CONTROLLER://HOST:PORT"))
             resp = self._send(AddRaftVoterRequest(
                 cluster_id=self._known_cluster_id(), timeout_ms=self.retry.request_timeout_ms,
                 voter_id=node_id, voter_directory_id=directory, listeners=listeners,

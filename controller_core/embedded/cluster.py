@@ -659,12 +659,15 @@ class EmbeddedCluster:
         self.now = max(self.now, self.quorum.now_s())
         return result
 
-    def add_raft_voter(self, node_id: int) -> ApiResult:
-        """KIP-853 AddRaftVoter: answers once the new voter set is committed."""
+    def add_raft_voter(self, node_id: int, endpoints: Sequence[str] = ()) -> ApiResult:
+        """KIP-853 AddRaftVoter: answers once the new voter set is committed. (The simulated
+        network needs no endpoints; Kafka's leader connects to the ones given.)"""
         self._require_controller()
         current = self.quorum.describe().current_voters
         if node_id in current:
-            return ApiResult(errors.INVALID_REQUEST, f"node {node_id} is already a voter")
+            return ApiResult(errors.DUPLICATE_VOTER,
+                             f"The voter id for ReplicaKey(id={node_id}) is already part of the "
+                             f"set of voters {sorted(current)}.")
         return self._change_voters([*current, node_id])
 
     def remove_raft_voter(self, node_id: int) -> ApiResult:
@@ -672,8 +675,9 @@ class EmbeddedCluster:
         self._require_controller()
         current = self.quorum.describe().current_voters
         if node_id not in current:
-            return ApiResult(errors.INVALID_REQUEST,
-                             f"node {node_id} is not a voter; voters are {list(current)}")
+            return ApiResult(errors.VOTER_NOT_FOUND,
+                             f"Cannot remove voter ReplicaKey(id={node_id}) from the set of "
+                             f"voters {sorted(current)}")
         return self._change_voters([n for n in current if n != node_id])
 
     def _change_voters(self, voters: list[int]) -> ApiResult:

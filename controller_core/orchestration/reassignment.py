@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 
 from controller_core import errors
 from controller_core.admin import ClusterAdmin, OngoingReassignment, PartitionDescription
-from controller_core.errors import ApiResult, ErrorCode
+from controller_core.errors import ApiResult, ErrorCode, KafkaApiError
 from controller_core.metadata.partition_change import would_strand
 from controller_core.model import ElectionType, TopicPartition
 from controller_core.orchestration import throttles
@@ -593,7 +593,10 @@ class ReassignmentExecutor:
             return True
         moves = {tp: throttles.Move(self.original[tp], self.adding[tp])
                  for tp in moving}
-        problems = throttles.sync(self.admin, moves, rate, scope=set(self.plan.moves))
+        try:
+            problems = throttles.sync(self.admin, moves, rate, scope=set(self.plan.moves))
+        except KafkaApiError as e:  # a broker that just died, not fenced yet: next pass
+            problems = [str(e)]
         if problems:
             self.state.message = "could not set throttles: " + "; ".join(problems[:5])
             self._synced = None  # try again next pass

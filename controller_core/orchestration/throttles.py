@@ -114,7 +114,9 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
     reassignment (someone else's) for the partition. Returns the problems the cluster
     reported, if any (the next call tries again)."""
     want = wanted_entries(moves) if rate is not None else set()
-    brokers = [b.id for b in admin.describe_cluster().brokers]
+    # A fenced broker's configs can be neither read nor changed (Kafka takes a broker's
+    # own configs only on that broker): its throttles are looked at once it is back.
+    brokers = [b.id for b in admin.describe_cluster().brokers if not b.fenced]
     broker_cfg, markers = _markers(admin, brokers)
     if not want and not markers:
         return []  # nothing to place, and nothing of kraftsman's in the cluster

@@ -11,7 +11,7 @@ the walker removes the leader last. Works on any backend that implements the quo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
@@ -19,11 +19,15 @@ from typing import Protocol
 from controller_core.errors import ApiResult, KafkaApiError
 from controller_core.raft.describe import QuorumStatus
 
+# A new voter must have caught up as an observer: fetched to the leader's end within the
+# last controller.quorum.fetch.timeout.ms (Kafka's default), as the leader checks.
+CAUGHT_UP_MS = 2_000
+
 
 class QuorumAdmin(Protocol):
     def describe_quorum(self) -> QuorumStatus: ...
 
-    def add_raft_voter(self, node_id: int) -> ApiResult: ...
+    def add_raft_voter(self, node_id: int, endpoints: Sequence[str] = ()) -> ApiResult: ...
 
     def remove_raft_voter(self, node_id: int) -> ApiResult: ...
 
@@ -54,7 +58,8 @@ def voter_set_problems(target: Sequence[int], known: set[int], live: set[int]) -
         problems.append(f"voters: {list(target)} lists a node id twice")
     unknown = sorted(set(target) - known)
     if unknown:
-        problems.append(f"voters: unknown node id(s) {unknown}; nodes are {sorted(known)}")
+        problems.append(f"voters: unknown node id(s) {unknown}; nodes are {sorted(known)} (a "
+                        "new controller must be running and fetching the metadata log first)")
     up = set(target) & live
     majority = len(set(target)) // 2 + 1
     if not unknown and len(up) < majority:
@@ -65,9 +70,14 @@ def voter_set_problems(target: Sequence[int], known: set[int], live: set[int]) -
 
 
 class VoterChangeWalker:
-    def __init__(self, admin: QuorumAdmin, target: Sequence[int]) -> None:
+    """``endpoints``: the controller listeners of nodes that are not voters yet ("NAME://
+    host:port"); a real quorum needs them to add a voter, the embedded one does not."""
+
+    def __init__(self, admin: QuorumAdmin, target: Sequence[int],
+                 endpoints: Mapping[int, Sequence[str]] | None = None) -> None:
         self.admin = admin
         self.target = tuple(sorted(set(target)))
+        self.endpoints = dict(endpoints or {})
 
     def step(self) -> WalkProgress:
         """Look at the quorum and take at most one step toward the target."""
@@ -81,9 +91,14 @@ class VoterChangeWalker:
         to_add = [n for n in self.target if n not in current]
         to_remove = [n for n in current if n not in self.target]
         if to_add and (len(current) <= len(self.target) or not to_remove):
-            # The quorum promotes a new voter only once it has caught up as an observer.
+            # The quorum promotes a new voter only once it has caught up as an observer: ask
+            # then, not before (Kafka's leader would answer "lagging behind" and time out).
             node = to_add[0]
-            return self._act(q, self.admin.add_raft_voter(node), f"adding voter {node}")
+            waiting = _not_caught_up(q, node)
+            if waiting:
+                return self._progress(q, WalkPhase.RUNNING, waiting)
+            return self._act(q, self.admin.add_raft_voter(node, self.endpoints.get(node, ())),
+                             f"adding voter {node}")
         # Remove followers before the leader; the leader resigns once its removal commits.
         node = sorted(to_remove, key=lambda n: (n == q.leader_id, n))[0]
         return self._act(q, self.admin.remove_raft_voter(node), f"removing voter {node}")
@@ -98,3 +113,14 @@ class VoterChangeWalker:
         if result.error.retriable:
             return self._progress(q, WalkPhase.RUNNING, f"{action}: {result.error.name}, retrying")
         raise KafkaApiError(result.error, f"{action}: {result.message}")
+
+
+def _not_caught_up(q: QuorumStatus, node: int) -> str:
+    """Why ``node`` may not be added yet, in words; empty when it may."""
+    replica = next((r for r in q.replicas if r.replica_id == node), None)
+    if replica is None:
+        return (f"waiting for node {node} to fetch the metadata log as an observer (start it "
+                "as a controller formatted with --no-initial-controllers)")
+    if replica.lag > 0 and not 0 <= replica.lag_time_ms <= CAUGHT_UP_MS:
+        return f"waiting for node {node} to catch up ({replica.lag} records behind)"
+    return ""

@@ -51,15 +51,39 @@ class KafkaClusterSpec(CamelModel):
         return self
 
 
+CONTROLLER_ENDPOINT_PATTERN = r"^[A-Za-z0-9_.-]+://(\[[0-9A-Fa-f:.]+\]|[^:/\[\]]+):[0-9]{1,5}$"
+
+
+class ControllerEndpoints(CamelModel):
+    """How the quorum's leader reaches a controller that is not a voter yet — what
+    kafka-metadata-quorum add-controller reads from that controller's own config."""
+
+    id: BrokerId = Field(description="The controller's node id.")
+    endpoints: list[Annotated[str, Field(pattern=CONTROLLER_ENDPOINT_PATTERN)]] = Field(
+        min_length=1, description='Its advertised controller listeners, e.g. '
+                                  '"CONTROLLER://kafka-controller-3:9093".')
+
+
 class KafkaQuorumSpec(CamelModel):
     cluster_ref: ObjectRef = Field(description="The KafkaCluster whose metadata quorum this is.")
     voters: list[BrokerId] = Field(min_length=1, description="Desired quorum voters (node ids).")
+    controllers: list[ControllerEndpoints] = Field(
+        default_factory=list,
+        description="Endpoints of the controllers to add as voters (a real cluster needs "
+                    "them: brokers list only the voters' endpoints; an embedded one does not).")
 
     @model_validator(mode="after")
     def _distinct(self) -> KafkaQuorumSpec:
         if len(set(self.voters)) != len(self.voters):
             raise ValueError("spec.voters lists a node id twice; list each voter once")
+        ids = [c.id for c in self.controllers]
+        if len(set(ids)) != len(ids):
+            raise ValueError("spec.controllers names a node id twice; give each one once")
         return self
+
+    @property
+    def endpoints(self) -> dict[int, list[str]]:
+        return {c.id: list(c.endpoints) for c in self.controllers}
 
 
 class PartitionMove(CamelModel):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -81,13 +82,18 @@ class Session:
                 c.kill(node)
 
     def _restore_voters(self, a: Any) -> None:
-        q = a.describe_quorum()
-        for extra in sorted(set(q.current_voters) - set(CONTROLLERS)):
-            a.remove_raft_voter(extra)
-        missing = sorted(set(CONTROLLERS) - set(a.describe_quorum().current_voters))
-        for node in missing:
-            self.cluster.start(node)
-            a.add_raft_voter(node)
+        """Back to voters 100-102 with kraftsman's own walker (one voter at a time, each new
+        one caught up first), as a user would; any spare controller is stopped after."""
+        from controller_core.orchestration.voters import VoterChangeWalker, WalkPhase
+        c = self.cluster
+        walker = VoterChangeWalker(a, CONTROLLERS,
+                                   {n: [c.controller_endpoint(n)] for n in CONTROLLERS})
+        deadline = time.monotonic() + 120
+        while walker.step().phase is not WalkPhase.COMPLETED:
+            if time.monotonic() > deadline:
+                raise RealKafkaError(f"the voters did not return to {list(CONTROLLERS)}: "
+                                     f"{a.describe_quorum()}")
+            time.sleep(0.5)
 
 
 def _topic_names(a: Any) -> list[str]:

@@ -213,6 +213,10 @@ class RealKafka:
         ids = self._lay().voters if ids is None else ids
         return ",".join(f"127.0.0.1:{self.node(c).ports['CONTROLLER']}" for c in ids)
 
+    def controller_endpoint(self, node_id: int) -> str:
+        """The advertised controller listener, as AddRaftVoter and --controller take it."""
+        return f"CONTROLLER://127.0.0.1:{self.node(node_id).ports['CONTROLLER']}"
+
     @property
     def client_properties(self) -> Path:
         return Path(self._lay().client_properties)

@@ -400,7 +400,8 @@ class Session:
             self.view.line(f"{r.key}: voters {','.join(map(str, p.current))} -> "
                            f"{','.join(map(str, p.target))}: {p.action}")
 
-        p = walk(cluster, list(spec.voters), wait=not self.args.no_wait, on_step=show)
+        p = walk(cluster, list(spec.voters), wait=not self.args.no_wait, on_step=show,
+                 endpoints=spec.endpoints)
         q = cluster.describe_quorum()
         status = {"phase": "Ready" if p.phase is WalkPhase.COMPLETED else "Progressing",
                   **status_json(q, cluster_id_of(cluster))}

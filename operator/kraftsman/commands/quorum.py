@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from controller_core.errors import KafkaApiError
-from controller_core.model import is_whole_number
+from controller_core.model import is_whole_number, parse_endpoint
 from controller_core.orchestration.voters import (
     VoterChangeWalker,
     WalkPhase,
@@ -34,6 +34,10 @@ def register(sub: Any) -> None:
     p = q_sub.add_parser("alter", help="walk the voters to a new set, one voter at a time")
     _common(p)
     p.add_argument("--voters", required=True, help="comma-separated node ids, e.g. 0,3,4")
+    p.add_argument("--controller", action="append", default=[], metavar="ID=NAME://HOST:PORT",
+                   help="the advertised controller listener of a node to add as a voter (a "
+                        "real cluster needs it; repeat for several), e.g. "
+                        "3=CONTROLLER://kafka-controller-3:9093")
     p.add_argument("--no-wait", action="store_true", help="take one step and return")
     p.set_defaults(handler=cmd_alter)
 
@@ -93,14 +97,26 @@ def parse_voters(text: str) -> list[int]:
     return [int(p) for p in parts]
 
 
-def walk(c: Cluster, voters: list[int], *, wait: bool,
-         on_step: Any = None) -> WalkProgress:
+def parse_controllers(values: list[str]) -> dict[int, list[str]]:
+    """``--controller 3=CONTROLLER://host:9093`` (repeatable) -> {3: [endpoint, ...]}."""
+    out: dict[int, list[str]] = {}
+    for text in values:
+        node, sep, endpoint = text.partition("=")
+        if not sep or not is_whole_number(node.strip()) or parse_endpoint(endpoint) is None:
+            raise UsageError(f"--controller {text!r}: expected ID=NAME://HOST:PORT, e.g. "
+                             "3=CONTROLLER://kafka-controller-3:9093")
+        out.setdefault(int(node), []).append(endpoint.strip())
+    return out
+
+
+def walk(c: Cluster, voters: list[int], *, wait: bool, on_step: Any = None,
+         endpoints: dict[int, list[str]] | None = None) -> WalkProgress:
     """Validate the target voters, then walk to them (simulated time on an embedded
     cluster, the wall clock on a real one)."""
     problems = voter_set_problems(voters, c.quorum_node_ids(), c.live_quorum_nodes())
     if problems:
         raise UsageError(problems)
-    walker = VoterChangeWalker(c, voters)
+    walker = VoterChangeWalker(c, voters, endpoints)
     deadline = c.now + MAX_WALK_SECONDS
     last = ""
     while True:
@@ -118,6 +134,7 @@ def walk(c: Cluster, voters: list[int], *, wait: bool,
 
 def cmd_alter(args: argparse.Namespace) -> int:
     voters = parse_voters(args.voters)
+    endpoints = parse_controllers(args.controller)
 
     def show(p: WalkProgress) -> None:
         if args.output == "text":
@@ -125,7 +142,7 @@ def cmd_alter(args: argparse.Namespace) -> int:
                   f"{p.action} (leader {p.leader_id}, epoch {p.leader_epoch})")
 
     with opened(args) as c:
-        p = walk(c, voters, wait=not args.no_wait, on_step=show)
+        p = walk(c, voters, wait=not args.no_wait, on_step=show, endpoints=endpoints)
         q = _describe(c)
         cluster_id = cluster_id_of(c)
     data = {"phase": p.phase.value, **status_json(q, cluster_id)}

@@ -93,7 +93,8 @@ def fill(st: KafkaQuorumStatus, q: QuorumStatus) -> None:
         "Follower" if r.status == "Follower" else "Observer") for r in q.replicas[:DETAIL_CAP]]
 
 
-def quorum_pass(admin: QuorumAdmin, target: list[int], st: KafkaQuorumStatus) -> Pass:
+def quorum_pass(admin: QuorumAdmin, target: list[int], st: KafkaQuorumStatus,
+                endpoints: dict[int, list[str]] | None = None) -> Pass:
     """One pass (in a worker thread, under the cluster's lock): validate, step, describe."""
     q = admin.describe_quorum()
     fill(st, q)
@@ -106,7 +107,7 @@ def quorum_pass(admin: QuorumAdmin, target: list[int], st: KafkaQuorumStatus) ->
     was.problems = voter_set_problems(target, known, live)
     if was.problems:
         return was
-    progress = VoterChangeWalker(admin, target).step()
+    progress = VoterChangeWalker(admin, target, endpoints).step()
     if progress.phase is WalkPhase.RUNNING and progress.action.startswith(("adding",
                                                                            "removing")):
         fill(st, admin.describe_quorum())  # show the step's effect in this pass's status
@@ -184,7 +185,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             return
         target = list(model.voters)
         try:
-            done = await rt.run(opened, lambda c: quorum_pass(c, target, st))
+            done = await rt.run(opened, lambda c: quorum_pass(c, target, st, model.endpoints))
         except KafkaApiError as e:
             delay = rt.backoff.failed(key, rt.clock())
             if e.error.retriable:  # no leader right now, a timeout: back off and look again
