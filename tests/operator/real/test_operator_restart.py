@@ -4,7 +4,8 @@ its state volume wiped, resumes from what the API server holds.
 The cluster is real as far as the operator can tell: an embedded cluster served over the
 Kafka protocol by `cluster serve`'s server (tests/serve/harness.py, its clock at 50x wall
 time), reached only through `bootstrapServers`. The operator is the chart's Deployment pod
-started by tests/operator/deployed.py (its command and args, a kubeconfig to the emulator).
+started by tests/operator/deployed.py (its command and args, a token of its ServiceAccount),
+against the real kube-apiserver (conftest.py).
 """
 
 from __future__ import annotations

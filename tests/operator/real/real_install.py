@@ -1,0 +1,74 @@
+"""The operator's install on the real API server (tests/realk8s), and the cleaning up after a
+test: shared by conftest.py and the tests of this directory."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import yaml
+from deployed import PodTemplate, from_chart
+
+from kraftsman.handlers.common import PLURALS
+from kraftsman.resources import GROUP
+from tests.realk8s.apiserver import RealServer
+
+RELEASE = CHART_NAMESPACE = "kraftsman-chart"  # the chart's release, apart from manifests/
+
+
+def chart(values: dict[str, Any] | None = None, **kw: Any) -> PodTemplate:
+    """The chart's pod as installed on the real server (release kraftsman-chart)."""
+    return from_chart(values, release=RELEASE, namespace=CHART_NAMESPACE, **kw)
+
+
+class Installer:
+    """Applies an install's objects with real kubectl, once per distinct set of objects."""
+
+    def __init__(self, server: RealServer) -> None:
+        self.server = server
+        self.applied: set[str] = set()
+
+    def apply(self, objects: list[dict[str, Any]], manager: str) -> None:
+        text = yaml.safe_dump_all(objects)
+        key = f"{manager}\n{text}"
+        if key in self.applied:
+            return
+        namespaces = {o["metadata"].get("namespace") for o in objects} - {None}
+        for ns in sorted(namespaces):  # `helm install --create-namespace`
+            if self.server.kubectl("get", "namespace", ns, check=False).returncode != 0:
+                self.server.kubectl("create", "namespace", ns)
+        self.server.kubectl("apply", "--server-side", f"--field-manager={manager}",
+                            "-f", "-", input=text)
+        self.applied.add(key)
+
+
+_counter = iter(range(1, 10**6))
+
+
+def namespace_for(test: str) -> str:
+    """A fresh namespace for each test (no namespace is ever deleted: no controller
+    manager runs to finish it)."""
+    words = re.sub(r"[^a-z0-9]+", "-", test.lower().removeprefix("test_")).strip("-")
+    return f"t{next(_counter)}-{words}"[:63].rstrip("-")
+
+
+def cleanup(server: RealServer, namespace: str, job_namespaces: set[str]) -> None:
+    """What the test created: its objects (finalizers dropped — the operator is stopped),
+    the planner Jobs, kopf's peering entries."""
+    for plural in PLURALS.values():
+        resource = f"{plural}.{GROUP}"
+        names = server.kubectl("get", resource, "-n", namespace, "-o", "name").stdout.split()
+        for name in names:
+            server.kubectl("patch", name, "-n", namespace, "--type=merge", "-p",
+                           json.dumps({"metadata": {"finalizers": None}}), check=False)
+        if names:
+            server.kubectl("delete", resource, "--all", "-n", namespace, "--wait=false")
+    for ns in job_namespaces:
+        server.kubectl("delete", "jobs", "--all", "-n", ns, "--wait=false")
+    for peering in server.kubectl("get", "clusterkopfpeerings", "-o", "name").stdout.split():
+        # kopf's peers are its status (no subresource); a killed replica's entry would
+        # outlive the test and pause the next test's operator until it expires.
+        server.kubectl("patch", peering, "--type=merge", "-p", '{"status": null}')
+
+
