@@ -140,6 +140,12 @@ KIND_INFO: dict[str, KindInfo] = {
     ]),
 }
 
+# The most partitions one PartitionReassignment holds on a real API server when created with
+# `kubectl create`, `kubectl apply --server-side` or `kraftsman apply` (topic names of 6
+# characters, RF 3, the largest status the operator writes): measured by
+# bench/api_size_bench.py against kube-apiserver and etcd, stated in docs/operator.md.
+MAX_PARTITIONS_PER_RESOURCE = 8266
+
 # Per (model, field) schema additions that pydantic cannot express.
 _SET = {"x-kubernetes-list-type": "set"}
 FIELD_EXTRAS: dict[tuple[str, str], dict[str, Any]] = {
@@ -151,7 +157,16 @@ FIELD_EXTRAS: dict[tuple[str, str], dict[str, Any]] = {
                                         "x-kubernetes-list-map-keys": ["name"]},
     ("PartitionMove", "replicas"): _SET,
     ("PartitionReassignmentSpec", "partitions"): {
-        "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["topic", "partition"]},
+        "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["topic", "partition"],
+        # One more would be stored only to have the operator's first status write refused
+        # (etcd's 1.5 MiB object limit): refused at admission instead, saying what to do.
+        "x-kubernetes-validations": [{
+            "rule": f"size(self) <= {MAX_PARTITIONS_PER_RESOURCE}",
+            "message": f"at most {MAX_PARTITIONS_PER_RESOURCE:,} partitions fit in one "
+                       "PartitionReassignment (with its status it must stay under etcd's "
+                       "1.5 MiB per object); split the plan into several resources that run "
+                       "one after another (kraftsman plan --max-partitions-per-resource "
+                       "does)"}]},
     ("LeaderElectionSpec", "partitions"): {
         "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["topic", "partition"]},
     ("LeaderElectionSpec", "topics"): _SET,

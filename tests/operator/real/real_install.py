@@ -72,3 +72,34 @@ def cleanup(server: RealServer, namespace: str, job_namespaces: set[str]) -> Non
         server.kubectl("patch", peering, "--type=merge", "-p", '{"status": null}')
 
 
+
+
+def store_reassignment(server: RealServer, namespace: str, name: str, partitions: int, *,
+                       client_side_apply: bool = False) -> tuple[bool, str]:
+    """Store a PartitionReassignment of ``partitions`` entries (topic "orders", RF 3) as a user
+    does — `kubectl create`, or a client-side `kubectl apply` (Argo CD's default) — then the
+    largest status the operator writes for it (object_size.worst_status, through the status
+    subresource as kopf writes it). (True, "") when the server stored both; else (False, what
+    kubectl said)."""
+    from object_size import worst_status
+
+    obj = {"apiVersion": "kraftsman.io/v1alpha1", "kind": "PartitionReassignment",
+           "metadata": {"name": name, "namespace": namespace},
+           "spec": {"clusterRef": {"name": "demo"}, "dryRun": True,
+                    "partitions": [{"topic": "orders", "partition": p,
+                                    "replicas": [(p + 3 + i) % 6 for i in range(3)]}
+                                   for p in range(partitions)]}}
+    verb = ["apply"] if client_side_apply else ["create"]
+    done = server.kubectl(*verb, "-f", "-", input=json.dumps(obj), check=False)
+    if done.returncode != 0:
+        return False, done.stderr.strip()
+    kopf = {"metadata": {"finalizers": ["kraftsman.io/finalizer"], "annotations": {
+        "kraftsman.io/last-handled-digest": "0" * 64, "kraftsman.io/kopf-managed": "yes"}}}
+    for patch, sub in ((kopf, []), ({"status": worst_status(partitions)},
+                                    ["--subresource=status"])):
+        done = server.kubectl("patch", "partitionreassignment", name, "-n", namespace, *sub,
+                              "--type=merge", "--field-manager=kopf", "-p", json.dumps(patch),
+                              check=False)
+        if done.returncode != 0:
+            return False, done.stderr.strip()
+    return True, ""

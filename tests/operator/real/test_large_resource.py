@@ -1,18 +1,21 @@
-"""A large PartitionReassignment round-trips through the operator as deployed, against the
-emulator with the API server's size limits (harness.Emulator); the largest that fits, stated in
-docs/operator.md, is measured by bench/api_size_bench.py and checked here."""
+"""The largest PartitionReassignment, on a real kube-apiserver and etcd: the largest stated in
+docs/operator.md (measured by bench/api_size_bench.py against the same server) is stored with
+the largest status the operator writes, one partition more is refused with a message that
+says why, and the largest round-trips through the operator as deployed."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 import yaml
-from deployed import ROOT, from_chart
+from deployed import ROOT
 from harness import MAX_ANNOTATIONS, MAX_OBJECT, Api, annotations_size, cond_is
-from object_size import as_created, as_stored, object_bytes, reassignment, worst_status
+from object_size import object_bytes
+from real_install import chart, store_reassignment
 
-URL = "/apis/kraftsman.io/v1alpha1/namespaces/default/partitionreassignments"
+from tests.realk8s.apiserver import RealServer
 
 
 def documented_limits() -> tuple[int, int]:
@@ -24,35 +27,40 @@ def documented_limits() -> tuple[int, int]:
     return int(found[1].replace(",", "")), int(found[2].replace(",", ""))
 
 
-async def stored(api: Api, obj: dict[str, Any]) -> int:
-    async with api.session.post(api.base + URL, json=obj) as r:
-        return r.status
-
-
-async def test_documented_largest_reassignment_fits_and_one_more_does_not(api: Api) -> None:
+def test_documented_largest_reassignment_is_stored_and_one_more_is_refused_saying_why(
+        real_server: RealServer, namespace: str) -> None:
     created, client_side = documented_limits()
-    for n, csa in ((created, False), (client_side, True)):
-        fits = as_stored(reassignment(f"fits-{n}", n, client_side_apply=csa), worst_status(n))
-        over = as_stored(reassignment(f"over-{n}", n + 1, client_side_apply=csa),
-                         worst_status(n + 1))
-        assert await stored(api, fits) < 300
-        assert await stored(api, over) in (413, 422)
+    assert store_reassignment(real_server, namespace, "fits", created) == (True, "")
+    ok, said = store_reassignment(real_server, namespace, "over", created + 1)
+    assert not ok
+    assert "spec.partitions" in said and f"at most {created:,} partitions" in said, said
+    assert "split" in said, said
+    ok, said = store_reassignment(real_server, namespace, "csa-fits", client_side,
+                                  client_side_apply=True)
+    assert (ok, said) == (True, "")
+    ok, said = store_reassignment(real_server, namespace, "csa-over", client_side + 1,
+                                  client_side_apply=True)
+    assert not ok
+    assert "metadata.annotations: Too long: must have at most 262144 bytes" in said, said
 
 
 async def test_largest_reassignment_round_trips_through_the_deployed_operator(
-        api: Api, deployed: Any) -> None:
+        api: Api, deployed: Any, real_server: RealServer) -> None:
     """kopf's diff base is a digest: with kopf's stock annotation storage (a copy of the spec,
     ~450 KB here) the operator's first patch is refused (422: annotations over 256 KiB)."""
     n, _ = documented_limits()
-    op = await deployed(from_chart())
+    op = await deployed(chart())
     await api.create("KafkaCluster", "demo", {"embedded": {
         "brokers": [{"id": i} for i in range(6)], "controllers": [0, 1, 2],
         "topics": [{"name": "orders", "partitions": n, "replicationFactor": 3}]}})
     await api.wait("KafkaCluster", "demo", cond_is("Ready", "True"), timeout=60)
-    obj = reassignment("big", n)  # as kubectl create sends it (managedFields aside)
-    del obj["metadata"]["managedFields"]
-    obj["metadata"]["uid"] = "uid-big"
-    assert await stored(api, obj) < 300
+    spec = {"clusterRef": {"name": "demo"}, "dryRun": True,
+            "partitions": [{"topic": "orders", "partition": p,
+                            "replicas": [(p + 3 + i) % 6 for i in range(3)]}
+                           for p in range(n)]}
+    real_server.kubectl("create", "-f", "-", input=json.dumps({
+        "apiVersion": "kraftsman.io/v1alpha1", "kind": "PartitionReassignment",
+        "metadata": {"name": "big", "namespace": api.namespace}, "spec": spec}))
     done = await api.wait("PartitionReassignment", "big", cond_is("Succeeded", "True"),
                           timeout=120)
     assert done["status"]["plan"]["replicaMovements"] >= n  # the operator read every entry
@@ -64,12 +72,17 @@ async def test_largest_reassignment_round_trips_through_the_deployed_operator(
                           "-digest" in o["metadata"].get("annotations", {}))
     # ...and the API server refused none of the operator's writes.
     assert "Too long" not in op.log() and "RequestEntityTooLarge" not in op.log()
+    assert "too large" not in op.log()
 
 
-async def test_kraftsman_plan_resources_fit_even_client_side_applied(api: Api) -> None:
+def test_kraftsman_plan_resources_fit_even_client_side_applied(real_server: RealServer,
+                                                               namespace: str) -> None:
     """`kraftsman plan`'s split (render.py defaults: 1,000 partitions, 200,000 bytes per
     resource) stays within both limits stated in docs/operator.md, even with the longest
-    topic names Kafka allows, each resource stored after a client-side kubectl apply."""
+    topic names Kafka allows: each resource is stored by the real server after a client-side
+    kubectl apply, with the largest status the operator writes."""
+    from object_size import worst_status
+
     from controller_core.planning import render
     from controller_core.planning.result import PartitionMove
 
@@ -84,9 +97,10 @@ async def test_kraftsman_plan_resources_fit_even_client_side_applied(api: Api) -
         assert len(resources) >= 3
         for res in resources:
             obj = yaml.safe_load(res.text)
-            obj["metadata"]["namespace"] = "default"
-            n = len(obj["spec"]["partitions"])
-            stored_obj = as_stored(as_created(obj, client_side_apply=True), worst_status(n))
-            assert await stored(api, stored_obj) < 300, (topic[:10], res.name, n)
-
-
+            obj["metadata"]["namespace"] = namespace
+            name = obj["metadata"]["name"] = f"{res.name}-{len(topic)}"
+            real_server.kubectl("apply", "-f", "-", input=json.dumps(obj))
+            real_server.kubectl(
+                "patch", "partitionreassignment", name, "-n", namespace,
+                "--subresource=status", "--type=merge", "--field-manager=kopf", "-p",
+                json.dumps({"status": worst_status(len(obj["spec"]["partitions"]))}))
