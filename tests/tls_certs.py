@@ -88,7 +88,10 @@ def make_pki(d: Path, client_cn: str = "admin", client_org: str = "kraftsman-tes
 
 
 def write_private_key(path: Path) -> Path:
-    """A new EC P-256 private key (PKCS#8 PEM), e.g. an API server's service-account key."""
-    path.write_bytes(_pem_key(_key()))
+    """A new EC P-256 private key as SEC1 PEM ("EC PRIVATE KEY": kube-apiserver reads its
+    service-account key in that form, not as PKCS#8)."""
+    path.write_bytes(_key().private_bytes(serialization.Encoding.PEM,
+                                          serialization.PrivateFormat.TraditionalOpenSSL,
+                                          serialization.NoEncryption()))
     path.chmod(0o600)
     return path

@@ -146,6 +146,9 @@ KIND_INFO: dict[str, KindInfo] = {
 # bench/api_size_bench.py against kube-apiserver and etcd, stated in docs/operator.md.
 MAX_PARTITIONS_PER_RESOURCE = 8266
 
+# The largest integer a float64 holds exactly (kube-apiserver compares defaults with bounds so).
+FLOAT_EXACT = 2**53
+
 # Per (model, field) schema additions that pydantic cannot express.
 _SET = {"x-kubernetes-list-type": "set"}
 FIELD_EXTRAS: dict[tuple[str, str], dict[str, Any]] = {
@@ -245,6 +248,19 @@ def _ordered(node: Any, defaults: bool) -> Any:
     return out
 
 
+def _exact_bounds_only(out: dict[str, Any]) -> None:
+    """kube-apiserver reads a schema's bounds as float64s and refuses, at admission, every
+    object of a field whose bound a float64 cannot hold exactly ("Maximum boundary value must
+    be of type integer (default format)": 2**63 - 1, Kafka's LONG, is one), and the whole
+    CRD when such a field has a default. Such a bound is left out; the operator's model
+    checks it (Degraded/InvalidSpec naming the field), as it does where no schema is
+    enforced."""
+    for bound in ("minimum", "maximum"):
+        if abs(out.get(bound, 0)) > FLOAT_EXACT:
+            del out[bound]
+            out.pop(f"exclusive{bound.capitalize()}", None)
+
+
 def _convert(node: dict[str, Any], defs: dict[str, Any], model_name: str | None) -> dict[str, Any]:
     node = dict(node)
     if "$ref" in node:
@@ -262,6 +278,7 @@ def _convert(node: dict[str, Any], defs: dict[str, Any], model_name: str | None)
             outer = _convert(node, defs, None)
             outer.pop("type", None)
             inner.update(outer)
+            _exact_bounds_only(inner)
             return inner
     if "allOf" in node and len(node["allOf"]) == 1:
         inner = _convert(node.pop("allOf")[0], defs, None)
@@ -295,6 +312,7 @@ def _convert(node: dict[str, Any], defs: dict[str, Any], model_name: str | None)
                 out[key] = value
         else:
             out[key] = value
+    _exact_bounds_only(out)
     if "properties" in out:
         out.setdefault("type", "object")
         out["required"] = [r for r in out.get("required", []) if r in out["properties"]]

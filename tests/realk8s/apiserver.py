@@ -182,6 +182,9 @@ class RealServer:
                 f"--service-account-signing-key-file={lay.sa_key}",
                 "--authorization-mode=Node,RBAC",
                 "--service-cluster-ip-range=10.0.0.0/24",
+                # The "kubernetes" Service's endpoints would name a loopback address,
+                # which the reconciler refuses (envtest runs without it too).
+                "--endpoint-reconciler-type=none",
                 f"--audit-policy-file={self.dir / 'audit-policy.yaml'}",
                 f"--audit-log-path={self.dir / 'audit.log'}",
                 "--audit-log-maxsize=200", "--audit-log-maxbackup=1",
