@@ -59,10 +59,13 @@ def installer(real_server: RealServer) -> Installer:
 
 
 @pytest.fixture
-def namespace(real_server: RealServer, request: pytest.FixtureRequest) -> str:
+def namespace(real_server: RealServer, request: pytest.FixtureRequest) -> Iterator[str]:
+    """The test's own namespace; what the test left in it goes at the end (after its
+    operators have stopped: ``deployed`` depends on this fixture)."""
     ns = namespace_for(request.node.name)
     real_server.kubectl("create", "namespace", ns)
-    return ns
+    yield ns
+    cleanup(real_server, ns, set())
 
 
 @pytest.fixture
@@ -105,5 +108,5 @@ async def deployed(real_server: RealServer, installer: Installer, namespace: str
     yield start
     for proc in running:
         await proc.stop()
-    cleanup(real_server, namespace, job_namespaces)
+    cleanup(real_server, None, job_namespaces)
 

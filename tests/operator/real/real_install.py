@@ -71,10 +71,10 @@ def namespace_for(test: str) -> str:
     return f"t{next(_counter)}-{words}"[:63].rstrip("-")
 
 
-def cleanup(server: RealServer, namespace: str, job_namespaces: set[str]) -> None:
+def cleanup(server: RealServer, namespace: str | None, job_namespaces: set[str]) -> None:
     """What the test created: its objects (finalizers dropped — the operator is stopped),
     the planner Jobs, kopf's peering entries."""
-    for plural in PLURALS.values():
+    for plural in PLURALS.values() if namespace is not None else ():
         resource = f"{plural}.{GROUP}"
         names = server.kubectl("get", resource, "-n", namespace, "-o", "name").stdout.split()
         for name in names:
