@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.realk8s.apiserver import ServerError, down, up
+from tests.realk8s.apiserver import ServerError, down, service_account_calls, up
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,7 +22,17 @@ def main(argv: list[str] | None = None) -> int:
     start.add_argument("dir", type=Path)
     stop = sub.add_parser("down", help="stop them (logs stay in DIR)")
     stop.add_argument("dir", type=Path)
+    calls = sub.add_parser("calls", help="what each ServiceAccount did (verb, resource, HTTP "
+                                         "codes), from DIR/audit.log")
+    calls.add_argument("dir", type=Path)
     args = parser.parse_args(argv)
+    if args.command == "calls":
+        for account, seen in sorted(service_account_calls(args.dir).items()):
+            print(account)
+            for (verb, resource, scope), codes in sorted(seen.items()):
+                where = "all namespaces" if scope == "*" else "namespaced"
+                print(f"  {verb:8s} {resource:45s} {where:15s} {sorted(codes)}")
+        return 0
     try:
         if args.command == "up":
             began = time.monotonic()

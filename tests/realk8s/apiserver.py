@@ -345,3 +345,24 @@ def down(directory: Path) -> RealServer:
     server = attach(directory.resolve())
     server.stop()
     return server
+
+
+def service_account_calls(directory: Path) -> dict[str, dict[tuple[str, str, str], set[int]]]:
+    """From DIR/audit.log: for each ServiceAccount, (verb, group/resource[/subresource],
+    namespace or "*") -> the HTTP codes answered — what the operator and the planner did,
+    and where RBAC refused them (403)."""
+    out: dict[str, dict[tuple[str, str, str], set[int]]] = {}
+    path = directory / "audit.log"
+    for line in path.read_text().splitlines() if path.exists() else []:
+        event = json.loads(line)
+        user = event.get("user", {}).get("username", "")
+        ref = event.get("objectRef") or {}
+        if not user.startswith("system:serviceaccount:") or not ref:
+            continue
+        resource = "/".join(x for x in (ref.get("apiGroup") or "core", ref.get("resource"),
+                                        ref.get("subresource")) if x)
+        key = (event["verb"], resource, "*" if not ref.get("namespace") else "ns")
+        code = int((event.get("responseStatus") or {}).get("code") or 0)
+        out.setdefault(user.removeprefix("system:serviceaccount:"), {}).setdefault(
+            key, set()).add(code)
+    return out
