@@ -393,9 +393,9 @@ class Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
                     if isinstance(after, dict) else request.name)
             return status_error(
                 422, "Invalid", f'{kind} "{name}" is invalid: metadata.annotations: Too long: '
-                f"must have at most {MAX_ANNOTATIONS} bytes", name=name, kind=kind,
+                f"may not be more than {MAX_ANNOTATIONS} bytes", name=name, kind=kind,
                 causes=[{"reason": "FieldValueTooLong", "field": "metadata.annotations",
-                         "message": f"Too long: must have at most {MAX_ANNOTATIONS} bytes"}])
+                         "message": f"Too long: may not be more than {MAX_ANNOTATIONS} bytes"}])
         if len(orjson.dumps(after)) > MAX_OBJECT:
             return status_error(413, "RequestEntityTooLarge", "etcdserver: request is too large")
         return None
