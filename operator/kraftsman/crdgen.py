@@ -140,10 +140,9 @@ KIND_INFO: dict[str, KindInfo] = {
     ]),
 }
 
-# The most partitions one PartitionReassignment holds on a real API server when created with
-# `kubectl create`, `kubectl apply --server-side` or `kraftsman apply` (topic names of 6
-# characters, RF 3, the largest status the operator writes): measured by
-# bench/api_size_bench.py against kube-apiserver and etcd, stated in docs/operator.md.
+# The most partitions one PartitionReassignment may hold (docs/operator.md "Size limits"): a
+# model of the stored object (tests/operator/object_size.py) puts etcd's 1.5 MiB there; a
+# real kube-apiserver stores more (bench/api_size_bench.py), at a cost of seconds per write.
 MAX_PARTITIONS_PER_RESOURCE = 8266
 
 # The largest integer a float64 holds exactly (kube-apiserver compares defaults with bounds so).
@@ -165,11 +164,11 @@ FIELD_EXTRAS: dict[tuple[str, str], dict[str, Any]] = {
         # (etcd's 1.5 MiB object limit): refused at admission instead, saying what to do.
         "x-kubernetes-validations": [{
             "rule": f"size(self) <= {MAX_PARTITIONS_PER_RESOURCE}",
-            "message": f"at most {MAX_PARTITIONS_PER_RESOURCE:,} partitions fit in one "
+            "message": f"at most {MAX_PARTITIONS_PER_RESOURCE:,} partitions in one "
                        "PartitionReassignment (with its status it must stay under etcd's "
-                       "1.5 MiB per object); split the plan into several resources that run "
-                       "one after another (kraftsman plan --max-partitions-per-resource "
-                       "does)"}]},
+                       "1.5 MiB per object, and every write of a larger one costs the API "
+                       "server seconds); split the plan into several resources that run one "
+                       "after another (kraftsman plan --max-partitions-per-resource does)"}]},
     ("LeaderElectionSpec", "partitions"): {
         "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["topic", "partition"]},
     ("LeaderElectionSpec", "topics"): _SET,
