@@ -172,12 +172,17 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         after the write on a busy API server (kopf's consistency wait is for event handlers
         only). A pass on that body would publish its older status over the newer one (seen
         on a real kube-apiserver: a Succeeded dry run of 8,266 partitions put back to
-        Pending). Such a pass waits for the watch, for at most STALE_BODY_WAIT seconds (a
-        write that never landed must not stop the passes for good)."""
+        Pending). Such a pass waits for the watch, for at most STALE_BODY_WAIT seconds; then
+        (the write may never have landed) this process's copy goes, and the pass goes on from
+        what the API server holds, re-deriving the rest from the cluster as after a restart."""
         mine = live.get(uid)
         stored = saved_state(status) or {}  # none yet: the body predates the first write
-        return (mine is not None and int(stored.get("rev", 0)) < int(mine[0].get("rev", 0))
-                and time.monotonic() - saved_at.get(uid, 0.0) < STALE_BODY_WAIT)
+        if mine is None or int(stored.get("rev", 0)) >= int(mine[0].get("rev", 0)):
+            return False
+        if time.monotonic() - saved_at.get(uid, 0.0) < STALE_BODY_WAIT:
+            return True
+        live.pop(uid, None)
+        return False
 
     @kopf.index(**resource(KIND), registry=registry, id="preas_users")
     async def preas_users(namespace: str, name: str, spec: Any, status: Any, **_: Any) -> Any:
