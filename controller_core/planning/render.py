@@ -44,7 +44,7 @@ metadata:
   name: {{ name }}
   labels:
     app.kubernetes.io/managed-by: kraftsman-plan
-    kraftsman.io/plan: {{ plan_id }}
+    kraftsman.io/plan: {{ plan_id | tojson }}
   annotations:
     argocd.argoproj.io/sync-wave: {{ step | string | tojson }}
     kraftsman.io/plan-step: {{ (step | string ~ "/" ~ steps | string) | tojson }}

@@ -140,6 +140,14 @@ KIND_INFO: dict[str, KindInfo] = {
     ]),
 }
 
+# The most partitions one PartitionReassignment may hold (docs/operator.md "Size limits"): a
+# model of the stored object (tests/operator/object_size.py) puts etcd's 1.5 MiB there; a
+# real kube-apiserver stores more (bench/api_size_bench.py), at a cost of seconds per write.
+MAX_PARTITIONS_PER_RESOURCE = 8266
+
+# The largest integer a float64 holds exactly (kube-apiserver compares defaults with bounds so).
+FLOAT_EXACT = 2**53
+
 # Per (model, field) schema additions that pydantic cannot express.
 _SET = {"x-kubernetes-list-type": "set"}
 FIELD_EXTRAS: dict[tuple[str, str], dict[str, Any]] = {
@@ -151,7 +159,16 @@ FIELD_EXTRAS: dict[tuple[str, str], dict[str, Any]] = {
                                         "x-kubernetes-list-map-keys": ["name"]},
     ("PartitionMove", "replicas"): _SET,
     ("PartitionReassignmentSpec", "partitions"): {
-        "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["topic", "partition"]},
+        "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["topic", "partition"],
+        # One more would be stored only to have the operator's first status write refused
+        # (etcd's 1.5 MiB object limit): refused at admission instead, saying what to do.
+        "x-kubernetes-validations": [{
+            "rule": f"size(self) <= {MAX_PARTITIONS_PER_RESOURCE}",
+            "message": f"at most {MAX_PARTITIONS_PER_RESOURCE:,} partitions in one "
+                       "PartitionReassignment (with its status it must stay under etcd's "
+                       "1.5 MiB per object, and every write of a larger one costs the API "
+                       "server seconds); split the plan into several resources that run one "
+                       "after another (kraftsman plan --max-partitions-per-resource does)"}]},
     ("LeaderElectionSpec", "partitions"): {
         "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["topic", "partition"]},
     ("LeaderElectionSpec", "topics"): _SET,
@@ -230,6 +247,19 @@ def _ordered(node: Any, defaults: bool) -> Any:
     return out
 
 
+def _exact_bounds_only(out: dict[str, Any]) -> None:
+    """kube-apiserver reads a schema's bounds as float64s and refuses, at admission, every
+    object of a field whose bound a float64 cannot hold exactly ("Maximum boundary value must
+    be of type integer (default format)": 2**63 - 1, Kafka's LONG, is one), and the whole
+    CRD when such a field has a default. Such a bound is left out; the operator's model
+    checks it (Degraded/InvalidSpec naming the field), as it does where no schema is
+    enforced."""
+    for bound in ("minimum", "maximum"):
+        if abs(out.get(bound, 0)) > FLOAT_EXACT:
+            del out[bound]
+            out.pop(f"exclusive{bound.capitalize()}", None)
+
+
 def _convert(node: dict[str, Any], defs: dict[str, Any], model_name: str | None) -> dict[str, Any]:
     node = dict(node)
     if "$ref" in node:
@@ -247,6 +277,7 @@ def _convert(node: dict[str, Any], defs: dict[str, Any], model_name: str | None)
             outer = _convert(node, defs, None)
             outer.pop("type", None)
             inner.update(outer)
+            _exact_bounds_only(inner)
             return inner
     if "allOf" in node and len(node["allOf"]) == 1:
         inner = _convert(node.pop("allOf")[0], defs, None)
@@ -280,6 +311,7 @@ def _convert(node: dict[str, Any], defs: dict[str, Any], model_name: str | None)
                 out[key] = value
         else:
             out[key] = value
+    _exact_bounds_only(out)
     if "properties" in out:
         out.setdefault("type", "object")
         out["required"] = [r for r in out.get("required", []) if r in out["properties"]]

@@ -3,8 +3,10 @@
 The command is the image's ENTRYPOINT (the Dockerfile; a container ``command`` would override
 it) resolved to the installed console script; the args are the container's ``args`` as Helm's
 own engine renders the chart (helm-python-sdk) or as ``manifests/40-deployment.yaml`` has
-them. The process logs in through a kubeconfig file in ``$KUBECONFIG`` that points at the kmock
-API emulator over HTTP, and gets ``POD_NAME`` as the Deployment's downward API gives it.
+them. The process logs in through a kubeconfig file in ``$KUBECONFIG`` — against the real API server
+(tests/operator/real/), a bearer token of the pod's ServiceAccount and the server's CA; against
+the kmock API emulator, plain HTTP — and gets ``POD_NAME`` as the Deployment's downward API
+gives it.
 Nothing is injected: no login handler, no registry, no clock. Only what names the pod's
 machine is rewritten: the ``--state-dir`` volume (a directory of the test) and the liveness
 address (127.0.0.1 on a free port instead of 0.0.0.0:8080).
@@ -59,6 +61,9 @@ class PodTemplate:
     replicas: int
     objects: list[dict[str, Any]] = field(default_factory=list)
     source: str = ""
+    namespace: str = NAMESPACE  # the Deployment's (POD_NAMESPACE)
+    service_account: str = "kraftsman"  # the pod's serviceAccountName
+    install: list[dict[str, Any]] = field(default_factory=list)  # every object of the install
 
 
 def entrypoint() -> list[str]:
@@ -72,19 +77,23 @@ def entrypoint() -> list[str]:
 
 
 def _template(deployment: dict[str, Any], objects: list[dict[str, Any]],
-              source: str) -> PodTemplate:
-    (container,) = [c for c in deployment["spec"]["template"]["spec"]["containers"]
-                    if c["name"] == "operator"]
+              source: str, install: list[dict[str, Any]]) -> PodTemplate:
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = [c for c in pod["containers"] if c["name"] == "operator"]
     return PodTemplate(command=list(container.get("command") or entrypoint()),
                        args=[str(a) for a in container.get("args") or []],
                        env=list(container.get("env") or []),
                        replicas=int(deployment["spec"].get("replicas", 1)),
-                       objects=objects, source=source)
+                       objects=objects, source=source,
+                       namespace=deployment["metadata"]["namespace"],
+                       service_account=pod["serviceAccountName"], install=install)
 
 
-def render_chart(values: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every object `helm install kraftsman charts/kraftsman -n kraftsman-system` creates."""
-    out = helm.Chart.load(CHART).render(values, name="kraftsman", namespace=NAMESPACE,
+def render_chart(values: dict[str, Any], *, release: str = "kraftsman",
+                 namespace: str = NAMESPACE) -> list[dict[str, Any]]:
+    """Every object `helm install RELEASE charts/kraftsman -n NAMESPACE` creates from its
+    templates (its crds/ directory aside: chart_crds())."""
+    out = helm.Chart.load(CHART).render(values, name=release, namespace=namespace,
                                          is_install=True)
     docs: list[dict[str, Any]] = []
     for path, text in sorted(out.items()):
@@ -93,15 +102,27 @@ def render_chart(values: dict[str, Any]) -> list[dict[str, Any]]:
     return docs
 
 
-def from_chart(values: dict[str, Any] | None = None, *,
-               extra_args: Sequence[str] = SPEED) -> PodTemplate:
+def chart_crds() -> list[dict[str, Any]]:
+    """The chart's crds/ directory, which Helm installs before any template."""
+    return [d for path in sorted((CHART / "crds").glob("*.yaml"))
+            for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def from_chart(values: dict[str, Any] | None = None, *, extra_args: Sequence[str] = SPEED,
+               release: str = "kraftsman", namespace: str = NAMESPACE) -> PodTemplate:
     """The pod of the chart's Deployment, rendered with these values (+ extraArgs)."""
     values = {**(values or {}), "extraArgs": [*(values or {}).get("extraArgs", []),
                                               *extra_args]}
-    docs = render_chart(values)
+    docs = render_chart(values, release=release, namespace=namespace)
     (dep,) = [d for d in docs if d["kind"] == "Deployment"]
     peerings = [d for d in docs if d["kind"] == "ClusterKopfPeering"]
-    return _template(dep, peerings, f"chart {values}")
+    return _template(dep, peerings, f"chart {values}", chart_crds() + docs)
+
+
+def manifests() -> list[dict[str, Any]]:
+    """Every object `kubectl apply -f manifests/` creates (its top-level files, in order)."""
+    return [d for path in sorted((ROOT / "manifests").glob("*.yaml"))
+            for d in yaml.safe_load_all(path.read_text()) if d]
 
 
 def from_manifests(*, extra_args: Sequence[str] = SPEED) -> PodTemplate:
@@ -109,7 +130,7 @@ def from_manifests(*, extra_args: Sequence[str] = SPEED) -> PodTemplate:
     (dep,) = [d for d in yaml.safe_load_all(MANIFEST.read_text()) if d]
     peerings = [d for d in yaml.safe_load_all((ROOT / "manifests" / "30-peering.yaml")
                                               .read_text()) if d]
-    pod = _template(dep, peerings, "manifests/40-deployment.yaml")
+    pod = _template(dep, peerings, "manifests/40-deployment.yaml", manifests())
     pod.args += list(extra_args)
     return pod
 
@@ -179,7 +200,7 @@ class OperatorProcess:
                 env[var["name"]] = self.pod_name
             elif var.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == \
                     "metadata.namespace":
-                env[var["name"]] = NAMESPACE
+                env[var["name"]] = self.pod.namespace
         if kubeconfig is not None:
             env["KUBECONFIG"] = str(kubeconfig)
         env.update(extra)

@@ -66,51 +66,56 @@ def declare(kmock: Any) -> None:
 
 
 class Api:
-    """A tiny Kubernetes client for the tests (what kubectl would do)."""
+    """A tiny Kubernetes client for the tests (what kubectl would do). Objects go to
+    ``namespace`` unless a call names another (``ns``); given one, :meth:`events` are only
+    those of objects in it (a real server holds other tests' namespaces too)."""
 
-    def __init__(self, base: str, session: aiohttp.ClientSession) -> None:
+    def __init__(self, base: str, session: aiohttp.ClientSession,
+                 namespace: str | None = None) -> None:
         self.base, self.session = base.rstrip("/"), session
+        self.namespace, self._scoped = namespace or "default", namespace is not None
 
-    def _url(self, kind: str, ns: str | None = "default", name: str | None = None) -> str:
+    def _url(self, kind: str, ns: str | None = "", name: str | None = None) -> str:
+        """``ns`` "" is this client's namespace, None all namespaces."""
         url = f"{self.base}/apis/{GROUP}/{VERSION}"
         if ns is not None:
-            url += f"/namespaces/{ns}"
+            url += f"/namespaces/{ns or self.namespace}"
         url += f"/{PLURALS[kind]}"
         return url + (f"/{name}" if name else "")
 
-    async def create(self, kind: str, name: str, spec: dict[str, Any], ns: str = "default",
+    async def create(self, kind: str, name: str, spec: dict[str, Any], ns: str = "",
                      **meta: Any) -> dict[str, Any]:
         body = {"apiVersion": API_VERSION, "kind": kind,
-                "metadata": {"name": name, "namespace": ns,
+                "metadata": {"name": name, "namespace": ns or self.namespace,
                              "uid": f"uid-{kind}-{ns}-{name}", **meta}, "spec": spec}
         async with self.session.post(self._url(kind, ns), json=body) as r:
             assert r.status < 300, await r.text()
             return dict(await r.json())
 
     async def patch(self, kind: str, name: str, doc: dict[str, Any],
-                    ns: str = "default") -> dict[str, Any]:
+                    ns: str = "") -> dict[str, Any]:
         async with self.session.patch(self._url(kind, ns, name), json=doc, headers={
                 "Content-Type": "application/merge-patch+json"}) as r:
             assert r.status < 300, await r.text()
             return dict(await r.json())
 
     async def set_spec(self, kind: str, name: str, spec: dict[str, Any],
-                       ns: str = "default") -> None:
+                       ns: str = "") -> None:
         await self.patch(kind, name, {"spec": spec}, ns)  # the emulator bumps generation
 
-    async def get(self, kind: str, name: str, ns: str = "default") -> dict[str, Any] | None:
+    async def get(self, kind: str, name: str, ns: str = "") -> dict[str, Any] | None:
         async with self.session.get(self._url(kind, ns, name)) as r:
             if r.status == 404:
                 return None
             assert r.status < 300, await r.text()
             return dict(await r.json())
 
-    async def delete(self, kind: str, name: str, ns: str = "default") -> None:
+    async def delete(self, kind: str, name: str, ns: str = "") -> None:
         async with self.session.delete(self._url(kind, ns, name)) as r:
             assert r.status < 300, await r.text()
 
     async def wait(self, kind: str, name: str, pred: Callable[[dict[str, Any]], bool],
-                   timeout: float = 30.0, ns: str = "default") -> dict[str, Any]:
+                   timeout: float = 30.0, ns: str = "") -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         last: dict[str, Any] | None = None
         while time.monotonic() < deadline:
@@ -122,12 +127,12 @@ class Api:
                              f"{(last or {}).get('status')}")
 
     async def put_secret(self, name: str, string_data: dict[str, str],
-                         ns: str = "default") -> None:
+                         ns: str = "") -> None:
         """Create or replace a Secret (base64 `data`, as the API server stores it)."""
         import base64
 
         data = {k: base64.b64encode(v.encode()).decode() for k, v in string_data.items()}
-        url = f"{self.base}/api/v1/namespaces/{ns}/secrets"
+        url = f"{self.base}/api/v1/namespaces/{ns or self.namespace}/secrets"
         async with self.session.delete(f"{url}/{name}") as r:
             assert r.status < 300 or r.status == 404, await r.text()
         body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
@@ -140,7 +145,8 @@ class Api:
             if r.status >= 300:
                 return []
             items = (await r.json()).get("items", [])
-        return [e for e in items if e.get("involvedObject", {}).get("name") == name]
+        return [e for e in items if e.get("involvedObject", {}).get("name") == name
+                and (not self._scoped or e["involvedObject"].get("namespace") == self.namespace)]
 
     async def wait_events(self, name: str, *reasons: str, timeout: float = 30.0,
                           where: Callable[[list[dict[str, Any]]], bool] | None = None,
@@ -163,7 +169,7 @@ class Api:
             await asyncio.sleep(0.1)
 
     async def wait_gone(self, kind: str, name: str, timeout: float = 60.0,
-                        ns: str = "default") -> None:
+                        ns: str = "") -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if await self.get(kind, name, ns) is None:
@@ -387,9 +393,9 @@ class Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
                     if isinstance(after, dict) else request.name)
             return status_error(
                 422, "Invalid", f'{kind} "{name}" is invalid: metadata.annotations: Too long: '
-                f"must have at most {MAX_ANNOTATIONS} bytes", name=name, kind=kind,
+                f"may not be more than {MAX_ANNOTATIONS} bytes", name=name, kind=kind,
                 causes=[{"reason": "FieldValueTooLong", "field": "metadata.annotations",
-                         "message": f"Too long: must have at most {MAX_ANNOTATIONS} bytes"}])
+                         "message": f"Too long: may not be more than {MAX_ANNOTATIONS} bytes"}])
         if len(orjson.dumps(after)) > MAX_OBJECT:
             return status_error(413, "RequestEntityTooLarge", "etcdserver: request is too large")
         return None

@@ -294,7 +294,7 @@ def test_configure_keeps_kopf_bookkeeping_out_of_the_status(tmp_path: Path) -> N
     assert settings.posting.level == 20
     assert settings.queueing.error_delays == [1, 2, 5, 10, 30, 60]
     assert settings.watching.server_timeout == 300
-    assert settings.networking.request_timeout == 30
+    assert settings.networking.request_timeout == 60  # kube-apiserver's --request-timeout
     assert settings.execution.max_workers == 8
 
 

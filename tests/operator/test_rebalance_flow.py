@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import pytest
+import yaml
 
 from kraftsman.handlers.common import parse_spec
 from kraftsman.handlers.rebalance import ProposalError, active, reassignment_body
@@ -536,6 +537,18 @@ def test_a_step_is_the_planner_document_on_this_cluster_owned_by_the_rebalance()
     assert body["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
     assert body["metadata"]["labels"]["kraftsman.io/proposal-id"] == "1"
     assert "argocd.argoproj.io/sync-wave" not in body["metadata"]["annotations"]
+
+
+def test_a_step_labelled_with_a_number_by_an_older_planner_gets_string_labels() -> None:
+    """Proposals a planner wrote before its plan ids were quoted: `kraftsman.io/plan:
+    15165527` is a YAML number, which the API server refuses as a label value (400)."""
+    text = DOC.replace("kraftsman.io/plan: abc", "kraftsman.io/plan: 15165527").replace(
+        'kraftsman.io/plan-step: "1/2"', "kraftsman.io/plan-step: 1")
+    assert yaml.safe_load(text)["metadata"]["labels"]["kraftsman.io/plan"] == 15165527
+    body = reassignment_body(text, "ConfigMap x key y", "rb-1-0001", "default", "rb", "uid-1",
+                             1, spec())
+    assert body["metadata"]["labels"]["kraftsman.io/plan"] == "15165527"
+    assert body["metadata"]["annotations"]["kraftsman.io/plan-step"] == "1"
 
 
 @pytest.mark.parametrize(("text", "expected"), [

@@ -71,6 +71,17 @@ def test_tricky_topic_names_stay_strings_and_labels_are_dns() -> None:
     assert tool["version"] == 1 and tool["partitions"][0]["replicas"] == [1]
 
 
+def test_an_all_digit_plan_id_stays_a_string_label(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan id is 8 hex digits, all decimal about once in 40 plans: unquoted, YAML reads
+    it as a number, and the API server refuses a number as a label value (400 Bad Request;
+    seen on a real kube-apiserver: tests/operator/real/test_rebalance_deployed.py)."""
+    import controller_core.planning.render as render_module
+
+    monkeypatch.setattr(render_module, "plan_id", lambda *_: "15165527")
+    (r,) = render([PartitionMove("orders", 0, (1,), (2,), 1, 1)], RenderOptions("x", "rebalance"))
+    assert yaml.safe_load(r.text)["metadata"]["labels"]["kraftsman.io/plan"] == "15165527"
+
+
 def test_per_broker_limit_is_rendered_and_slows_the_estimate() -> None:
     """Ten moves with distinct leaders and receivers all give up a replica on broker 0: ten
     at once take one move's time; one at a time on broker 0 (the executor counts a broker

@@ -10,6 +10,7 @@ Deleting an in-flight reassignment cancels it and waits for the rollback.
 from __future__ import annotations
 
 import copy
+import time
 from typing import Any
 
 import kopf
@@ -151,6 +152,11 @@ def summary(report: DryRunReport) -> ReassignmentPlanSummary:
         brokers_added=sorted(report.per_broker_in_bytes))
 
 
+# How long a reconcile pass waits for kopf's watch to deliver this process's own last status
+# write before it goes on from the body it has (stale_body).
+STALE_BODY_WAIT = 30.0
+
+
 def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     # The newest operation state of each resource this process works on, with its live
     # executor (it keeps what it noticed between passes). The API server holds the same state
@@ -158,6 +164,25 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     # hand-over) with a later revision wins over this copy.
     live: dict[str, tuple[dict[str, Any], ReassignmentExecutor | None]] = {}
     specs: dict[str, tuple[int, Any]] = {}  # uid -> (generation, what parsed() made of it)
+    saved_at: dict[str, float] = {}  # uid -> when this process last saved a state (monotonic)
+
+    def stale_body(uid: str, status: Any) -> bool:
+        """kopf runs a timer on the last body its watch delivered, which may predate this
+        process's own last status write: the watch event of a large object comes seconds
+        after the write on a busy API server (kopf's consistency wait is for event handlers
+        only). A pass on that body would publish its older status over the newer one (seen
+        on a real kube-apiserver: a Succeeded dry run of 8,266 partitions put back to
+        Pending). Such a pass waits for the watch, for at most STALE_BODY_WAIT seconds; then
+        (the write may never have landed) this process's copy goes, and the pass goes on from
+        what the API server holds, re-deriving the rest from the cluster as after a restart."""
+        mine = live.get(uid)
+        stored = saved_state(status) or {}  # none yet: the body predates the first write
+        if mine is None or int(stored.get("rev", 0)) >= int(mine[0].get("rev", 0)):
+            return False
+        if time.monotonic() - saved_at.get(uid, 0.0) < STALE_BODY_WAIT:
+            return True
+        live.pop(uid, None)
+        return False
 
     @kopf.index(**resource(KIND), registry=registry, id="preas_users")
     async def preas_users(namespace: str, name: str, spec: Any, status: Any, **_: Any) -> Any:
@@ -200,6 +225,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                 when=settled(*TERMINAL_PHASES))
     async def reconcile(spec: Any, status: Any, meta: Any, body: Any, patch: Any, uid: str,
                         namespace: str, kafkaclusters: Any, logger: Any, **_: Any) -> None:
+        if stale_body(uid, status):
+            return
         gen = generation(meta)
         st = read_status(PartitionReassignmentStatus, status)
         if not st.conditions:  # first visit: every condition is set at once
@@ -267,6 +294,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         nothing."""
         await outbox.post(body, rt.settings, logger)
         st.operation_state = bump(doc, base)
+        if doc.get("rev") != base.get("rev"):
+            saved_at[uid] = time.monotonic()
         live[uid] = (doc, executor)
 
     def terminal(doc: dict[str, Any]) -> bool:
@@ -475,6 +504,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     def forget(uid: str) -> None:
         live.pop(uid, None)
         specs.pop(uid, None)
+        saved_at.pop(uid, None)
         rt.forget_op(uid)  # a state file of an older version
 
 

@@ -306,11 +306,13 @@ def reassignment_body(text: str, where: str, name: str, namespace: str, rebalanc
         raise ProposalError(f"{where}: spec.{loc}: {first['msg']}; annotate "
                             f"{ANNOTATION}=refresh for a new proposal") from None
     meta = doc.get("metadata") or {}
-    labels = {**(meta.get("labels") or {}), LABEL_REBALANCE: rebalance,
-              LABEL_PROPOSAL: str(proposal_id)}
+    # Label and annotation values are strings to the API server (a number is a 400): a
+    # planner before 0.1's quoting wrote an all-digit plan id unquoted, which YAML reads as one.
+    labels = {**{str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
+              LABEL_REBALANCE: rebalance, LABEL_PROPOSAL: str(proposal_id)}
     # Argo CD's sync wave is for plans kept in Git; here the operator orders the steps.
-    annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
-                   if not k.startswith("argocd.argoproj.io/")}
+    annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()
+                   if not str(k).startswith("argocd.argoproj.io/")}
     return {"apiVersion": API_VERSION, "kind": "PartitionReassignment",
             "metadata": {"name": name, "namespace": namespace, "labels": labels,
                          "annotations": annotations,

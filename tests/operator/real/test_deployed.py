@@ -1,5 +1,6 @@
 """The operator as its Deployment starts it: a subprocess with the chart's or the manifest's
-command and args, logging in through a kubeconfig that points at the emulator (deployed.py)."""
+command and args, against a real kube-apiserver (conftest.py), logged in only with a token of
+the install's ServiceAccount (deployed.py)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,15 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from deployed import TWO_REPLICAS, from_chart, from_manifests
+from deployed import TWO_REPLICAS, from_manifests
 from harness import Api, cond_is
+from real_install import chart
 from test_operator_kmock import CLUSTER, MOVES, REF
 
 
 async def test_chart_default_pod_reconciles_a_cluster_and_an_election(api: Api,
                                                                       deployed: Any) -> None:
-    op = await deployed(from_chart())
+    op = await deployed(chart())
     assert "--peering=kraftsman" in op.argv and op.argv[1:3] == ["operator", "run"]
     await api.create("KafkaCluster", "demo", CLUSTER)
     await api.wait("KafkaCluster", "demo", cond_is("Ready", "True"))
@@ -48,7 +50,7 @@ async def test_two_replicas_one_acts_the_other_stands_by_and_takes_over(
     """replicaCount: 2 as the chart renders it: both replicas run the same args; one acts,
     the other stands by (never "Pausing all operators, including self"); kill -9 of the
     active one hands over to the standby."""
-    pod = from_chart(TWO_REPLICAS)
+    pod = chart(TWO_REPLICAS)
     assert pod.replicas == 2 and not any(a.startswith("--priority") for a in pod.args)
     volume = tmp_path / "rwx-claim"  # the ReadWriteMany claim both pods mount
     # The Deployment starts both pods at once, on one volume.
@@ -74,8 +76,9 @@ async def test_two_replicas_one_acts_the_other_stands_by_and_takes_over(
     log = standby.log()
     resumed = log.rfind("Resuming operations")
     assert resumed == -1 or log.rfind("Pausing operations in favour of") > resumed, log
-    assert "[default/demo]" in active.log() and "[default/demo]" not in log
-    assert "[default/before]" not in log
+    ns = api.namespace
+    assert f"[{ns}/demo]" in active.log() and f"[{ns}/demo]" not in log
+    assert f"[{ns}/before]" not in log
 
     seen = len(standby.log())
     active.kill()
@@ -83,12 +86,12 @@ async def test_two_replicas_one_acts_the_other_stands_by_and_takes_over(
     obj = await api.wait("LeaderElection", "after", cond_is("Succeeded", "True"), timeout=60)
     assert obj["status"]["counts"]["total"] == 6
     assert "Resuming operations after the pause" in standby.log()[seen:]
-    assert "[default/after]" in standby.log()
+    assert f"[{ns}/after]" in standby.log()
 
 
 async def test_reassignment_completes_through_the_deployed_operator(api: Api,
                                                                     deployed: Any) -> None:
-    await deployed(from_chart())
+    await deployed(chart())
     await api.create("KafkaCluster", "demo", CLUSTER)
     await api.wait("KafkaCluster", "demo", cond_is("Ready", "True"))
     await api.create("PartitionReassignment", "move", {
@@ -108,7 +111,7 @@ async def test_reassignment_completes_through_the_deployed_operator(api: Api,
 
 async def test_quorum_voter_change_through_the_deployed_operator(api: Api,
                                                                  deployed: Any) -> None:
-    await deployed(from_chart())
+    await deployed(chart())
     await api.create("KafkaCluster", "demo", CLUSTER)
     await api.wait("KafkaCluster", "demo", cond_is("Ready", "True"))
     await api.create("KafkaQuorum", "q", {**REF, "voters": [0, 1, 2]})

@@ -1,16 +1,19 @@
-"""KafkaRebalance end to end: the operator as its Deployment runs it (deployed.py) against the
-emulator, the planner Job's own command (`kraftsman rebalance propose`) run as a subprocess.
+"""KafkaRebalance end to end: the operator as its Deployment runs it (deployed.py) against a
+real kube-apiserver (conftest.py), the planner Job's own command (`kraftsman rebalance
+propose`) run as a subprocess.
 
-The emulator has no kubelet and no job controller, so the test plays them (:class:`Kubelet`):
+The server runs no kubelet and no job controller, so the test plays them (:class:`Kubelet`):
 when the operator's Job appears, its container's command and args run as a subprocess with the
 Job's env, the Job's volumes mapped onto local directories (the state claim is the operator's
-``--state-dir``) and KUBECONFIG pointing at the emulator; then the Job's status is set to
-succeeded or failed, as the job controller would.
+``--state-dir``) and KUBECONFIG holding a token of the Job's ServiceAccount (the planner's: its
+RBAC is real too); then the Job's status is written as the job controller writes it (the
+server validates it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import os
 import subprocess
 import sys
@@ -19,15 +22,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deployed import NAMESPACE, OperatorProcess, from_chart
-from harness import Api, cond_is, kubectl_get
+from deployed import OperatorProcess
+from harness import Api, cond_is
+from real_install import CHART_NAMESPACE, RELEASE, chart
 from test_operator_kmock import CLUSTER, REF
 
 from controller_core.planning.fingerprint import assignment_fingerprint
 from kraftsman.proposal import proposal_config_maps
+from tests.realk8s.apiserver import RealServer
 
 PVC = {"state": {"type": "persistentVolumeClaim"}}  # the planner Job mounts the state claim
-CLAIM = "kraftsman-state"
+CLAIM = f"{RELEASE}-state"
+NAMESPACE = CHART_NAMESPACE  # the operator's, where its planner Jobs run
 REBALANCE = {**REF, "goal": "rebalance", "throttleBytesPerSecond": 50_000_000,
              "maxConcurrentMoves": 2, "maxPartitionsPerResource": 2}
 
@@ -35,8 +41,9 @@ REBALANCE = {**REF, "goal": "rebalance", "throttleBytesPerSecond": 50_000_000,
 class Kubelet:
     """Runs a planner Job's pod as a subprocess, then records its end in the Job's status."""
 
-    def __init__(self, api: Api, op: OperatorProcess, kubeconfig: Path, workdir: Path) -> None:
-        self.api, self.op, self.kubeconfig, self.workdir = api, op, kubeconfig, workdir
+    def __init__(self, api: Api, op: OperatorProcess, server: RealServer,
+                 workdir: Path) -> None:
+        self.api, self.op, self.server, self.workdir = api, op, server, workdir
 
     def _url(self, name: str | None = None, ns: str = NAMESPACE) -> str:
         url = f"{self.api.base}/apis/batch/v1/namespaces/{ns}/jobs"
@@ -93,8 +100,13 @@ class Kubelet:
         assert command == ["kraftsman"]
         argv = [str(Path(sys.executable).parent / "kraftsman"),
                 *[local(a) for a in container.get("args") or []]]
+        pod = job["spec"]["template"]["spec"]
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        kubeconfig = self.server.token_kubeconfig(  # the pod's mounted token, as a file
+            self.workdir / f"{job['metadata']['name']}.kubeconfig",
+            pod["serviceAccountName"], job["metadata"]["namespace"])
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
-               "KUBECONFIG": str(self.kubeconfig)}
+               "KUBECONFIG": str(kubeconfig)}
         for var in container.get("env") or []:
             env[var["name"]] = local(str(var["value"]))
         return await asyncio.to_thread(
@@ -102,10 +114,18 @@ class Kubelet:
             timeout=600)
 
     async def finish(self, name: str, succeeded: bool) -> None:
-        """What the job controller writes when the pod ends (backoffLimit 0: one pod)."""
-        kind = "Complete" if succeeded else "Failed"
-        status = {"succeeded" if succeeded else "failed": 1, "conditions": [
-            {"type": kind, "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+        """What the job controller writes when the pod ends (backoffLimit 0: one pod); the API
+        server checks it as it checks the job controller's (a finished Job needs its start
+        and, complete, its completion time and the interim condition)."""
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        kinds = ["SuccessCriteriaMet", "Complete"] if succeeded else ["FailureTarget", "Failed"]
+        status: dict[str, Any] = {
+            "startTime": now, "active": 0, "ready": 0, "terminating": 0,
+            "succeeded" if succeeded else "failed": 1,
+            "conditions": [{"type": kind, "status": "True", "lastProbeTime": now,
+                            "lastTransitionTime": now} for kind in kinds]}
+        if succeeded:
+            status["completionTime"] = now
         async with self.api.session.patch(
                 f"{self._url(name)}/status", json={"status": status},
                 headers={"Content-Type": "application/merge-patch+json"}) as r:
@@ -115,18 +135,18 @@ class Kubelet:
         """Wait for Job ``name``, run its pod, record how it ended."""
         job = await self.wait_job(name)
         assert job["spec"]["backoffLimit"] == 0
-        assert job["spec"]["template"]["spec"]["serviceAccountName"] == "kraftsman-planner"
+        assert job["spec"]["template"]["spec"]["serviceAccountName"] == f"{RELEASE}-planner"
         done = await self.run(job)
         await self.finish(name, done.returncode == 0)
         return done
 
 
 @pytest.fixture
-async def kubelet(api: Api, deployed: Any, kubeconfig: Path, tmp_path: Path) -> Kubelet:
-    op = await deployed(from_chart(PVC))
+async def kubelet(api: Api, deployed: Any, real_server: RealServer, tmp_path: Path) -> Kubelet:
+    op = await deployed(chart(PVC))
     await api.create("KafkaCluster", "demo", CLUSTER)
     await api.wait("KafkaCluster", "demo", cond_is("Ready", "True"))
-    return Kubelet(api, op, kubeconfig, tmp_path / "kubelet")
+    return Kubelet(api, op, real_server, tmp_path / "kubelet")
 
 
 async def annotate(api: Api, name: str, value: str) -> None:
@@ -143,8 +163,8 @@ def annotation_gone(o: dict[str, Any]) -> bool:
 
 
 async def preas_of(api: Api) -> dict[str, dict[str, Any]]:
-    async with api.session.get(f"{api.base}/apis/kraftsman.io/v1alpha1/namespaces/default/"
-                               "partitionreassignments") as r:
+    async with api.session.get(f"{api.base}/apis/kraftsman.io/v1alpha1/namespaces/"
+                               f"{api.namespace}/partitionreassignments") as r:
         items = (await r.json()).get("items") or []
     return {o["metadata"]["name"]: o for o in items
             if (o["metadata"].get("labels") or {}).get("kraftsman.io/rebalance") == "rb"
@@ -199,7 +219,6 @@ async def test_proposal_approved_by_annotation_executes_in_order(api: Api,
     operator's fingerprints agree) and the reassignments run one at a time, to Ready."""
     await api.create("KafkaRebalance", "rb", REBALANCE)
     obj = await propose(api, kubelet, "rb-plan-1", 1)
-    print(kubectl_get([obj], "KafkaRebalance"))
     assert await preas_of(api) == {}  # nothing happens before approval
     steps = [s["name"] for s in obj["status"]["steps"]]
     assert steps[0] == "rb-1-0001"
@@ -208,7 +227,6 @@ async def test_proposal_approved_by_annotation_executes_in_order(api: Api,
     assert annotation_gone(obj) and obj["status"]["decidedBy"] == "annotation"
     events = await api.wait_events("rb", "ProposalReady", "Approved", "Completed")
     assert [e["reason"] for e in events].count("ReassignmentCreated") == len(steps)
-    print(kubectl_get([obj], "KafkaRebalance", wide=True))
 
 
 @pytest.mark.slow  # two Spark runs: minutes on a loaded 2-core machine (--soak runs it)
@@ -267,7 +285,7 @@ async def test_a_failed_job_without_proposal_and_a_missing_cluster(api: Api,
 
 
 async def test_embedded_cluster_on_an_emptydir_is_refused(api: Api, deployed: Any) -> None:
-    await deployed(from_chart())  # state.type emptyDir: no Job can mount the state
+    await deployed(chart())  # state.type emptyDir: no Job can mount the state
     await api.create("KafkaCluster", "demo", CLUSTER)
     await api.wait("KafkaCluster", "demo", cond_is("Ready", "True"))
     await api.create("KafkaRebalance", "rb", REBALANCE)
@@ -282,7 +300,7 @@ async def test_a_bad_planner_value_is_reported_by_the_rebalance_not_a_crash_loop
     chart deploys it keeps serving (the KafkaCluster becomes Ready) and the KafkaRebalance
     names the value to fix."""
     small = {"limits": {"memory": "1Gi"}}
-    await deployed(from_chart({**PVC, "planner": {"resources": small}}))
+    await deployed(chart({**PVC, "planner": {"resources": small}}))
     await api.create("KafkaCluster", "demo", CLUSTER)
     await api.wait("KafkaCluster", "demo", cond_is("Ready", "True"))
     await api.create("KafkaRebalance", "rb", REBALANCE)
@@ -293,16 +311,16 @@ async def test_a_bad_planner_value_is_reported_by_the_rebalance_not_a_crash_loop
 
 
 async def test_the_job_gets_the_charts_planner_resources_and_pull_secrets(
-        api: Api, deployed: Any, kubeconfig: Path, tmp_path: Path) -> None:
+        api: Api, deployed: Any, real_server: RealServer, tmp_path: Path) -> None:
     """From the chart's values through the operator's args to the Job's pod: the image is the
     operator's, so are its pull secrets; the resources are planner.resources."""
     big = {"requests": {"cpu": "1", "memory": "6Gi"}, "limits": {"cpu": "4", "memory": "6Gi"}}
-    op = await deployed(from_chart({**PVC, "imagePullSecrets": [{"name": "regcred"}],
-                                    "planner": {"resources": big}}))
+    op = await deployed(chart({**PVC, "imagePullSecrets": [{"name": "regcred"}],
+                               "planner": {"resources": big}}))
     await api.create("KafkaCluster", "demo", CLUSTER)
     await api.wait("KafkaCluster", "demo", cond_is("Ready", "True"))
     await api.create("KafkaRebalance", "rb", REBALANCE)
-    job = await Kubelet(api, op, kubeconfig, tmp_path).wait_job("rb-plan-1")
+    job = await Kubelet(api, op, real_server, tmp_path).wait_job("rb-plan-1")
     pod = job["spec"]["template"]["spec"]
     assert pod["containers"][0]["resources"] == big
     assert pod["imagePullSecrets"] == [{"name": "regcred"}]
@@ -334,10 +352,10 @@ async def write_proposal(api: Api, kubelet: Kubelet, name: str, steps: int) -> N
                "replicasToMove": 3 * steps, "bytesToMove": 60_000_000 * steps,
                "resources": steps, "fingerprint": assignment_fingerprint(
                    ("orders", p, r) for p, r in enumerate(assignment))}
-    maps = proposal_config_maps("default", name, "1", rb["metadata"]["uid"], summary,
+    maps = proposal_config_maps(api.namespace, name, "1", rb["metadata"]["uid"], summary,
                                 [STEP.format(p=p) for p in range(steps)])
     for cm in maps:
-        async with api.session.post(f"{api.base}/api/v1/namespaces/default/configmaps",
+        async with api.session.post(f"{api.base}/api/v1/namespaces/{api.namespace}/configmaps",
                                     json=cm) as r:
             assert r.status < 300, await r.text()
     await kubelet.finish(f"{name}-plan-1", succeeded=True)

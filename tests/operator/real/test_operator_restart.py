@@ -4,7 +4,8 @@ its state volume wiped, resumes from what the API server holds.
 The cluster is real as far as the operator can tell: an embedded cluster served over the
 Kafka protocol by `cluster serve`'s server (tests/serve/harness.py, its clock at 50x wall
 time), reached only through `bootstrapServers`. The operator is the chart's Deployment pod
-started by tests/operator/deployed.py (its command and args, a kubeconfig to the emulator).
+started by tests/operator/deployed.py (its command and args, a token of its ServiceAccount),
+against the real kube-apiserver (conftest.py).
 """
 
 from __future__ import annotations
@@ -81,3 +82,30 @@ async def test_kill_9_mid_move_with_the_state_volume_wiped_finishes_once(
     parts = server.call(lambda: server.cluster.describe_partitions(topics=["orders"]))
     assert [parts[p].replicas for p in PARTITIONS] == [(3, 4, 5)] * 3
     assert server.call(lambda: server.cluster.list_partition_reassignments()) == {}
+
+
+async def test_deleted_mid_move_rolls_back_through_its_finalizer(
+        api: Api, deployed: Any, server: ServedCluster) -> None:
+    """Deleting a PartitionReassignment mid-move: the API server keeps it (the operator's
+    finalizer) until the operator has cancelled the moves in flight on the cluster and
+    removed its throttles; then it goes, with a Cancelled Event."""
+    await deployed()
+    await api.create("KafkaCluster", "real", {"bootstrapServers": server.bootstrap})
+    await api.wait("KafkaCluster", "real", cond_is("Ready", "True"), timeout=60)
+    before = server.call(lambda: server.cluster.describe_partitions(topics=["orders"]))
+    await api.create("PartitionReassignment", "move", {
+        "clusterRef": {"name": "real"}, "maxConcurrentMoves": 3,
+        "throttleBytesPerSecond": 20_000,
+        "partitions": [{"topic": "orders", "partition": p, "replicas": [3, 4, 5]}
+                       for p in PARTITIONS]})
+    await api.wait("PartitionReassignment", "move", lambda o: (
+        o.get("status") or {}).get("moving", 0) == 3, timeout=60)
+    assert server.call(lambda: server.cluster.list_partition_reassignments())
+    await api.delete("PartitionReassignment", "move")
+    await api.wait_gone("PartitionReassignment", "move", timeout=60)
+    events = await api.wait_events("move", "Cancelled")
+    assert "RollbackSkipped" not in {e["reason"] for e in events}
+    assert server.call(lambda: server.cluster.list_partition_reassignments()) == {}
+    after = server.call(lambda: server.cluster.describe_partitions(topics=["orders"]))
+    assert [after[p].replicas for p in PARTITIONS] == [before[p].replicas for p in PARTITIONS]
+    assert throttles(server) == {}
