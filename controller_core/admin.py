@@ -21,6 +21,7 @@ UNKNOWN_PARTITION = "unknown partition"
 UNKNOWN_BROKER = "unknown broker"
 NOT_HOSTED = "broker does not host this partition"
 OFFLINE = "offline: the broker is fenced"  # not in sync, whatever its log end says
+UNREACHABLE = "unreachable: the broker did not answer"  # down, not fenced yet
 
 
 def behind(messages: int) -> str:

@@ -40,9 +40,11 @@ from controller_core import errors
 from controller_core.admin import (
     IN_SYNC,
     NOT_HOSTED,
+    OFFLINE,
     UNKNOWN_BROKER,
     UNKNOWN_PARTITION,
     UNKNOWN_TOPIC,
+    UNREACHABLE,
     BrokerDescription,
     ClusterDescription,
     ConfigResource,
@@ -310,14 +312,24 @@ class KafkaAdmin:
                         parts[TopicPartition(t.name, p.partition_index)] = p
             brokers = {b.node_id for b in meta.brokers} if meta else set()
             now = self._wall_ms()
-            hosted = [(tp, b) for tp, b in pairs if tp in parts and b in parts[tp].replica_nodes]
+            def offline(tp: TopicPartition, b: int) -> bool:  # on a fenced broker
+                return b in (parts[tp].offline_replicas or ())
+
+            hosted = [(tp, b) for tp, b in pairs if tp in parts and b in parts[tp].replica_nodes
+                      and not offline(tp, b)]
             by_broker: dict[int, list[TopicPartition]] = defaultdict(list)
             for tp, b in hosted:
                 by_broker[b].append(tp)
                 leader = parts[tp].leader_id
                 if leader >= 0:
                     by_broker[leader].append(tp)
-            dirs = {b: self._log_dirs(b, set(tps)) for b, tps in by_broker.items()}
+            dirs: dict[int, dict[TopicPartition, Any]] = {}
+            unreachable: set[int] = set()
+            for b, tps in by_broker.items():
+                try:
+                    dirs[b] = self._log_dirs(b, set(tps))
+                except (kerr.KafkaError, _Retry):
+                    unreachable.add(b)  # died, not fenced yet: say so, not fail the rest
             out = []
             for tp, b in pairs:
                 if tp.topic not in known_topics:
@@ -328,6 +340,10 @@ class KafkaAdmin:
                     out.append(ReplicaStatus(tp, b, UNKNOWN_BROKER, time_ms=now))
                 elif b not in parts[tp].replica_nodes:
                     out.append(ReplicaStatus(tp, b, NOT_HOSTED, time_ms=now))
+                elif offline(tp, b):
+                    out.append(ReplicaStatus(tp, b, OFFLINE, time_ms=now))
+                elif b in unreachable:
+                    out.append(ReplicaStatus(tp, b, UNREACHABLE, time_ms=now))
                 else:
                     mine = dirs.get(b, {}).get(tp)
                     lead = dirs.get(parts[tp].leader_id, {}).get(tp)

@@ -158,7 +158,9 @@ class DryRunReport:
 
 def _plan_problems(admin: ClusterAdmin, plan: ReassignmentPlan,
                    current: Mapping[TopicPartition, PartitionDescription]) -> list[PlanProblem]:
-    brokers = {b.id for b in admin.describe_cluster().brokers}
+    described = admin.describe_cluster().brokers
+    brokers = {b.id for b in described}
+    fenced = {b.id for b in described if b.fenced}
     problems: list[PlanProblem] = []
     for tp, target in plan.moves.items():
         if tp not in current:
@@ -168,6 +170,17 @@ def _plan_problems(admin: ClusterAdmin, plan: ReassignmentPlan,
         bad = _target_problem(tp, target, brokers)
         if bad is not None:
             problems.append(bad)
+            continue
+        offline = sorted(set(target) & fenced)
+        d = current[tp]
+        if offline and not ((d.adding or d.removing) and _target_of(d) == tuple(target)):
+            # As kafka-reassign-partitions, which takes only the brokers DescribeCluster lists
+            # (never a fenced one): a replica placed there could not catch up. A move already
+            # heading there (a resumed run) is left to finish once the broker is back.
+            problems.append(PlanProblem(tp, errors.INVALID_REPLICA_ASSIGNMENT, (
+                f"{tp}: broker(s) {offline} are fenced (offline); a replica there cannot catch "
+                f"up — bring them back or choose from the live brokers "
+                f"{sorted(brokers - fenced)}")))
     if not plan.additional:
         # As ReassignPartitionsCommand: no new plan while any reassignment is in progress,
         # unless it is additional. Moves already heading to this plan's targets are this

@@ -198,6 +198,23 @@ def test_every_problem_is_reported_at_once(capsys: pytest.CaptureFixture[str], t
     assert code == 2 and len(err.strip().splitlines()) == 2
 
 
+def test_schema_and_cluster_problems_of_one_resource_come_together(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, state: Path) -> None:
+    """A broker listed twice (the schema's problem) used to hide an unknown topic and an
+    unknown broker in the same resource until the next run."""
+    bad = (MOVE.split("  partitions:")[0] + "  partitions:\n"
+           "    - {topic: orders, partition: 0, replicas: [1, 1]}\n"
+           "    - {topic: nope, partition: 0, replicas: [0, 1]}\n"
+           "    - {topic: orders, partition: 1, replicas: [0, 9]}\n")
+    code, _, err = run(capsys, "apply", "-f", write(tmp_path, "b.yaml", CLUSTER + "---\n" + bad),
+                       "--state-dir", str(state))
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 3, err
+    assert "spec.partitions[0]: replicas [1, 1] names a broker twice" in lines[0]
+    assert "spec.partitions[1].topic: topic 'nope' does not exist" in lines[1]
+    assert "spec.partitions[2].replicas: unknown broker id(s) [9]" in lines[2]
+
+
 def test_missing_file_and_empty_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = run(capsys, "apply", "-f", str(tmp_path / "nope.yaml"))
     assert code == 2 and "cannot read" in err

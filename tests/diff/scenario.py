@@ -101,7 +101,7 @@ def reassign(changes: Mapping[TopicPartition, Sequence[int] | None]) -> Callable
     def act(t: Target) -> Any:
         results = t.admin.alter_partition_reassignments(
             {tp: None if r is None else list(r) for tp, r in changes.items()})
-        return {str(tp): r.error.name for tp, r in sorted(results.items())}
+        return {str(tp): [r.error.name, r.message] for tp, r in sorted(results.items())}
     return act
 
 
@@ -109,7 +109,7 @@ def elect(kind: ElectionType, partitions: Sequence[TopicPartition] | None
           ) -> Callable[[Target], Any]:
     def act(t: Target) -> Any:
         outcome = t.admin.elect_leaders(kind, None if partitions is None else list(partitions))
-        return {str(tp): r.error.name for tp, r in sorted(outcome.results.items())}
+        return {str(tp): [r.error.name, r.message] for tp, r in sorted(outcome.results.items())}
     return act
 
 
@@ -142,11 +142,16 @@ def observe(admin: ClusterAdmin, topics: Sequence[str]) -> dict[str, Any]:
                          "leaderEpoch": d.leader_epoch, "adding": list(d.adding),
                          "removing": list(d.removing)}
              for d in admin.describe_partitions(topics=list(topics))}
-    listing = {str(tp): {"replicas": list(o.replicas), "adding": list(o.adding),
-                         "removing": list(o.removing)}
-               for tp, o in admin.list_partition_reassignments().items()
+    ongoing = {tp: o for tp, o in admin.list_partition_reassignments().items()
                if tp.topic in topics}
-    return {"partitions": parts, "reassignments": listing}
+    listing = {str(tp): {"replicas": list(o.replicas), "adding": list(o.adding),
+                         "removing": list(o.removing)} for tp, o in ongoing.items()}
+    # KIP-179's word for each replica of a move ("in sync", "behind", "offline", ...); the
+    # number of messages behind depends on timing and is left out.
+    status = {f"{s.tp}@{s.broker}": s.status.split(":")[0]
+              for s in admin.replica_status([(tp, r) for tp, o in ongoing.items()
+                                             for r in o.replicas])}
+    return {"partitions": parts, "reassignments": listing, "replicaStatus": status}
 
 
 @dataclass(frozen=True)
@@ -196,7 +201,7 @@ def differences(twin: list[dict[str, Any]], real: list[dict[str, Any]],
     """Human-readable differences, step by step (empty: the twin predicted Kafka)."""
     out: list[str] = []
     for a, b in zip(twin, real, strict=True):
-        for key in ("result", "partitions", "reassignments"):
+        for key in ("result", "partitions", "reassignments", "replicaStatus"):
             if key in ignore:
                 continue
             if a[key] != b[key]:

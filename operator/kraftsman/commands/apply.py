@@ -10,7 +10,9 @@ end before the next starts unless ``--no-wait``. Everything is validated before 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,7 @@ from kraftsman.resources import (
     KafkaClusterSpec,
     KafkaQuorumSpec,
     LeaderElectionSpec,
+    PartitionMove,
     PartitionReassignmentSpec,
     Resource,
     parse_resources,
@@ -184,6 +187,7 @@ class Known:
     brokers: set[int] = field(default_factory=set)
     partitions: dict[str, int] = field(default_factory=dict)  # topic -> partition count
     nodes: set[int] = field(default_factory=set)  # brokers and controllers: possible voters
+    fenced: set[int] = field(default_factory=set)  # registered but offline
 
 
 def _known(spec: EmbeddedClusterSpec) -> Known:
@@ -193,16 +197,19 @@ def _known(spec: EmbeddedClusterSpec) -> Known:
 
 def known_of(c: RealCluster) -> Known:
     """What a real cluster holds, read through the kafka backend."""
-    return Known({b.id for b in c.describe_cluster().brokers}, c.partition_counts(),
-                 c.quorum_node_ids())
+    brokers = c.describe_cluster().brokers
+    return Known({b.id for b in brokers}, c.partition_counts(), c.quorum_node_ids(),
+                 {b.id for b in brokers if b.fenced})
 
 
 def validate(resources: list[Resource], store: LocalStore, problems: list[str] | None = None,
              unparsed_clusters: set[str] | None = None, real: dict[str, Known] | None = None,
-             ) -> dict[str, EmbeddedClusterSpec]:
+             broken: Iterable[tuple[str, Any]] = ()) -> dict[str, EmbeddedClusterSpec]:
     """Check everything a schema cannot: references, brokers, topics, spec changes. Raises
     with every problem at once — those already in ``problems`` (the schema's) first.
-    ``real``: what each real cluster named by the resources holds now."""
+    ``real``: what each real cluster named by the resources holds now; ``broken``: (source,
+    document) of reassignments the schema refused, whose well-formed entries are checked
+    against the cluster too."""
     problems = list(problems or [])
     clusters: dict[str, EmbeddedClusterSpec] = {}
     for r in resources:
@@ -222,6 +229,10 @@ def validate(resources: list[Resource], store: LocalStore, problems: list[str] |
             saved_spec = store.saved_cluster_spec(name)
             assert saved_spec is not None
             known[name] = _known(saved_spec)
+    for source, doc in broken:
+        rname = (doc.get("metadata") or {}).get("name")
+        problems.extend(_raw_reassignment_problems(
+            f"{source}: PartitionReassignment/{rname}", doc, known))
     for r in resources:
         if r.kind == "KafkaCluster":
             continue
@@ -239,7 +250,7 @@ def validate(resources: list[Resource], store: LocalStore, problems: list[str] |
                 problems.append(f"{r.where}: spec.voters: unknown node id(s) {unknown}; cluster "
                                 f"{ref!r} has nodes {sorted(k.nodes)}")
         elif r.kind == "PartitionReassignment":
-            problems.extend(_reassignment_problems(r.where, ref, r.spec, k))
+            problems.extend(_reassignment_problems(r.where, ref, enumerate(r.spec.partitions), k))
         elif r.kind == "LeaderElection":
             problems.extend(_election_problems(r.where, ref, r.spec, k))
     if problems:
@@ -265,10 +276,10 @@ def _spec_change_problems(key: str, old: EmbeddedClusterSpec,
     return problems
 
 
-def _reassignment_problems(key: str, cluster: str, spec: PartitionReassignmentSpec,
+def _reassignment_problems(key: str, cluster: str, moves: Iterable[tuple[int, PartitionMove]],
                            k: Known) -> list[str]:
     problems = []
-    for i, m in enumerate(spec.partitions):
+    for i, m in moves:
         where = f"{key}: spec.partitions[{i}]"
         if m.topic not in k.partitions:
             problems.append(f"{where}.topic: topic {m.topic!r} does not exist in cluster "
@@ -280,7 +291,31 @@ def _reassignment_problems(key: str, cluster: str, spec: PartitionReassignmentSp
         if unknown:
             problems.append(f"{where}.replicas: unknown broker id(s) {unknown}; cluster "
                             f"{cluster!r} has brokers {sorted(k.brokers)}")
+        fenced = sorted(set(m.replicas) & k.fenced)
+        if fenced:  # as kafka-reassign-partitions: only brokers DescribeCluster lists
+            problems.append(f"{where}.replicas: broker(s) {fenced} are fenced (offline) in "
+                            f"cluster {cluster!r}; a replica there cannot catch up — bring them "
+                            f"back or choose from the live brokers {sorted(k.brokers - k.fenced)}")
     return problems
+
+
+def _raw_reassignment_problems(key: str, doc: Any, known: dict[str, Known]) -> list[str]:
+    """The cluster's view of a PartitionReassignment whose schema failed: every entry that
+    is well-formed is still checked, so one run names a broker listed twice in one entry and
+    an unknown topic or broker in another."""
+    spec = doc.get("spec") if isinstance(doc, dict) else None
+    ref = ((spec or {}).get("clusterRef") or {}).get("name") if isinstance(spec, dict) else None
+    k = known.get(ref) if isinstance(ref, str) else None
+    entries = spec.get("partitions") if isinstance(spec, dict) else None
+    if k is None or not isinstance(ref, str) or not isinstance(entries, list):
+        return []
+    moves: list[tuple[int, PartitionMove]] = []
+    for i, entry in enumerate(entries):
+        with contextlib.suppress(ValueError, TypeError):  # the schema's problem, already said
+            if isinstance(entry, dict):  # a broker listed twice still names its brokers
+                entry = {**entry, "replicas": list(dict.fromkeys(entry.get("replicas") or []))}
+            moves.append((i, PartitionMove.model_validate(entry)))
+    return _reassignment_problems(key, ref, moves, k)
 
 
 def _election_problems(key: str, cluster: str, spec: LeaderElectionSpec, k: Known) -> list[str]:
@@ -544,6 +579,7 @@ def run(args: argparse.Namespace) -> int:
     docs = load_documents(args.filename)
     problems: list[str] = []
     unparsed: set[str] = set()
+    broken: list[tuple[str, Any]] = []  # reassignments the schema refused, checked further
     resources: list[Resource] = []
     for source, doc in docs:
         try:
@@ -552,6 +588,8 @@ def run(args: argparse.Namespace) -> int:
             problems.extend(e.problems)
             if isinstance(doc, dict) and doc.get("kind") == "KafkaCluster":
                 unparsed.add(str((doc.get("metadata") or {}).get("name")))
+            elif isinstance(doc, dict) and doc.get("kind") == "PartitionReassignment":
+                broken.append((source, doc))
     for r in [r for r in resources if r.kind in OPERATOR_ONLY]:
         problems.append(f"{r.where}: {OPERATOR_ONLY[r.kind]}")
         resources.remove(r)
@@ -567,7 +605,7 @@ def run(args: argparse.Namespace) -> int:
             c = session.cluster(name)
             assert isinstance(c, RealCluster)
             known[name] = known_of(c)
-        cluster_specs = validate(resources, store, problems, unparsed, known)
+        cluster_specs = validate(resources, store, problems, unparsed, known, broken)
         for r in sorted(resources, key=lambda r: ORDER[r.kind]):
             if r.kind == "KafkaCluster" and r.name in real:
                 session.apply_real_cluster(r)
