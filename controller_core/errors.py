@@ -10,9 +10,11 @@ from dataclasses import dataclass
 
 import kafka.errors as _kerr
 
-# kafka-python spells code 39 INVALID_REPLICATION_ASSIGNMENT; Kafka's own Errors.java and
-# the KIPs call it INVALID_REPLICA_ASSIGNMENT. Same code, the name users know.
-_CANONICAL_NAMES = {39: "INVALID_REPLICA_ASSIGNMENT"}
+# kafka-python spells a few codes the old way (39 INVALID_REPLICATION_ASSIGNMENT, 6
+# NOT_LEADER_FOR_PARTITION, 10 MESSAGE_SIZE_TOO_LARGE); Kafka's own Errors.java and the KIPs
+# use these names. Same codes, the names users know.
+_CANONICAL_NAMES = {39: "INVALID_REPLICA_ASSIGNMENT", 6: "NOT_LEADER_OR_FOLLOWER",
+                    10: "MESSAGE_TOO_LARGE"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +62,15 @@ BROKER_NOT_AVAILABLE = ErrorCode.of(_kerr.BrokerNotAvailableError)
 TOPIC_ALREADY_EXISTS = ErrorCode.of(_kerr.TopicAlreadyExistsError)
 INVALID_PARTITIONS = ErrorCode.of(_kerr.InvalidPartitionsError)
 INVALID_REPLICATION_FACTOR = ErrorCode.of(_kerr.InvalidReplicationFactorError)
+NOT_LEADER_OR_FOLLOWER = ErrorCode.of(_kerr.NotLeaderForPartitionError)
+LEADER_NOT_AVAILABLE = ErrorCode.of(_kerr.LeaderNotAvailableError)
+TOPIC_AUTHORIZATION_FAILED = ErrorCode.of(_kerr.TopicAuthorizationFailedError)
+MESSAGE_TOO_LARGE = ErrorCode.of(_kerr.MessageSizeTooLargeError)
+INVALID_RECORD = ErrorCode.of(_kerr.InvalidRecordError)
+CORRUPT_MESSAGE = ErrorCode.of(_kerr.CorruptRecordError)
+KAFKA_STORAGE_ERROR = ErrorCode.of(_kerr.KafkaStorageError)
+OFFSET_OUT_OF_RANGE = ErrorCode.of(_kerr.OffsetOutOfRangeError)
+UNKNOWN_TOPIC_ID = ErrorCode.of(_kerr.UnknownTopicIdError)
 
 
 @dataclass(frozen=True, slots=True)
