@@ -40,8 +40,8 @@ class Session:
         return f"{stem}-{os.getpid()}-{next(_names)}"
 
     def restore(self) -> None:
-        """Every node running, the original voters, nothing moving, no throttle, and no
-        topic but the internal ones."""
+        """Every node running, the original voters, nothing moving, no throttle (nor a live
+        marker of kraftsman's), and no topic but the internal ones."""
         c = self.cluster
         for node in (*c.controllers, *c.brokers):
             if node in CONTROLLERS or c.node(node).roles == "broker":
@@ -63,6 +63,11 @@ class Session:
             changes = {res: ch for res, ch in changes.items() if ch}
             if changes:
                 a.incremental_alter_configs(changes)
+            live = a.read_throttle_markers()  # kraftsman's topic stays, as on a real cluster
+            if live:
+                problems = a.write_throttle_markers(dict.fromkeys(live))
+                if problems:
+                    raise RealKafkaError(f"throttle markers left: {problems}")
         for node in c.controllers:
             if node not in CONTROLLERS:
                 c.kill(node)
