@@ -566,7 +566,7 @@ class KafkaAdmin:
     def _produce_markers(self, records: list[tuple[bytes, bytes | None]]) -> str | None:
         """One Produce of one compressed batch, acks=all, to the partition's leader."""
         where = self._marker_leader()
-        if where is None:  # deleted under us: create it again on the next attempt
+        if where is None:  # just created: not in this broker's metadata yet
             raise _Retry(errors.UNKNOWN_TOPIC_OR_PARTITION,
                          f"Produce: {THROTTLE_MARKER_TOPIC} does not exist")
         leader, topic_id = where

@@ -245,11 +245,9 @@ def _claiming(cur: Marker | None, fin: Marker | None) -> Marker | None:
     """The marker that claims both what ``cur`` claimed and what ``fin`` will."""
     if fin is None or cur is None:
         return cur if fin is None else fin
-    m = fin.copy()
+    m = fin.copy()  # its ``previous`` is cur's, unless cur had no rate to replace any
     m.entries |= cur.entries
     m.also = cur.written() - fin.written()
-    if cur.rate is not None:
-        m.previous = dict(cur.previous)
     return m
 
 

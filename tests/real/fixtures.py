@@ -99,11 +99,15 @@ def _delete_topics(a: Any, topics: list[str]) -> None:
 def real_kafka_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
     """The session's real Kafka, started on first use. A missing install is an error, never
     a skip: ``.ci/run`` installs it, and a run that did not test it must not look green."""
+    cluster = RealKafka(tmp_path_factory.mktemp("real-kafka"))
     try:
         install()
-        cluster = RealKafka(tmp_path_factory.mktemp("real-kafka")).up()
-    except RealKafkaError as e:
-        pytest.fail(f"the real Kafka could not start: {e}", pytrace=False)
+        cluster.up()
+    except BaseException as e:
+        cluster.down()  # the nodes that did start (a busy machine can miss the deadline)
+        if isinstance(e, RealKafkaError):
+            pytest.fail(f"the real Kafka could not start: {e}", pytrace=False)
+        raise
     session = Session(cluster)
     try:
         yield session
