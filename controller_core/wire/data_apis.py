@@ -101,7 +101,7 @@ def produce(h: Handlers, request: Any, version: int, session: Session) -> Any:
             error, message, base = target.error, target.message, -1
             record_errors: list[tuple[int, str]] = []
             if error.ok:
-                error, message, base, record_errors = _append(h, pd.records, target)
+                error, message, base, record_errors = _append(h, pd.records)
             leader = (part_cls.LeaderIdAndEpoch(leader_id=target.leader,
                                                 leader_epoch=target.leader_epoch)
                       if error == errors.NOT_LEADER_OR_FOLLOWER else None)
@@ -119,8 +119,7 @@ def produce(h: Handlers, request: Any, version: int, session: Session) -> Any:
     return cls(version=version, responses=responses, throttle_time_ms=0, node_endpoints=[])
 
 
-def _append(h: Handlers, raw: Any, target: _Target
-            ) -> tuple[ErrorCode, str, int, list[tuple[int, str]]]:
+def _append(h: Handlers, raw: Any) -> tuple[ErrorCode, str, int, list[tuple[int, str]]]:
     """Validate one partition's records as Kafka's LogValidator does, then append them."""
     data = bytes(raw or b"")
     if len(data) > MAX_MESSAGE_BYTES:

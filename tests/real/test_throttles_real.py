@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +67,46 @@ def kafka_configs_both(c: RealKafka, topic: str | None = None
         brokers = pool.submit(kafka_configs, c, "brokers")
         topics = pool.submit(kafka_configs, c, "topics", topic)
         return brokers.result(), topics.result()
+
+
+def until(check: Callable[[], None], timeout: float = 90) -> None:
+    """Run ``check`` (its asserts) until it passes. IncrementalAlterConfigs answers once the
+    controller committed a change; each broker describes it once its copy of the metadata
+    log gets there, a moment later (seconds on a busy machine)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            check()
+            return
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def applied(c: RealKafka, rtype: str, name: str, expected: dict[str, str | None]) -> None:
+    """Until every broker kraftsman may ask (a broker's own configs: that broker; a topic's:
+    any) describes ``expected`` (None: unset) — so a test's own change is in place before
+    kraftsman reads it."""
+    from kafka.protocol.admin import DescribeConfigsRequest
+
+    from tests.serve.raw_wire import Wire
+
+    _D = DescribeConfigsRequest.DescribeConfigsResource
+    nodes = [int(name)] if rtype == "BROKER" else c.brokers
+    w = Wire(c.bootstrap())
+    try:
+        def check() -> None:
+            for node in nodes:
+                r = w.send(DescribeConfigsRequest(resources=[_D(
+                    resource_type=4 if rtype == "BROKER" else 2, resource_name=name,
+                    configuration_keys=list(expected))], include_synonyms=False), node=node)
+                dynamic = {x.name: x.value for x in r.results[0].configs
+                           if x.config_source in (1, 2)}
+                assert {k: dynamic.get(k) for k in expected} == expected, (node, dynamic)
+        until(check)
+    finally:
+        w.close()
 
 
 def kraftsmans(configs: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
@@ -201,12 +241,16 @@ def test_a_throttled_move_places_changes_and_removes_every_throttle(
     produce(c, t, {0: 8 * MB})
     cli.apply("move", [(t, 0, [1])], SLOW, "--no-wait")
     assert moving(c) == {f"{t}-0"}, "the move is in flight"
-    brokers, topics = kafka_configs_both(c, t)
-    for b in (0, 1):  # the replica that holds the data (leader side) and the new one
-        assert rates(brokers, b) == {LEADER_RATE: str(SLOW), FOLLOWER_RATE: str(SLOW)}, brokers
-    assert rates(brokers, 2) == rates(brokers, 3) == {}
-    assert not any(k.startswith("kraftsman") for cfg in brokers.values() for k in cfg)
-    assert topics == {t: {LEADER: "0:0", FOLLOWER: "0:1"}}
+
+    def placed() -> None:
+        brokers, topics = kafka_configs_both(c, t)
+        for b in (0, 1):  # the replica that holds the data (leader side) and the new one
+            assert rates(brokers, b) == {LEADER_RATE: str(SLOW), FOLLOWER_RATE: str(SLOW)}, \
+                brokers
+        assert rates(brokers, 2) == rates(brokers, 3) == {}
+        assert not any(k.startswith("kraftsman") for cfg in brokers.values() for k in cfg)
+        assert topics == {t: {LEADER: "0:0", FOLLOWER: "0:1"}}
+    until(placed)
     markers = live_markers(c)
     assert sorted(markers) == [0, 1]
     assert markers[0]["rate"] == str(SLOW) and markers[0]["replicas"] == [f"L:0:{t}"]
@@ -215,16 +259,23 @@ def test_a_throttled_move_places_changes_and_removes_every_throttle(
     assert f"Placed by kraftsman (its markers in {THROTTLE_MARKER_TOPIC}):" in shown.stdout
 
     cli.apply("move", [(t, 0, [1])], FAST, "--no-wait")  # the throttle changed mid-flight
-    brokers = kafka_configs(c, "brokers")
-    for b in (0, 1):
-        assert rates(brokers, b) == {LEADER_RATE: str(FAST), FOLLOWER_RATE: str(FAST)}, brokers
+
+    def changed() -> None:
+        brokers = kafka_configs(c, "brokers")
+        for b in (0, 1):
+            assert rates(brokers, b) == {LEADER_RATE: str(FAST), FOLLOWER_RATE: str(FAST)}, \
+                brokers
+    until(changed)
     assert live_markers(c)[1]["rate"] == str(FAST)
 
     done = cli.apply("move", [(t, 0, [1])], FAST, "--tick", "0.5")
     assert "completed" in (done.stdout + done.stderr).lower(), done.stdout + done.stderr
     assert replicas(c, t) == {0: [1]} and moving(c) == set()
-    brokers, topics = kafka_configs_both(c)  # every topic, the marker topic too
-    assert kraftsmans(brokers) == kraftsmans(topics) == {}
+
+    def removed() -> None:
+        brokers, topics = kafka_configs_both(c)  # every topic, the marker topic too
+        assert kraftsmans(brokers) == kraftsmans(topics) == {}
+    until(removed)
     assert live_markers(c) == {}, "the markers went with the throttles (tombstones)"
     shown = cli.run("reassignments", "verify")
     assert "No throttles in force." in shown.stdout and "Placed by" not in shown.stdout
@@ -241,20 +292,26 @@ def test_a_cancel_removes_the_throttles_and_restores_an_operators_rate(
     produce(c, t, {0: 8 * MB})
     run_tool("kafka-configs", "--bootstrap-server", c.bootstrap(), "--alter", "--entity-type",
              "brokers", "--entity-name", "0", "--add-config", f"{LEADER_RATE}=7777777")
+    applied(c, "BROKER", "0", {LEADER_RATE: "7777777"})
     cli.apply("slow", [(t, 0, [1])], SLOW, "--no-wait")
+    # kraftsman throttles as the plan says, over the operator's rate
+    applied(c, "BROKER", "0", {LEADER_RATE: str(SLOW), FOLLOWER_RATE: str(SLOW)})
+    applied(c, "BROKER", "1", {FOLLOWER_RATE: str(SLOW)})
     with c.admin() as a:  # the operator, mid-move, with kraftsman's own backend (quicker)
-        placed = a.describe_configs([("BROKER", "0")])[("BROKER", "0")]
-        assert placed[LEADER_RATE] == str(SLOW), "kraftsman throttles as the plan says"
         a.incremental_alter_configs({("BROKER", "1"): {FOLLOWER_RATE: "5555555"}})
+    applied(c, "BROKER", "1", {FOLLOWER_RATE: "5555555"})
     cancelled = cli.run("reassignments", "cancel")
     assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
     assert f"Successfully cancelled partition reassignments for: {t}-0" in cancelled.stdout
     assert moving(c) == set() and replicas(c, t) == {0: [0]}
-    brokers, topics = kafka_configs_both(c)
-    assert kraftsmans(brokers) == {
-        "0": {LEADER_RATE: "7777777"},  # restored
-        "1": {FOLLOWER_RATE: "5555555"}}  # theirs, untouched
-    assert kraftsmans(topics) == {}
+
+    def left() -> None:
+        brokers, topics = kafka_configs_both(c)
+        assert kraftsmans(brokers) == {
+            "0": {LEADER_RATE: "7777777"},  # restored
+            "1": {FOLLOWER_RATE: "5555555"}}  # theirs, untouched
+        assert kraftsmans(topics) == {}
+    until(left)
     assert live_markers(c) == {}
 
 
@@ -271,15 +328,21 @@ def test_two_runs_share_a_broker_and_a_run_resumed_without_its_state_cleans_up_i
         assert all(r.ok for r in a.incremental_alter_configs({
             ("BROKER", "3"): {LEADER_RATE: "4444444"},
             ("TOPIC", t): {LEADER: "2:3"}}).values())
+    applied(c, "TOPIC", t, {LEADER: "2:3"})
     cli.apply("b", [(t, 1, [1])], SLOW, "--no-wait")
+    applied(c, "TOPIC", t, {LEADER: "1:2,2:3", FOLLOWER: "1:1"})  # before A reads them
     cli.apply("a", [(t, 0, [1])], SLOW, "--tick", "0.5", additional=True)  # to the end
     assert replicas(c, t)[0] == [1] and moving(c) == {f"{t}-1"}
-    brokers, topics = kafka_configs_both(c, t)
-    assert rates(brokers, 0) == {}, "only run A moved through broker 0"
-    for b in (1, 2):  # B still moves from 2 to 1
-        assert rates(brokers, b) == {LEADER_RATE: str(SLOW), FOLLOWER_RATE: str(SLOW)}, brokers
-    assert rates(brokers, 3) == {LEADER_RATE: "4444444"}
-    assert topics == {t: {LEADER: "1:2,2:3", FOLLOWER: "1:1"}}
+
+    def shared() -> None:
+        brokers, topics = kafka_configs_both(c, t)
+        assert rates(brokers, 0) == {}, "only run A moved through broker 0"
+        for b in (1, 2):  # B still moves from 2 to 1
+            assert rates(brokers, b) == {LEADER_RATE: str(SLOW), FOLLOWER_RATE: str(SLOW)}, \
+                brokers
+        assert rates(brokers, 3) == {LEADER_RATE: "4444444"}
+        assert topics == {t: {LEADER: "1:2,2:3", FOLLOWER: "1:1"}}
+    until(shared)
     markers = live_markers(c)
     assert sorted(markers) == [1, 2]
     assert markers[1]["replicas"] == [f"F:1:{t}"]
@@ -287,9 +350,12 @@ def test_two_runs_share_a_broker_and_a_run_resumed_without_its_state_cleans_up_i
     shutil.rmtree(cli.state)  # B's executor state is lost
     cli.apply("b", [(t, 1, [1])], SLOW, "--tick", "0.5", cancel=True)
     assert moving(c) == set() and replicas(c, t)[1] == [2]
-    brokers, topics = kafka_configs_both(c)
-    assert kraftsmans(brokers) == {"3": {LEADER_RATE: "4444444"}}
-    assert kraftsmans(topics) == {t: {LEADER: "2:3"}}
+
+    def own_gone() -> None:
+        brokers, topics = kafka_configs_both(c)
+        assert kraftsmans(brokers) == {"3": {LEADER_RATE: "4444444"}}
+        assert kraftsmans(topics) == {t: {LEADER: "2:3"}}
+    until(own_gone)
     assert live_markers(c) == {}
 
 
@@ -303,11 +369,18 @@ def test_an_older_kraftsmans_broker_config_marker_is_deleted(
         assert all(r.ok for r in a.incremental_alter_configs({
             ("BROKER", str(b)): {"kraftsman.throttle": '{"rate": "1", "replicas": []}'}
             for b in c.brokers}).values())
-    before = kafka_configs(c, "brokers")
-    assert all(before[str(b)].get("kraftsman.throttle") == "null" for b in c.brokers), before
+    def masked() -> None:
+        before = kafka_configs(c, "brokers")
+        assert all(before[str(b)].get("kraftsman.throttle") == "null" for b in c.brokers), \
+            before
+    until(masked)
     shown = cli.run("reassignments", "verify")
     assert "An older kraftsman's kraftsman.throttle config is on broker(s) 0, 1, 2, 3" \
         in shown.stdout, shown.stdout
     r = cli.run("reassignments", "cancel")
     assert r.returncode == 0 and "No partition reassignments found." in r.stdout, r.stdout
-    assert kraftsmans(kafka_configs(c, "brokers")) == {}
+    until(lambda: _none(kraftsmans(kafka_configs(c, "brokers"))))
+
+
+def _none(found: dict[str, dict[str, str]]) -> None:
+    assert found == {}, found
