@@ -10,11 +10,11 @@ from dataclasses import dataclass
 
 import kafka.errors as _kerr
 
-# kafka-python spells a few codes the old way (39 INVALID_REPLICATION_ASSIGNMENT, 6
-# NOT_LEADER_FOR_PARTITION, 10 MESSAGE_SIZE_TOO_LARGE); Kafka's own Errors.java and the KIPs
-# use these names. Same codes, the names users know.
-_CANONICAL_NAMES = {39: "INVALID_REPLICA_ASSIGNMENT", 6: "NOT_LEADER_OR_FOLLOWER",
-                    10: "MESSAGE_TOO_LARGE"}
+# kafka-python spells code 39 INVALID_REPLICATION_ASSIGNMENT; Kafka's own Errors.java and
+# the KIPs call it INVALID_REPLICA_ASSIGNMENT. Same code, the name users know. (Codes 6 and
+# 10 keep kafka-python's NOT_LEADER_FOR_PARTITION and MESSAGE_SIZE_TOO_LARGE in messages:
+# the Raft transcripts pin those words.)
+_CANONICAL_NAMES = {39: "INVALID_REPLICA_ASSIGNMENT"}
 
 
 @dataclass(frozen=True, slots=True)
