@@ -94,6 +94,24 @@ class ElectionOutcome:
 
 ConfigResource = tuple[str, str]  # ("BROKER", "1") or ("TOPIC", "orders")
 
+# Where kraftsman keeps what it placed for replication throttles (orchestration/throttles.py):
+# a compacted topic it owns, one record per broker (key: the broker id in ASCII digits; value:
+# a JSON marker; a tombstone removes it). Kafka masks every broker config it does not know as
+# sensitive (DescribeConfigs answers null) and refuses unknown topic config names, so the
+# marker cannot live in a config; Cruise Control and Kafka Connect keep their state in topics
+# the same way.
+THROTTLE_MARKER_TOPIC = "__kraftsman_throttles"
+MARKER_TOPIC_CONFIGS = {"cleanup.policy": "compact"}
+LEGACY_MARKER_CONFIG = "kraftsman.throttle"  # the broker config that held it before
+MARKER_TOPIC_ACLS = ("DESCRIBE, READ and WRITE on TOPIC " + THROTTLE_MARKER_TOPIC
+                     + ", and CREATE on it (or on the CLUSTER) until it exists")
+
+
+def marker_replication_factor(live_brokers: int) -> int:
+    """The marker topic's replication factor: Kafka's usual 3, or every broker of a smaller
+    cluster."""
+    return max(1, min(3, live_brokers))
+
 
 class ClusterAdmin(Protocol):
     def describe_cluster(self) -> ClusterDescription: ...
@@ -140,9 +158,11 @@ class ClusterAdmin(Protocol):
 
     def describe_configs(
         self, resources: Iterable[ConfigResource]
-    ) -> dict[ConfigResource, dict[str, str]]:
+    ) -> dict[ConfigResource, dict[str, str | None]]:
         """The dynamic configs of every resource asked (an unknown topic: none); a resource
-        the cluster cannot describe raises rather than being left out."""
+        the cluster cannot describe raises rather than being left out. A sensitive config is
+        listed with the value None: Kafka hides its value, and treats every broker config
+        name it does not know as sensitive."""
         ...
 
     def incremental_alter_configs(
@@ -150,6 +170,18 @@ class ClusterAdmin(Protocol):
     ) -> dict[ConfigResource, ApiResult]:
         """Set (a value) or delete (None) dynamic configs, such as replication throttles;
         nothing to change: no request."""
+        ...
+
+    def read_throttle_markers(self) -> dict[int, str]:
+        """The live throttle markers (broker id → JSON) in :data:`THROTTLE_MARKER_TOPIC`, the
+        latest record of each key; none while the topic does not exist. A refusal raises
+        :class:`KafkaApiError` naming the topic and the ACLs it needs."""
+        ...
+
+    def write_throttle_markers(self, changes: Mapping[int, str | None]) -> list[str]:
+        """Set (JSON) or remove (None: a tombstone) the markers of brokers, creating the topic
+        on first need; returns once they are durable (acks=all). The problems the cluster
+        reported (empty: all written); nothing to change: no request."""
         ...
 
     def now_ms(self) -> int:

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 import kafka.errors as _kerr
 
 # kafka-python spells code 39 INVALID_REPLICATION_ASSIGNMENT; Kafka's own Errors.java and
-# the KIPs call it INVALID_REPLICA_ASSIGNMENT. Same code, the name users know.
+# the KIPs call it INVALID_REPLICA_ASSIGNMENT. Same code, the name users know. (Codes 6 and
+# 10 keep kafka-python's NOT_LEADER_FOR_PARTITION and MESSAGE_SIZE_TOO_LARGE in messages:
+# the Raft transcripts pin those words.)
 _CANONICAL_NAMES = {39: "INVALID_REPLICA_ASSIGNMENT"}
 
 
@@ -63,6 +65,15 @@ INVALID_REPLICATION_FACTOR = ErrorCode.of(_kerr.InvalidReplicationFactorError)
 INELIGIBLE_REPLICA = ErrorCode.of(_kerr.IneligibleReplicaError)
 DUPLICATE_VOTER = ErrorCode.of(_kerr.DuplicateVoterError)
 VOTER_NOT_FOUND = ErrorCode.of(_kerr.VoterNotFoundError)
+NOT_LEADER_OR_FOLLOWER = ErrorCode.of(_kerr.NotLeaderForPartitionError)
+LEADER_NOT_AVAILABLE = ErrorCode.of(_kerr.LeaderNotAvailableError)
+TOPIC_AUTHORIZATION_FAILED = ErrorCode.of(_kerr.TopicAuthorizationFailedError)
+MESSAGE_TOO_LARGE = ErrorCode.of(_kerr.MessageSizeTooLargeError)
+INVALID_RECORD = ErrorCode.of(_kerr.InvalidRecordError)
+CORRUPT_MESSAGE = ErrorCode.of(_kerr.CorruptRecordError)
+KAFKA_STORAGE_ERROR = ErrorCode.of(_kerr.KafkaStorageError)
+OFFSET_OUT_OF_RANGE = ErrorCode.of(_kerr.OffsetOutOfRangeError)
+UNKNOWN_TOPIC_ID = ErrorCode.of(_kerr.UnknownTopicIdError)
 
 
 @dataclass(frozen=True, slots=True)

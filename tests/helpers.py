@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from controller_core.admin import MARKER_TOPIC_CONFIGS, THROTTLE_MARKER_TOPIC, ClusterAdmin
 from controller_core.config import EmbeddedClusterSpec
 from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.model import TopicPartition
@@ -49,3 +51,20 @@ def drive(c: EmbeddedCluster, ex: ReassignmentExecutor, limit: int = 10_000) -> 
             return p
         c.advance(1)
     raise AssertionError("the plan did not finish")
+
+
+def configs_in(admin: ClusterAdmin, brokers: Iterable[int] | None = None,
+               topics: Iterable[str] | None = None) -> dict[tuple[str, str], dict[str, Any]]:
+    """Every dynamic config of the brokers and topics (default: all), but the marker topic's
+    own ``cleanup.policy=compact``: what a throttle left behind shows here."""
+    ids = [b.id for b in admin.describe_cluster().brokers] if brokers is None else brokers
+    names = (sorted({d.tp.topic for d in admin.describe_partitions()}) if topics is None
+             else topics)
+    res = [("BROKER", str(b)) for b in ids] + [("TOPIC", t) for t in names]
+    out = {}
+    for r, cfg in admin.describe_configs(res).items():
+        if r == ("TOPIC", THROTTLE_MARKER_TOPIC):
+            cfg = {k: v for k, v in cfg.items() if MARKER_TOPIC_CONFIGS.get(k) != v}
+        if cfg:
+            out[r] = cfg
+    return out

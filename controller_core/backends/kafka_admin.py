@@ -12,6 +12,7 @@ bootstrap servers is raised. Secrets never appear in a message or a log line.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import re
 import ssl
@@ -26,6 +27,7 @@ import kafka.errors as kerr
 from kafka.admin import KafkaAdminClient
 from kafka.protocol.admin import (
     AlterPartitionReassignmentsRequest,
+    CreateTopicsRequest,
     DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeLogDirsRequest,
@@ -34,13 +36,19 @@ from kafka.protocol.admin import (
     IncrementalAlterConfigsRequest,
     ListPartitionReassignmentsRequest,
 )
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.producer import ProduceRequest
+from kafka.record import MemoryRecords, MemoryRecordsBuilder
 
 from controller_core import errors
 from controller_core.admin import (
     IN_SYNC,
+    MARKER_TOPIC_ACLS,
+    MARKER_TOPIC_CONFIGS,
     NOT_HOSTED,
     OFFLINE,
+    THROTTLE_MARKER_TOPIC,
     UNKNOWN_BROKER,
     UNKNOWN_PARTITION,
     UNKNOWN_TOPIC,
@@ -53,6 +61,7 @@ from controller_core.admin import (
     PartitionDescription,
     ReplicaStatus,
     behind,
+    marker_replication_factor,
 )
 from controller_core.backends.security import connection_settings
 from controller_core.errors import ApiResult, ErrorCode, KafkaApiError
@@ -437,7 +446,7 @@ class KafkaAdmin:
         return int(name) if rtype == "BROKER" and is_whole_number(name) else None
 
     def describe_configs(self, resources: Iterable[ConfigResource]
-                         ) -> dict[ConfigResource, dict[str, str]]:
+                         ) -> dict[ConfigResource, dict[str, str | None]]:
         by_node: dict[int | None, list[ConfigResource]] = defaultdict(list)
         for res in dict.fromkeys(resources):
             if res[0] not in _RESOURCE_CODES:
@@ -446,8 +455,8 @@ class KafkaAdmin:
             by_node[self._node_for(res)].append(res)
         _Res = DescribeConfigsRequest.DescribeConfigsResource
 
-        def go() -> dict[ConfigResource, dict[str, str]]:
-            out: dict[ConfigResource, dict[str, str]] = {}
+        def go() -> dict[ConfigResource, dict[str, str | None]]:
+            out: dict[ConfigResource, dict[str, str | None]] = {}
             for node, group in by_node.items():
                 r = self._send(DescribeConfigsRequest(resources=[
                     _Res(resource_type=_RESOURCE_CODES[t], resource_name=n,
@@ -460,8 +469,11 @@ class KafkaAdmin:
                     _check(result.error_code, result.error_message,
                            f"DescribeConfigs {res[0].lower()} {res[1]!r}")
                     source = _DYNAMIC_SOURCE[res[0]] if res[1] else _DEFAULT_BROKER_SOURCE
+                    # a sensitive config shows its name with a null value (Kafka hides every
+                    # broker config it does not know that way): listed, value None
                     out[res] = {c.name: c.value for c in result.configs
-                                if c.config_source == source and c.value is not None}
+                                if c.config_source == source
+                                and (c.value is not None or c.is_sensitive)}
             return out
         return self._call("DescribeConfigs", go)
 
@@ -492,6 +504,155 @@ class KafkaAdmin:
                                          result.error_message or "")
             return out
         return self._call("IncrementalAlterConfigs", go)
+
+    # -- the throttle-marker topic -----------------------------------------------------------------
+    def read_throttle_markers(self) -> dict[int, str]:
+        """The marker topic read from its log start to its high watermark, as a consumer
+        without a group would: the latest record of each key wins, a tombstone removes it."""
+        def go() -> dict[int, str]:
+            where = self._marker_leader()
+            if where is None:
+                return {}
+            leader, topic_id = where
+            offset = self._marker_offset(leader, EARLIEST)
+            end = self._marker_offset(leader, LATEST)
+            latest: dict[bytes, bytes | None] = {}
+            while offset < end:
+                offset = self._fetch_markers(leader, topic_id, offset, latest)
+            return {int(k): v.decode() for k, v in latest.items()
+                    if v is not None and k.isdigit()}
+        return self._call(f"reading {THROTTLE_MARKER_TOPIC}", go)
+
+    def write_throttle_markers(self, changes: Mapping[int, str | None]) -> list[str]:
+        if not changes:
+            return []
+        records = [(str(b).encode(), None if v is None else v.encode())
+                   for b, v in sorted(changes.items())]
+        try:
+            if self._call(f"reading {THROTTLE_MARKER_TOPIC}", self._marker_leader) is None:
+                problem = self._create_marker_topic()
+                if problem is not None:
+                    return [problem]
+            for batch in _marker_batches(records):
+                problem = self._call(f"writing {THROTTLE_MARKER_TOPIC}",
+                                     functools.partial(self._produce_markers, batch))
+                if problem is not None:
+                    return [problem]
+        except KafkaApiError as e:
+            return [e.message]
+        return []
+
+    def _marker_leader(self) -> tuple[int, uuid.UUID] | None:
+        """The marker partition's leader and the topic's id; None: no such topic."""
+        _Topic = MetadataRequest.MetadataRequestTopic
+        r = self._send(MetadataRequest(topics=[_Topic(name=THROTTLE_MARKER_TOPIC)],
+                                       allow_auto_topic_creation=False))
+        t = r.topics[0]
+        if t.error_code == errors.UNKNOWN_TOPIC_OR_PARTITION.code:
+            return None
+        _marker_check(t.error_code, "Metadata")
+        p = next((p for p in t.partitions if p.partition_index == 0), None)
+        if p is None or p.error_code or p.leader_id < 0:
+            raise _Retry(LEADER_NOT_AVAILABLE, f"Metadata: {THROTTLE_MARKER_TOPIC}-0 has no "
+                                               "leader yet")
+        return int(p.leader_id), t.topic_id
+
+    def _create_marker_topic(self) -> str | None:
+        """CreateTopics of the marker topic (one compacted partition); a concurrent creator
+        winning is as good. The problem, if the cluster refuses it."""
+        brokers = [b for b in self.describe_cluster().brokers if not b.fenced]
+        _T = CreateTopicsRequest.CreatableTopic
+        request = CreateTopicsRequest(topics=[_T(
+            name=THROTTLE_MARKER_TOPIC, num_partitions=1,
+            replication_factor=marker_replication_factor(len(brokers)), assignments=[],
+            configs=[_T.CreatableTopicConfig(name=k, value=v)
+                     for k, v in MARKER_TOPIC_CONFIGS.items()])],
+            timeout_ms=self.retry.request_timeout_ms, validate_only=False)
+
+        def go() -> str | None:
+            r = self._send_to_controller(request)
+            t = r.topics[0]
+            if t.error_code in (0, errors.TOPIC_ALREADY_EXISTS.code):
+                return None
+            if t.error_code in RETRIABLE:
+                _check(t.error_code, t.error_message, "CreateTopics")
+            if t.error_code in (TOPIC_AUTHORIZATION_FAILED.code,
+                                errors.CLUSTER_AUTHORIZATION_FAILED.code):
+                return (f"cannot create topic {THROTTLE_MARKER_TOPIC} "
+                        f"({ErrorCode.for_code(t.error_code).name}), where kraftsman keeps its "
+                        f"throttle markers: grant {MARKER_TOPIC_ACLS}")
+            return (f"cannot create topic {THROTTLE_MARKER_TOPIC}: "
+                    f"{t.error_message or ErrorCode.for_code(t.error_code).name}")
+        return self._call("CreateTopics", go)
+
+    def _produce_markers(self, records: list[tuple[bytes, bytes | None]]) -> str | None:
+        """One Produce of one compressed batch, acks=all, to the partition's leader."""
+        where = self._marker_leader()
+        if where is None:  # just created: not in this broker's metadata yet
+            raise _Retry(errors.UNKNOWN_TOPIC_OR_PARTITION,
+                         f"Produce: {THROTTLE_MARKER_TOPIC} does not exist")
+        leader, topic_id = where
+        builder = MemoryRecordsBuilder(magic=2, compression_type=_GZIP, batch_size=2**31 - 1)
+        now = self._wall_ms()
+        for key, value in records:
+            builder.append(now, key, value)
+        builder.close()
+        _P = ProduceRequest.TopicProduceData
+        r = self._send(ProduceRequest(
+            transactional_id=None, acks=-1, timeout_ms=self.retry.request_timeout_ms,
+            topic_data=[_P(name=THROTTLE_MARKER_TOPIC, topic_id=topic_id, partition_data=[
+                _P.PartitionProduceData(index=0, records=bytes(builder.buffer()))])]),
+            node_id=leader)
+        p = r.responses[0].partition_responses[0]
+        if p.error_code == errors.MESSAGE_TOO_LARGE.code:
+            keys = ", ".join(k.decode() for k, _ in records)
+            return (f"the throttle marker of broker(s) {keys} is {builder.size_in_bytes()} "
+                    f"bytes compressed, more than max.message.bytes of "
+                    f"{THROTTLE_MARKER_TOPIC} allows; raise it (kafka-configs --alter "
+                    f"--entity-type topics --entity-name {THROTTLE_MARKER_TOPIC} --add-config "
+                    "max.message.bytes=...)")
+        _marker_check(p.error_code, "Produce", p.error_message)
+        return None
+
+    def _marker_offset(self, leader: int, spec: int) -> int:
+        _T = ListOffsetsRequest.ListOffsetsTopic
+        r = self._send(ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[_T(
+            name=THROTTLE_MARKER_TOPIC, partitions=[_T.ListOffsetsPartition(
+                partition_index=0, current_leader_epoch=-1, timestamp=spec)])],
+            timeout_ms=self.retry.request_timeout_ms), node_id=leader)
+        p = r.topics[0].partitions[0]
+        _marker_check(p.error_code, "ListOffsets")
+        return int(p.offset)
+
+    def _fetch_markers(self, leader: int, topic_id: uuid.UUID, offset: int,
+                       latest: dict[bytes, bytes | None]) -> int:
+        """One Fetch from ``offset`` into ``latest``; the offset to fetch from next."""
+        _T = FetchRequest.FetchTopic
+        r = self._send(FetchRequest(
+            replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=MARKER_FETCH_BYTES,
+            isolation_level=0, session_id=0, session_epoch=-1, topics=[_T(
+                topic=THROTTLE_MARKER_TOPIC, topic_id=topic_id, partitions=[_T.FetchPartition(
+                    partition=0, current_leader_epoch=-1, fetch_offset=offset,
+                    log_start_offset=-1, partition_max_bytes=MARKER_FETCH_BYTES)])],
+            forgotten_topics_data=[], rack_id=""), node_id=leader)
+        _check(r.error_code, None, "Fetch")
+        p = r.responses[0].partitions[0]
+        if p.error_code == errors.OFFSET_OUT_OF_RANGE.code:  # compaction moved the log start
+            raise _Retry(errors.OFFSET_OUT_OF_RANGE, f"Fetch: offset {offset} of "
+                                                     f"{THROTTLE_MARKER_TOPIC} is gone; again")
+        _marker_check(p.error_code, "Fetch")
+        following = offset
+        for batch in MemoryRecords(bytes(p.records or b"")):
+            for record in batch:
+                if record.offset >= offset:  # a batch may begin before the offset asked
+                    key = bytes(record.key) if record.key is not None else b""
+                    latest[key] = None if record.value is None else bytes(record.value)
+            following = max(following, int(batch.base_offset) + int(batch.last_offset_delta) + 1)
+        if following == offset:
+            raise KafkaApiError(errors.CORRUPT_MESSAGE, (
+                f"Fetch: {THROTTLE_MARKER_TOPIC} returned no record at offset {offset}, below "
+                "its high watermark"))
+        return following
 
     # -- the metadata quorum -----------------------------------------------------------------------
     def _describe_quorum_raw(self) -> tuple[Any, Any]:
@@ -592,6 +753,52 @@ class KafkaAdmin:
         if resp.error_code in RETRIABLE:
             _check(resp.error_code, resp.error_message, what)
         return ApiResult(ErrorCode.for_code(resp.error_code), resp.error_message or "")
+
+
+# The marker topic's records go in batches of at most this many bytes before compression, so
+# that each compressed batch fits Kafka's default max.message.bytes (1,048,588): JSON never
+# grows under gzip. (All six markers of 100,000 moving partitions on six brokers are 8 MB
+# of JSON, 1.07 MB in one gzip batch — above the limit; one batch per marker is 180 kB.)
+MARKER_BATCH_RAW_BYTES = 1_000_000
+MARKER_FETCH_BYTES = 64 * 1024 * 1024
+EARLIEST, LATEST = -2, -1
+_GZIP = 1
+# Answers about the marker partition that another attempt (after a new Metadata) can change.
+_MARKER_RETRIABLE = frozenset({
+    *RETRIABLE, errors.UNKNOWN_TOPIC_OR_PARTITION.code, 19, 20, 78})
+# 19/20 NOT_ENOUGH_REPLICAS(_AFTER_APPEND), 78 OFFSET_NOT_AVAILABLE (a new leader's high
+# watermark not known yet); UNKNOWN_TOPIC_OR_PARTITION right after the topic was created
+
+
+def _marker_check(code: int, what: str, message: str | None = None) -> None:
+    """An error about the marker partition: retried, or one message naming the ACLs."""
+    if code == 0:
+        return
+    error = ErrorCode.for_code(code)
+    if code == TOPIC_AUTHORIZATION_FAILED.code:
+        raise KafkaApiError(error, (
+            f"{what}: not authorized on topic {THROTTLE_MARKER_TOPIC}, where kraftsman keeps "
+            f"its throttle markers; grant {MARKER_TOPIC_ACLS}"))
+    text = f"{what} {THROTTLE_MARKER_TOPIC}: {message or error.name}"
+    if code in _MARKER_RETRIABLE:
+        raise _Retry(error, text)
+    raise KafkaApiError(error, text)
+
+
+def _marker_batches(records: list[tuple[bytes, bytes | None]]
+                    ) -> list[list[tuple[bytes, bytes | None]]]:
+    """Records grouped in order, each group at most MARKER_BATCH_RAW_BYTES of keys and values
+    (a larger record alone)."""
+    out: list[list[tuple[bytes, bytes | None]]] = []
+    size = 0
+    for key, value in records:
+        n = len(key) + len(value or b"")
+        if not out or size + n > MARKER_BATCH_RAW_BYTES:
+            out.append([])
+            size = 0
+        out[-1].append((key, value))
+        size += n
+    return out
 
 
 class _FatalBootstrap(Exception):

@@ -23,8 +23,11 @@ import orjson
 from controller_core import errors
 from controller_core.admin import (
     IN_SYNC,
+    LEGACY_MARKER_CONFIG,
+    MARKER_TOPIC_CONFIGS,
     NOT_HOSTED,
     OFFLINE,
+    THROTTLE_MARKER_TOPIC,
     UNKNOWN_BROKER,
     UNKNOWN_PARTITION,
     UNKNOWN_TOPIC,
@@ -36,10 +39,11 @@ from controller_core.admin import (
     PartitionDescription,
     ReplicaStatus,
     behind,
+    marker_replication_factor,
 )
 from controller_core.config import EmbeddedClusterSpec, TopicSpec
-from controller_core.errors import ApiResult, KafkaApiError
-from controller_core.metadata.controller import Controller
+from controller_core.errors import NOT_LEADER_OR_FOLLOWER, ApiResult, KafkaApiError
+from controller_core.metadata.controller import Controller, is_sensitive_config
 from controller_core.metadata.image import MetadataImage
 from controller_core.metadata.partition_change import ControllerFault
 from controller_core.metadata.records import (
@@ -51,7 +55,13 @@ from controller_core.metadata.records import (
     decode_record,
     encode_record,
 )
-from controller_core.model import NO_LEADER, ElectionType, TopicPartition
+from controller_core.model import (
+    NO_LEADER,
+    ElectionType,
+    PartitionRegistration,
+    TopicPartition,
+    is_whole_number,
+)
 from controller_core.raft.describe import QuorumStatus
 from controller_core.raft.describe import ReplicaStatus as QuorumReplica
 from controller_core.raft.snapshot import RaftSnapshot
@@ -219,6 +229,25 @@ class EmbeddedCluster:
         for t in self.spec.topics:
             if t.name not in self.image.topics:
                 self._create_topic(t)
+        self._flush()
+        self._migrate_legacy_markers()
+
+    def _migrate_legacy_markers(self) -> None:
+        """kraftsman's throttle markers were once the broker config ``kraftsman.throttle``;
+        a state directory of those versions gets them as records of the marker topic (a
+        real cluster hides that config's value, so only here can it be carried over)."""
+        legacy = {int(name): cfg[LEGACY_MARKER_CONFIG]
+                  for (kind, name), cfg in self.image.configs.items()
+                  if kind == "BROKER" and LEGACY_MARKER_CONFIG in cfg}
+        if not legacy:
+            return
+        have = self.read_throttle_markers()
+        problems = self.write_throttle_markers(
+            {b: v for b, v in legacy.items() if b not in have})
+        if problems:
+            return  # the brokers' configs stay until the topic takes them
+        self.controller.incremental_alter_configs(
+            {("BROKER", str(b)): {LEGACY_MARKER_CONFIG: None} for b in legacy})
         self._flush()
 
     def _create_topic(self, t: TopicSpec) -> None:
@@ -622,9 +651,10 @@ class EmbeddedCluster:
         return ElectionOutcome(results, tuple(attempted) if partitions is None else ())
 
     def describe_configs(self, resources: Iterable[ConfigResource]
-                         ) -> dict[ConfigResource, dict[str, str]]:
+                         ) -> dict[ConfigResource, dict[str, str | None]]:
         self._require_controller()
-        return {r: dict(self.image.config(*r)) for r in resources}
+        return {r: {k: None if is_sensitive_config(r[0], k) else v
+                    for k, v in self.image.config(*r).items()} for r in resources}
 
     def incremental_alter_configs(self, changes: Mapping[ConfigResource, Mapping[str, str | None]]
                                   ) -> dict[ConfigResource, ApiResult]:
@@ -632,6 +662,63 @@ class EmbeddedCluster:
         results = self.controller.incremental_alter_configs(changes)
         self._flush()
         return results
+
+    # -- the throttle-marker topic -----------------------------------------------------------
+    def read_throttle_markers(self) -> dict[int, str]:
+        self._require_controller()
+        if self._marker_partition() is None:
+            return {}
+        problem = self._wait_for_marker_leader()
+        if problem is not None:
+            raise KafkaApiError(NOT_LEADER_OR_FOLLOWER, problem)
+        return {int(k): v for k, (_, v) in self.image.markers.items()
+                if v is not None and is_whole_number(k)}
+
+    def write_throttle_markers(self, changes: Mapping[int, str | None]) -> list[str]:
+        self._require_controller()
+        if not changes:
+            return []
+        if THROTTLE_MARKER_TOPIC not in self.image.topics:
+            live = len(self.image.live_brokers())
+            created = self.controller.create_topic(
+                THROTTLE_MARKER_TOPIC, 1, marker_replication_factor(live), rng=self.rng,
+                configs=MARKER_TOPIC_CONFIGS)
+            if not created.ok:
+                return [f"topic {THROTTLE_MARKER_TOPIC}: {created.message}"]
+        problem = self._wait_for_marker_leader()
+        if problem is not None:
+            return [problem]
+        try:
+            self.produce_markers([(str(b), v) for b, v in sorted(changes.items())])
+        except KafkaApiError as e:
+            return [f"topic {THROTTLE_MARKER_TOPIC}: {e.message}"]
+        return []
+
+    def produce_markers(self, records: Sequence[tuple[str, str | None]]) -> int:
+        """Append records to the marker topic and commit them (acks=all): the offset of the
+        first. Raises :class:`KafkaApiError` when the metadata quorum cannot commit them."""
+        base = self.controller.append_markers(records)
+        self._flush()
+        return base
+
+    def _marker_partition(self) -> PartitionRegistration | None:
+        return self.image.partition(TopicPartition(THROTTLE_MARKER_TOPIC, 0))
+
+    def _wait_for_marker_leader(self) -> str | None:
+        """Like a client retrying NOT_LEADER_OR_FOLLOWER within its request timeout, wait (in
+        simulated time) until the marker topic's leader is a running broker; else say why."""
+        deadline = self.now + self.spec.controller_request_timeout_ms / 1000.0
+        while True:
+            p = self._marker_partition()
+            if p is None:
+                return f"topic {THROTTLE_MARKER_TOPIC} does not exist"
+            if p.leader != NO_LEADER and self.alive(p.leader):
+                return None
+            if self.now >= deadline or self.read_only:
+                return (f"topic {THROTTLE_MARKER_TOPIC}: no running leader for its partition "
+                        f"(replicas {list(p.replicas)}) within "
+                        f"{self.spec.controller_request_timeout_ms} ms")
+            self.advance(QUORUM_POLL)
 
     # -- the metadata quorum (KIP-595 DescribeQuorum / AlterQuorum, KIP-853) -----------------
     def describe_quorum(self) -> QuorumStatus:

@@ -22,6 +22,7 @@ from controller_core.metadata.placement import assign_replicas
 from controller_core.metadata.records import (
     BrokerFencingRecord,
     ConfigRecord,
+    MarkerRecord,
     PartitionChangeRecord,
     PartitionRecord,
     Record,
@@ -44,15 +45,39 @@ THROTTLE_RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication
 MAX_THROTTLE_RATE = 2**63 - 1
 THROTTLE_REPLICA_KEYS = (
     "leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
-# What kraftsman placed on a broker (orchestration/throttles.py): kept in the cluster, so an
-# executor that lost its local state still removes exactly its own throttles.
-THROTTLE_MARKER_KEY = "kraftsman.throttle"
+CLEANUP_POLICY = "cleanup.policy"
 MIN_ISR_KEY = "min.insync.replicas"
 UNCLEAN_KEY = "unclean.leader.election.enable"
 DEFAULT_MIN_ISR = "1"  # the brokers' default, as Kafka ships it
 _THROTTLED_REPLICA = re.compile(r"([0-9]+):([0-9]+)")  # Kafka's ThrottledReplicaListValidator
-ALTERABLE_CONFIGS = {"BROKER": {*THROTTLE_RATE_KEYS, THROTTLE_MARKER_KEY},
-                     "TOPIC": {*THROTTLE_REPLICA_KEYS, MIN_ISR_KEY, UNCLEAN_KEY}}
+# The dynamic configs the embedded cluster models. Like Kafka, a broker takes any other config
+# name as a custom one (kept, and described as sensitive with a null value), while a topic
+# refuses a name that is no topic config of Kafka's.
+ALTERABLE_CONFIGS = {"BROKER": set(THROTTLE_RATE_KEYS),
+                     "TOPIC": {*THROTTLE_REPLICA_KEYS, CLEANUP_POLICY, MIN_ISR_KEY,
+                               UNCLEAN_KEY}}
+# Kafka 4.4's topic config names (DescribeConfigs of a topic): the ones not modelled here are
+# refused with the embedded cluster's own words, the rest with Kafka's.
+KAFKA_TOPIC_CONFIGS = frozenset({
+    "cleanup.policy", "compression.gzip.level", "compression.lz4.level", "compression.type",
+    "compression.zstd.level", "delete.retention.ms", "errors.deadletterqueue.group.enable",
+    "file.delete.delay.ms", "flush.messages", "flush.ms",
+    "follower.replication.throttled.replicas", "index.interval.bytes",
+    "leader.replication.throttled.replicas", "local.retention.bytes", "local.retention.ms",
+    "max.compaction.lag.ms", "max.decompressed.message.bytes", "max.message.bytes",
+    "message.timestamp.after.max.ms", "message.timestamp.before.max.ms",
+    "message.timestamp.type", "min.cleanable.dirty.ratio", "min.compaction.lag.ms",
+    "min.insync.replicas", "preallocate", "remote.copy.lag.bytes", "remote.copy.lag.ms",
+    "remote.log.copy.disable", "remote.log.delete.on.disable", "remote.storage.enable",
+    "retention.bytes", "retention.ms", "segment.bytes", "segment.index.bytes",
+    "segment.jitter.ms", "segment.ms", "unclean.leader.election.enable"})
+# Kafka's default max.message.bytes: the largest record batch a topic takes.
+MAX_MESSAGE_BYTES = 1_048_588
+
+
+def is_sensitive_config(resource_type: str, name: str) -> bool:
+    """Kafka describes a broker config it does not know as sensitive (its value null)."""
+    return resource_type == "BROKER" and name not in ALTERABLE_CONFIGS["BROKER"]
 
 
 class Controller:
@@ -96,14 +121,14 @@ class Controller:
                      validate_only: bool = False,
                      configs: Mapping[str, str] | None = None) -> ApiResult:
         """Create a topic, placed by ``assign_replicas`` or on the given ``assignment`` (one
-        replica list per partition, ``partitions`` and ``replication_factor`` then unused).
-        ``validate_only`` runs every check and writes nothing (CreateTopics validateOnly)."""
+        replica list per partition, ``partitions`` and ``replication_factor`` then unused),
+        with the topic ``configs`` given. ``validate_only`` runs every check and writes
+        nothing (CreateTopics validateOnly)."""
         if name in self.image.topics:
             return ApiResult(errors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        for key, value in (configs or {}).items():
-            problem = _topic_config_problem(key, value)
-            if problem is not None:
-                return ApiResult(errors.INVALID_CONFIG, problem)
+        refused = _config_values_problem("TOPIC", name, dict(configs or {}))
+        if refused is not None:
+            return refused
         live = {b.id: b.rack for b in self.image.brokers.values() if not b.fenced}
         manual = assignment is not None
         if assignment is None:
@@ -140,6 +165,8 @@ class Controller:
             self._emit(ConfigRecord("TOPIC", name, key, value))
         for i, isr in enumerate(isrs):
             self._emit(PartitionRecord(name, i, tuple(assignment[i]), isr, isr[0]))
+        for key, value in sorted((configs or {}).items()):
+            self._emit(ConfigRecord("TOPIC", name, key, value))
         return OK
 
     # -- broker lifecycle (ReplicationControlManager.handleBroker*) ----------------------------
@@ -323,31 +350,57 @@ class Controller:
                 return ApiResult(errors.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {rname!r}")
         else:
             return ApiResult(errors.INVALID_REQUEST, f"unsupported resource type {rtype!r}")
-        for key, value in entries.items():
-            if rtype == "TOPIC" and key not in ALTERABLE_CONFIGS[rtype]:
-                return ApiResult(errors.INVALID_CONFIG, f"Unknown topic config name: {key}")
-            if key not in ALTERABLE_CONFIGS[rtype]:
-                return ApiResult(errors.INVALID_CONFIG,
-                                 f"{rtype.lower()} {rname}: {key!r} is not a dynamic config here; "
-                                 f"supported: {sorted(ALTERABLE_CONFIGS[rtype])}")
+        return _config_values_problem(rtype, rname, entries)
+
+    # -- the throttle-marker topic's data -----------------------------------------------------
+    def append_markers(self, records: Sequence[tuple[str, str | None]]) -> int:
+        """Append records (key, value or None for a tombstone) to the marker topic's log;
+        returns the offset of the first."""
+        base = self.image.marker_end
+        for i, (key, value) in enumerate(records):
+            self._emit(MarkerRecord(key, value, base + i))
+        return base
+
+
+def _config_values_problem(rtype: str, rname: str,
+                           entries: Mapping[str, str | None]) -> ApiResult | None:
+    """Kafka's answer to the names and values of ``entries`` (a value None deletes)."""
+    for key, value in entries.items():
+        if rtype == "TOPIC" and key not in ALTERABLE_CONFIGS["TOPIC"]:
             if value is None:
-                continue
-            if key in THROTTLE_RATE_KEYS:
-                if not is_whole_number(value):
-                    return ApiResult(errors.INVALID_CONFIG,
-                                     f"{key}={value!r}: must be a whole number of bytes/second")
-                if int(value) > MAX_THROTTLE_RATE:
-                    return ApiResult(errors.INVALID_CONFIG,
-                                     f"{key}={value!r}: must be at most {MAX_THROTTLE_RATE} "
-                                     "bytes/second (a LONG)")
-            elif key in THROTTLE_REPLICA_KEYS and parse_throttled_replicas(value) is None:
+                continue  # Kafka deletes a config it does not know without complaint
+            if key not in KAFKA_TOPIC_CONFIGS:
+                return ApiResult(errors.INVALID_CONFIG, f"Unknown topic config name: {key}")
+            return ApiResult(errors.INVALID_CONFIG,
+                             f"topic {rname}: {key!r} is not a dynamic config here; "
+                             f"supported: {sorted(ALTERABLE_CONFIGS['TOPIC'])}")
+        if value is None:
+            continue
+        if key in THROTTLE_RATE_KEYS:
+            if not is_whole_number(value):
                 return ApiResult(errors.INVALID_CONFIG,
-                                 f"{key}={value!r}: expected '*' or 'partition:broker,...'")
-            elif rtype == "TOPIC":
-                problem = _topic_config_problem(key, value)
-                if problem is not None:
-                    return ApiResult(errors.INVALID_CONFIG, problem)
-        return None
+                                 f"{key}={value!r}: must be a whole number of bytes/second")
+            if int(value) > MAX_THROTTLE_RATE:
+                return ApiResult(errors.INVALID_CONFIG,
+                                 f"{key}={value!r}: must be at most {MAX_THROTTLE_RATE} "
+                                 "bytes/second (a LONG)")
+        elif key in THROTTLE_REPLICA_KEYS and parse_throttled_replicas(value) is None:
+            return ApiResult(errors.INVALID_CONFIG,
+                             f"{key}={value!r}: expected '*' or 'partition:broker,...'")
+        elif key in (MIN_ISR_KEY, UNCLEAN_KEY):
+            problem = _topic_config_problem(key, value)
+            if problem is not None:
+                return ApiResult(errors.INVALID_CONFIG, problem)
+        elif key == CLEANUP_POLICY and not _cleanup_policy_ok(value):
+            return ApiResult(errors.INVALID_CONFIG,
+                             f"Invalid value {value} for configuration {key}: String must be "
+                             "one of: compact, delete")
+    return None
+
+
+def _cleanup_policy_ok(value: str) -> bool:
+    items = [v.strip() for v in value.split(",")]
+    return bool(items) and all(v in ("compact", "delete") for v in items)
 
 
 def _topic_config_problem(key: str, value: str) -> str | None:
@@ -360,8 +413,6 @@ def _topic_config_problem(key: str, value: str) -> str | None:
             return f"{invalid} Value must be at least 1"
     elif key == UNCLEAN_KEY and value.strip().lower() not in ("true", "false"):
         return f"{invalid} Expected value to be either true or false"
-    elif key not in ALTERABLE_CONFIGS["TOPIC"]:
-        return f"Unknown topic config name: {key}"
     return None
 
 

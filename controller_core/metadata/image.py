@@ -10,12 +10,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from controller_core.admin import THROTTLE_MARKER_TOPIC
 from controller_core.metadata.partition_change import after
 from controller_core.metadata.records import (
     PARTITION_TAG,
     BrokerFencingRecord,
     ClusterRecord,
     ConfigRecord,
+    MarkerRecord,
     PartitionChangeRecord,
     PartitionRecord,
     Record,
@@ -52,6 +54,11 @@ class MetadataImage:
         self.topics: dict[str, TopicImage] = {}
         self.configs: dict[tuple[str, str], dict[str, str]] = {}
         self.reassigning: set[TopicPartition] = set()
+        # The throttle-marker topic's data as a fully compacted log: key → (offset, value), a
+        # tombstone (None) kept like Kafka keeps one for delete.retention.ms; ``marker_end``
+        # is its log end (= high watermark: records are committed before any answer).
+        self.markers: dict[str, tuple[int, str | None]] = {}
+        self.marker_end = 0
         self.next_offset = 0
         self._live: frozenset[int] | None = None
 
@@ -148,7 +155,13 @@ class MetadataImage:
                     del self.configs[key]
             else:
                 entries[record.name] = record.value
+        elif isinstance(record, MarkerRecord):
+            self.markers[record.key] = (record.offset, record.value)
+            self.marker_end = max(self.marker_end, record.offset + 1)
         elif isinstance(record, RemoveTopicRecord):
+            if record.name == THROTTLE_MARKER_TOPIC:
+                self.markers.clear()
+                self.marker_end = 0
             topic = self.topics.pop(record.name)
             for i in range(len(topic.partitions)):
                 self.reassigning.discard(TopicPartition(record.name, i))
@@ -249,8 +262,8 @@ class MetadataImage:
                                       p.last_known_elr)
 
     def records_but_partitions(self) -> Iterator[Record]:
-        """The cluster id, brokers, topics and configs as records: all but the partitions,
-        which a snapshot writes in blocks."""
+        """The cluster id, brokers, topics, configs and the marker topic's records: all but
+        the partitions, which a snapshot writes in blocks."""
         if self.cluster_id:
             yield ClusterRecord(self.cluster_id)
         for b in self.brokers.values():
@@ -260,3 +273,5 @@ class MetadataImage:
         for (rtype, rname), entries in self.configs.items():
             for k, v in entries.items():
                 yield ConfigRecord(rtype, rname, k, v)
+        for key, (offset, value) in sorted(self.markers.items(), key=lambda kv: kv[1][0]):
+            yield MarkerRecord(key, value, offset)

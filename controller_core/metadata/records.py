@@ -81,6 +81,17 @@ class ConfigRecord(NamedTuple):
     value: str | None
 
 
+class MarkerRecord(NamedTuple):
+    """One record of the throttle-marker topic (``admin.THROTTLE_MARKER_TOPIC``) at ``offset``
+    of its only partition; ``value=None`` is a tombstone. The embedded cluster keeps that
+    topic's data in its metadata log, so restarts, snapshots and controller fail-over keep it
+    as the replicas of a real topic would."""
+
+    key: str
+    value: str | None
+    offset: int
+
+
 Record = (
     ClusterRecord
     | RegisterBrokerRecord
@@ -90,12 +101,13 @@ Record = (
     | PartitionRecord
     | PartitionChangeRecord
     | ConfigRecord
+    | MarkerRecord
 )
 
 TAGS: dict[type[Any], str] = {
     ClusterRecord: "C", RegisterBrokerRecord: "B", BrokerFencingRecord: "F", TopicRecord: "T",
     RemoveTopicRecord: "RT", PartitionRecord: "P", PartitionChangeRecord: "PC",
-    ConfigRecord: "CF",
+    ConfigRecord: "CF", MarkerRecord: "MK",
 }
 PARTITION_TAG = TAGS[PartitionRecord]
 _TYPES: dict[str, type[Any]] = {tag: cls for cls, tag in TAGS.items()}

@@ -1,10 +1,11 @@
 """Replication throttles that exist exactly while some movement needs them.
 
-What kraftsman placed is written in the cluster itself, next to the throttle: a broker config
-``kraftsman.throttle`` (JSON) on every broker where kraftsman set a rate or added a replica
-to a topic's ``*.replication.throttled.replicas``. It holds the rate kraftsman wrote, the rate
-values it replaced, and the replica entries naming that broker that kraftsman added. So any
-executor — another run sharing the broker, or the same run resumed with its local state
+What kraftsman placed is written in the cluster itself: a marker for every broker where
+kraftsman set a rate or added a replica to a topic's ``*.replication.throttled.replicas`` —
+the record of that broker's id in kraftsman's compacted topic ``__kraftsman_throttles``
+(:data:`~controller_core.admin.THROTTLE_MARKER_TOPIC`). It holds the rate kraftsman wrote, the
+rate values it replaced, and the replica entries naming that broker that kraftsman added. So
+any executor — another run sharing the broker, or the same run resumed with its local state
 wiped after a crash — can tell its throttles from an operator's, and remove exactly those:
 
 * a replica entry stays while its partition moves (in this plan, or in any reassignment the
@@ -12,6 +13,17 @@ wiped after a crash — can tell its throttles from an operator's, and remove ex
 * a broker's rate stays while any kraftsman entry names the broker; with the last entry gone
   the rate is restored to what it was before kraftsman (a rate someone changed after us is
   theirs and stays), and the marker goes.
+
+The markers claim everything of kraftsman's at every moment: a pass first writes the markers
+that claim more (a new entry, a new rate), then changes the configs, then writes the markers
+that claim less (a tombstone for one that goes). A pass cut short anywhere leaves nothing
+unclaimed, and the next one finishes it.
+
+Older versions kept the marker in a broker config ``kraftsman.throttle``. A real broker
+accepts that name but hides it as sensitive (DescribeConfigs answers null), so it was never
+read back there, and what it claimed cannot be known: a pass that finds the key deletes it.
+(The embedded cluster, where those versions could read it, moves it into the marker topic
+when it opens.)
 
 Like ``kafka-reassign-partitions``, replicas that exist are throttled as leaders and the
 replicas being added as followers.
@@ -25,10 +37,10 @@ from typing import NamedTuple
 
 import orjson
 
-from controller_core.admin import ClusterAdmin, ConfigResource
-from controller_core.errors import ApiResult
+from controller_core import errors
+from controller_core.admin import LEGACY_MARKER_CONFIG, ClusterAdmin
+from controller_core.errors import ApiResult, KafkaApiError
 from controller_core.metadata.controller import (
-    THROTTLE_MARKER_KEY,
     THROTTLE_RATE_KEYS,
     format_throttled_replicas,
     parse_throttled_replicas,
@@ -38,6 +50,8 @@ from controller_core.model import TopicPartition, is_whole_number
 LEADER_REPLICAS, FOLLOWER_REPLICAS = (
     "leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 _SIDES = {"L": LEADER_REPLICAS, "F": FOLLOWER_REPLICAS}
+LEGACY_MARKER_KEY = LEGACY_MARKER_CONFIG  # the broker config older versions wrote
+_REFUSALS = {errors.TOPIC_AUTHORIZATION_FAILED.code, errors.CLUSTER_AUTHORIZATION_FAILED.code}
 
 
 class Entry(NamedTuple):
@@ -66,16 +80,21 @@ class Entry(NamedTuple):
 
 @dataclass(slots=True)
 class Marker:
-    """What kraftsman placed on one broker (the value of ``kraftsman.throttle``)."""
+    """What kraftsman placed on one broker (its record in the marker topic)."""
 
     rate: str | None = None  # the value kraftsman wrote to the rate keys
     previous: dict[str, str | None] = field(default_factory=dict)  # their values before
     entries: set[Entry] = field(default_factory=set)
+    # rates kraftsman wrote before ``rate`` that may still be in force: a rate change whose
+    # config write has not been confirmed yet
+    also: set[str] = field(default_factory=set)
 
     def encode(self) -> str:
-        return orjson.dumps({"rate": self.rate, "previous": self.previous,
-                             "replicas": sorted(e.encode() for e in self.entries)},
-                            option=orjson.OPT_SORT_KEYS).decode()
+        doc: dict[str, object] = {"rate": self.rate, "previous": self.previous,
+                                  "replicas": sorted(e.encode() for e in self.entries)}
+        if self.also:
+            doc["also"] = sorted(self.also)
+        return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS).decode()
 
     @classmethod
     def decode(cls, value: str | None, broker: int) -> Marker | None:
@@ -87,10 +106,18 @@ class Marker:
             previous = {str(k): (None if v is None else str(v))
                         for k, v in dict(doc.get("previous", {})).items()}
             rate = doc.get("rate")
+            also = {str(v) for v in doc.get("also", [])}
             return cls(None if rate is None else str(rate), previous,
-                       {e for e in entries if e is not None})
+                       {e for e in entries if e is not None}, also)
         except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
             return None  # not ours to interpret: leave it alone
+
+    def written(self) -> set[str]:
+        """The rate values of kraftsman's that may be in force on the broker."""
+        return ({self.rate} if self.rate is not None else set()) | self.also
+
+    def copy(self) -> Marker:
+        return Marker(self.rate, dict(self.previous), set(self.entries), set(self.also))
 
 
 class Move(NamedTuple):
@@ -117,8 +144,20 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
     # A fenced broker's configs can be neither read nor changed (Kafka takes a broker's
     # own configs only on that broker): its throttles are looked at once it is back.
     brokers = [b.id for b in admin.describe_cluster().brokers if not b.fenced]
-    broker_cfg, markers = _markers(admin, brokers)
-    if not want and not markers:
+    broker_cfg = admin.describe_configs([("BROKER", str(b)) for b in brokers])
+    legacy = {b for b in brokers if LEGACY_MARKER_KEY in broker_cfg[("BROKER", str(b))]}
+    try:
+        stored = admin.read_throttle_markers()
+    except KafkaApiError as refused:
+        if refused.error.code not in _REFUSALS:
+            raise
+        if want:
+            return [refused.message]
+        # Nothing to place, and a principal that may not read the markers could not have
+        # written any: an unthrottled run does not need the marker topic.
+        stored = {}
+    markers = _decoded(stored)
+    if not want and not markers and not legacy:
         return []  # nothing to place, and nothing of kraftsman's in the cluster
     owned = {e for m in markers.values() for e in m.entries}
     elsewhere = sorted({e.tp for e in owned if e.tp not in scope})
@@ -131,8 +170,7 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
     new_owned = owned & keep
     for t in topics:
         for side, key in _SIDES.items():
-            raw = topic_cfg[("TOPIC", t)].get(key, "")
-            current = parse_throttled_replicas(raw)
+            current = parse_throttled_replicas(topic_cfg[("TOPIC", t)].get(key) or "")
             if not isinstance(current, set):
                 continue  # "*" or junk written by someone else: not ours to edit
             mine_drop = {(e.partition, e.broker) for e in drop if e.topic == t and e.side == side}
@@ -148,48 +186,91 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
     by_broker: dict[int, set[Entry]] = {}
     for e in new_owned:
         by_broker.setdefault(e.broker, set()).add(e)
-    for b in brokers:
-        res = ("BROKER", str(b))
-        cfg = broker_cfg[res]
-        m = markers.get(b)
+    claim: dict[int, Marker | None] = {}  # written before the configs change
+    final: dict[int, Marker | None] = {}  # written after
+    registered = set(brokers)
+    for b in sorted(registered | set(markers)):
+        cfg = broker_cfg.get(("BROKER", str(b)), {})
+        cur = markers.get(b)
         entries = by_broker.get(b, set())
-        if m is None and not entries and b not in wanted_brokers:
-            continue
-        m = m if m is not None else Marker()
         out: dict[str, str | None] = {}
+        if b in legacy:
+            out[LEGACY_MARKER_KEY] = None
+        if cur is None and not entries and b not in wanted_brokers:
+            if out:
+                changes[("BROKER", str(b))] = out
+            continue
+        m = cur.copy() if cur is not None else Marker()
         if b in wanted_brokers:
             if m.rate is None:
                 m.previous = {k: cfg.get(k) for k in THROTTLE_RATE_KEYS}
             for k in THROTTLE_RATE_KEYS:
-                # ours (or unset) follows the limit; a value someone set after us is theirs
-                ours = m.rate is None or cfg.get(k) in (m.rate, None)
+                # ours (or unset, or what it was before us) follows the limit; a value someone
+                # set after us is theirs
+                ours = m.rate is None or cfg.get(k) in (
+                    None, m.previous.get(k), *m.written())
                 if ours and cfg.get(k) != rate_str:
                     out[k] = rate_str
             m.rate = rate_str
+        fin: Marker | None
         if not entries and b not in wanted_brokers:
             # Nothing of kraftsman's moves through this broker any more: its rate goes back
             # to what it was, unless someone changed it after us (then it is theirs).
-            for k in THROTTLE_RATE_KEYS:
-                if m.rate is not None and cfg.get(k) == m.rate:
-                    out[k] = m.previous.get(k)
-            out[THROTTLE_MARKER_KEY] = None
+            if b in registered:
+                for k in THROTTLE_RATE_KEYS:
+                    if cfg.get(k) in m.written():
+                        out[k] = m.previous.get(k)
+            fin = None
         else:
             m.entries = entries
-            encoded = m.encode()
-            if cfg.get(THROTTLE_MARKER_KEY) != encoded:
-                out[THROTTLE_MARKER_KEY] = encoded
+            m.also = set()
+            fin = m
+        claim[b] = _claiming(cur, fin)
+        final[b] = fin
         if out:
-            changes[res] = out
-    # Brokers first: their markers say which topic entries are kraftsman's, so a topic entry
-    # is written only once its marker is (a broker refusing the rate — a value it does not
-    # take, a missing ACL — must not leave entries that nothing would remove).
-    brokers_first = [{r: c for r, c in changes.items() if r[0] == kind}
-                     for kind in ("BROKER", "TOPIC")]
-    for batch in brokers_first:
+            changes[("BROKER", str(b))] = out
+    # Markers first: they say which topic entries and rates are kraftsman's, so nothing is
+    # written before a marker claims it, and nothing stops being claimed before it is gone.
+    problems = _write(admin, stored, claim)
+    if problems:
+        return problems
+    written = {**stored, **{b: m.encode() for b, m in claim.items() if m is not None}}
+    for kind in ("BROKER", "TOPIC"):
+        batch = {r: c for r, c in changes.items() if r[0] == kind}
         problems = _problems(admin.incremental_alter_configs(batch))
         if problems:
             return problems
-    return []
+    return _write(admin, written, final)
+
+
+def _claiming(cur: Marker | None, fin: Marker | None) -> Marker | None:
+    """The marker that claims both what ``cur`` claimed and what ``fin`` will."""
+    if fin is None or cur is None:
+        return cur if fin is None else fin
+    m = fin.copy()  # its ``previous`` is cur's, unless cur had no rate to replace any
+    m.entries |= cur.entries
+    m.also = cur.written() - fin.written()
+    return m
+
+
+def _write(admin: ClusterAdmin, stored: Mapping[int, str],
+           markers: Mapping[int, Marker | None]) -> list[str]:
+    """Write the markers that differ from ``stored`` (None: a tombstone where one is)."""
+    changes: dict[int, str | None] = {}
+    for b, m in markers.items():
+        encoded = m.encode() if m is not None else None
+        if stored.get(b) != encoded:
+            changes[b] = encoded
+    return admin.write_throttle_markers(changes) if changes else []
+
+
+def _decoded(stored: Mapping[int, str]) -> dict[int, Marker]:
+    out = {}
+    for b, value in stored.items():
+        m = Marker.decode(value, b)
+        if m is not None:
+            out[b] = m
+    return out
 
 
 def _problems(results: Mapping[tuple[str, str], ApiResult]) -> list[str]:
@@ -199,17 +280,8 @@ def _problems(results: Mapping[tuple[str, str], ApiResult]) -> list[str]:
 
 def placed(admin: ClusterAdmin, brokers: Iterable[int] | None = None) -> dict[int, Marker]:
     """The kraftsman markers in the cluster (for views and tests)."""
-    ids = [b.id for b in admin.describe_cluster().brokers] if brokers is None else list(brokers)
-    return _markers(admin, ids)[1]
-
-
-def _markers(admin: ClusterAdmin, brokers: list[int]
-             ) -> tuple[dict[ConfigResource, dict[str, str]], dict[int, Marker]]:
-    """The brokers' dynamic configs, and the kraftsman markers among them."""
-    cfg = admin.describe_configs([("BROKER", str(b)) for b in brokers])
-    markers = {}
-    for b in brokers:
-        m = Marker.decode(cfg[("BROKER", str(b))].get(THROTTLE_MARKER_KEY), b)
-        if m is not None:
-            markers[b] = m
-    return cfg, markers
+    markers = _decoded(admin.read_throttle_markers())
+    if brokers is None:
+        return markers
+    wanted = set(brokers)
+    return {b: m for b, m in markers.items() if b in wanted}

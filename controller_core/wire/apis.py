@@ -1,6 +1,7 @@
 """The APIs ``cluster serve`` answers, with the version ranges ApiVersions advertises.
 
-Only what is served is advertised. Ranges are kafka-python's schema ranges (its classes
+Only what is served is advertised. Produce, Fetch and ListOffsets are served for
+kraftsman's throttle-marker topic only. Ranges are kafka-python's schema ranges (its classes
 decode and encode them), narrowed where the server implements less (SaslHandshake v0 would
 switch the connection to raw SASL frames, which this server does not speak).
 """
@@ -29,12 +30,19 @@ from kafka.protocol.admin import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
 )
+from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+)
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
     ApiVersionsResponse,
     MetadataRequest,
     MetadataResponse,
 )
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
@@ -71,6 +79,10 @@ _PAIRS: list[tuple[Any, Any, tuple[int, int] | None]] = [
     (SaslAuthenticateRequest, SaslAuthenticateResponse, None),
     (AddRaftVoterRequest, AddRaftVoterResponse, None),
     (RemoveRaftVoterRequest, RemoveRaftVoterResponse, None),
+    # The data APIs, for kraftsman's throttle-marker topic only (handlers.py says why).
+    (ProduceRequest, ProduceResponse, None),
+    (FetchRequest, FetchResponse, None),
+    (ListOffsetsRequest, ListOffsetsResponse, None),
 ]
 
 REQUESTS: dict[int, Any] = {int(req.API_KEY): req for req, _, _ in _PAIRS}

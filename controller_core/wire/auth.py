@@ -13,8 +13,10 @@ The file is small YAML::
       - {principal: "User:*", operations: [DESCRIBE]}    # any authenticated user
       - {principal: "User:CN=ops,O=example", operations: [ALL]}  # a TLS client certificate
 
-Operations imply others as in Kafka: ALL implies every one, ALTER implies DESCRIBE,
-ALTER_CONFIGS implies DESCRIBE_CONFIGS. For SCRAM the server derives and keeps only the
+Operations imply others as in Kafka: ALL implies every one, ALTER, READ and WRITE imply
+DESCRIBE, ALTER_CONFIGS implies DESCRIBE_CONFIGS. A grant stands for the operation on every
+resource (READ and WRITE are those on kraftsman's throttle-marker topic, the only topic with
+data here). For SCRAM the server derives and keeps only the
 salted credentials (salt, StoredKey, ServerKey) at start, as Kafka's credential store does.
 """
 
@@ -47,11 +49,15 @@ class Operation(StrEnum):
     CREATE = "CREATE"
     ALTER_CONFIGS = "ALTER_CONFIGS"
     DESCRIBE_CONFIGS = "DESCRIBE_CONFIGS"
+    READ = "READ"
+    WRITE = "WRITE"
 
 
 _IMPLIES: dict[Operation, frozenset[Operation]] = {
     Operation.ALL: frozenset(Operation),
     Operation.ALTER: frozenset({Operation.ALTER, Operation.DESCRIBE}),
+    Operation.READ: frozenset({Operation.READ, Operation.DESCRIBE}),
+    Operation.WRITE: frozenset({Operation.WRITE, Operation.DESCRIBE}),
     Operation.ALTER_CONFIGS: frozenset({Operation.ALTER_CONFIGS, Operation.DESCRIBE_CONFIGS}),
 }
 

@@ -22,14 +22,16 @@ from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.errors import ApiResult, ErrorCode, KafkaApiError
 from controller_core.metadata.controller import (
     ALTERABLE_CONFIGS,
+    CLEANUP_POLICY,
     MAX_THROTTLE_RATE,
     THROTTLE_RATE_KEYS,
     THROTTLE_REPLICA_KEYS,
     format_throttled_replicas,
+    is_sensitive_config,
     parse_throttled_replicas,
 )
 from controller_core.model import NO_LEADER, ElectionType, TopicPartition, is_whole_number
-from controller_core.wire import apis
+from controller_core.wire import apis, data_apis
 from controller_core.wire.auth import Authorizer, Operation
 
 METADATA_TOPIC = "__cluster_metadata"
@@ -45,14 +47,16 @@ UNSUPPORTED_SASL_MECHANISM = ErrorCode.of(kerr.UnsupportedSaslMechanismError)
 ILLEGAL_SASL_STATE = ErrorCode.of(kerr.IllegalSaslStateError)
 
 # Kafka's AclOperation codes, for the authorized-operations bit fields.
-_ACL_BITS = {Operation.ALL: 2, Operation.CREATE: 5, Operation.ALTER: 7, Operation.DESCRIBE: 8,
-             Operation.DESCRIBE_CONFIGS: 10, Operation.ALTER_CONFIGS: 11}
+_ACL_BITS = {Operation.ALL: 2, Operation.READ: 3, Operation.WRITE: 4, Operation.CREATE: 5,
+             Operation.ALTER: 7, Operation.DESCRIBE: 8, Operation.DESCRIBE_CONFIGS: 10,
+             Operation.ALTER_CONFIGS: 11}
 # DescribeConfigs ConfigSource and ConfigType values.
 _SOURCE_TOPIC, _SOURCE_BROKER, _SOURCE_DEFAULT_BROKER, _SOURCE_DEFAULT = 1, 2, 3, 5
 # Kafka's defaults for the configs the embedded cluster lets you change.
 _DEFAULTS = {**dict.fromkeys(THROTTLE_RATE_KEYS, str(MAX_THROTTLE_RATE)),
-             **dict.fromkeys(THROTTLE_REPLICA_KEYS, "")}
-_TYPE_STRING, _TYPE_LONG, _TYPE_LIST = 2, 5, 7
+             **dict.fromkeys(THROTTLE_REPLICA_KEYS, ""), CLEANUP_POLICY: "delete"}
+_TYPE_UNKNOWN, _TYPE_STRING, _TYPE_LONG, _TYPE_LIST = 0, 2, 5, 7
+_LIST_CONFIGS = {*THROTTLE_REPLICA_KEYS, CLEANUP_POLICY}
 _RESOURCE_TYPES = {2: "TOPIC", 4: "BROKER"}
 _ZERO_UUID = uuid.UUID(int=0)
 
@@ -88,6 +92,9 @@ class Handlers:
             55: self.describe_quorum, 35: self.describe_log_dirs, 32: self.describe_configs,
             44: self.incremental_alter_configs, 80: self.add_raft_voter,
             81: self.remove_raft_voter,
+            0: lambda r, v, s: data_apis.produce(self, r, v, s),
+            1: lambda r, v, s: data_apis.fetch(self, r, v, s),
+            2: lambda r, v, s: data_apis.list_offsets(self, r, v, s),
         }
 
     def handle(self, api_key: int, version: int, request: Any, session: Session) -> Any:
@@ -98,11 +105,14 @@ class Handlers:
         principal = session.principal or ""
         return any(self.authorizer.allowed(principal, op) for op in ops)
 
-    def _authorized_ops(self, session: Session, wanted: bool) -> set[int] | None:
+    def _authorized_ops(self, session: Session, wanted: bool, *, topic: bool = False
+                        ) -> set[int] | None:
+        """Kafka's authorized-operations bits; READ and WRITE exist on topics only."""
         if not wanted:
             return None
         return {bit for op, bit in _ACL_BITS.items()
-                if op is not Operation.ALL and self._allowed(session, op)}
+                if op is not Operation.ALL and self._allowed(session, op)
+                and (topic or op not in (Operation.READ, Operation.WRITE))}
 
     def _response(self, api_key: int, version: int, **fields: Any) -> Any:
         return apis.RESPONSES[api_key](version=version, **fields)
@@ -170,7 +180,8 @@ class Handlers:
             topics.append(cls.MetadataResponseTopic(
                 error_code=0, name=name, topic_id=uuid.UUID(t.topic_id), is_internal=False,
                 partitions=parts, authorized_operations=self._authorized_ops(
-                    session, bool(getattr(request, "include_topic_authorized_operations", 0)))))
+                    session, bool(getattr(request, "include_topic_authorized_operations", 0)),
+                    topic=True)))
         cluster_ops = self._authorized_ops(
             session, bool(getattr(request, "include_cluster_authorized_operations", False)))
         return cls(version=version, throttle_time_ms=0, brokers=brokers,
@@ -236,7 +247,12 @@ class Handlers:
             return errors.INVALID_REQUEST, f"topic {t.name!r} is listed more than once"
         if t.name in self.cluster.image.topics:
             return TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
-        configs = {c.name: c.value for c in t.configs or ()}
+        configs: dict[str, str] = {}
+        for c in t.configs or ():
+            if c.value is None:  # Kafka's ControllerConfigurationValidator
+                return errors.INVALID_REQUEST, ("Null value not supported for topic configs: "
+                                                f"{c.name}")
+            configs[c.name] = c.value
         brokers = len(self.cluster.image.brokers)
         assignment = None
         if t.assignments:
@@ -455,15 +471,21 @@ class Handlers:
                 for key in sorted(set(ALTERABLE_CONFIGS[rtype]) | set(dynamic)):
                     if keys is not None and key not in keys:
                         continue
-                    if key not in _DEFAULTS and key not in dynamic:
-                        continue  # a config with no default (kraftsman's throttle marker)
+                    if is_sensitive_config(rtype, key):
+                        # Kafka takes a broker config name it does not know as a custom one,
+                        # and hides it as sensitive: read-only, of unknown type, value null
+                        configs.append(cls.DescribeConfigsResult.DescribeConfigsResourceResult(
+                            name=key, value=None, read_only=True, config_source=source,
+                            is_default=False, is_sensitive=True, synonyms=[],
+                            config_type=_TYPE_UNKNOWN, documentation=None))
+                        continue
                     value = dynamic.get(key)
                     configs.append(cls.DescribeConfigsResult.DescribeConfigsResourceResult(
                         name=key, value=value if value is not None else _DEFAULTS[key],
                         read_only=False,
                         config_source=source if value is not None else _SOURCE_DEFAULT,
                         is_default=value is None, is_sensitive=False, synonyms=[],
-                        config_type=_TYPE_LIST if key in THROTTLE_REPLICA_KEYS else
+                        config_type=_TYPE_LIST if key in _LIST_CONFIGS else
                         _TYPE_LONG if key in THROTTLE_RATE_KEYS else _TYPE_STRING,
                         documentation=None))
             results.append(cls.DescribeConfigsResult(
@@ -514,7 +536,7 @@ class Handlers:
                 if c.name not in THROTTLE_REPLICA_KEYS:
                     return ApiResult(errors.INVALID_CONFIG, f"{c.name}: APPEND and SUBTRACT "
                                      "apply to list configs only")
-                have = parse_throttled_replicas(current.get(c.name, ""))
+                have = parse_throttled_replicas(current.get(c.name) or "")
                 delta = parse_throttled_replicas(c.value or "")
                 if not isinstance(have, set) or not isinstance(delta, set):
                     return ApiResult(errors.INVALID_CONFIG,

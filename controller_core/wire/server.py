@@ -26,6 +26,7 @@ from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.errors import ErrorCode
 from controller_core.wire import apis
 from controller_core.wire.auth import ANONYMOUS, Authorizer
+from controller_core.wire.data_apis import NO_RESPONSE
 from controller_core.wire.frames import (
     DEFAULT_MAX_REQUEST_BYTES,
     FrameDecoder,
@@ -262,6 +263,8 @@ class ClusterServer:
                     out = self._dispatch(frame, session)
                     if out is None:
                         return
+                    if not out:
+                        continue  # a request that gets no answer (Produce with acks=0)
                     writer.write(out)
                     await asyncio.wait_for(writer.drain(), cfg.write_timeout_seconds)
                     if session.extra.pop("close", False):
@@ -278,7 +281,8 @@ class ClusterServer:
 
     # -- one request -------------------------------------------------------------------------------
     def _dispatch(self, frame: bytes, session: Session) -> bytes | None:
-        """The encoded response, or None to close the connection (as Kafka does)."""
+        """The encoded response (empty: none is due), or None to close the connection (as
+        Kafka does)."""
         handlers = self.handlers
         assert handlers is not None
         try:
@@ -304,6 +308,8 @@ class ClusterServer:
         except Exception:  # a bug must not take the server down; Kafka would disconnect too
             self._closed_for(session.peer, "internal error:\n" + traceback.format_exc())
             return None
+        if response is NO_RESPONSE:
+            return b""
         return self._encode(response, parsed.correlation_id, parsed.version)
 
     @staticmethod

@@ -204,9 +204,13 @@ def test_verify_shows_what_moves_and_the_throttles_in_force(
                for line in lines), out
     assert any(line.startswith("  topic orders: follower.replication.throttled.replicas=")
                for line in lines), out
+    placed = lines.index("Placed by kraftsman (its markers in __kraftsman_throttles):")
+    assert lines[placed + 1:placed + 5] == [  # 0 and 1 give up replicas, 2 and 3 take them
+        f"  broker {b}: rate 400.0 KB/s, 2 replica entries" for b in range(4)], out
     assert run(capsys, "apply", "-f", str(f), *s)[0] == 0
     code, out, _ = run(capsys, "reassignments", "verify", "-o", "json", *s)
-    assert json.loads(out) == {"moving": [], "brokerThrottles": {}, "topicThrottles": {}}
+    assert json.loads(out) == {"moving": [], "brokerThrottles": {}, "topicThrottles": {},
+                               "placedByKraftsman": {}}
     code, out, _ = run(capsys, "reassignments", "verify", *s)
     assert "No partition reassignments in progress." in out and "No throttles in force." in out
 

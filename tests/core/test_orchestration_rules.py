@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,7 +44,7 @@ from controller_core.orchestration.voters import (
     voter_set_problems,
 )
 from controller_core.raft.describe import QuorumStatus
-from tests.helpers import cluster, drive, run_until, tp
+from tests.helpers import cluster, configs_in, drive, run_until, tp
 
 TOPICS = [
     {"name": "orders", "partitions": 6, "replicationFactor": 3,
@@ -527,8 +528,8 @@ def test_throttles_the_cluster_refuses_are_reported_per_broker(tmp_path: Path) -
 
 
 def test_a_marker_keeps_the_entries_it_can_read_and_skips_foreign_ones() -> None:
-    """The ``kraftsman.throttle`` marker may hold items another tool or an older version
-    wrote: an item that is not SIDE:PARTITION:TOPIC with a known side is not ours."""
+    """A throttle marker may hold items another tool or an older version wrote: an item
+    that is not SIDE:PARTITION:TOPIC with a known side is not ours."""
     doc = ('{"rate": "5", "previous": {"follower.replication.throttled.rate": null}, '
            '"replicas": ["L:0:orders", "F:12:t.x", "X:0:orders", "L:x:orders", "F:1:", '
            '"F:-1:orders", "F:\u00b2:orders"]}')  # '²': str.isdigit, but int() raises
@@ -772,10 +773,8 @@ LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 
 
-def _configs(c: EmbeddedCluster) -> dict[tuple[str, str], dict[str, str]]:
-    res = [("BROKER", str(b)) for b in sorted(c.image.brokers)] + [
-        ("TOPIC", t) for t in sorted(c.image.topics)]
-    return {r: v for r, v in c.describe_configs(res).items() if v}
+def _configs(c: EmbeddedCluster) -> dict[tuple[str, str], dict[str, Any]]:
+    return configs_in(c)
 
 
 def test_a_rate_an_operator_set_before_the_run_is_restored_after_it(tmp_path: Path) -> None:
@@ -929,8 +928,8 @@ def test_an_unthrottled_plan_places_no_throttle_at_all(tmp_path: Path) -> None:
 
 
 def test_a_marker_that_is_not_kraftsmans_json_is_ignored() -> None:
-    """A ``kraftsman.throttle`` value kraftsman cannot read is someone else's: no marker, so
-    nothing of it is removed or restored."""
+    """A marker record kraftsman cannot read is someone else's: no marker, so nothing of it
+    is removed or restored."""
     for junk in ("", "not json", "[1, 2]", '{"replicas": 5}', '{"previous": [1]}'):
         assert throttles.Marker.decode(junk, 1) is None, junk
     bare = throttles.Marker.decode('{"previous": {"k": 5}, "rate": null}', 1)

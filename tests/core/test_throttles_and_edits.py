@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ from controller_core.orchestration.reassignment import (
     ReassignmentExecutor,
     ReassignmentPlan,
 )
-from tests.helpers import cluster, drive, tp
+from tests.helpers import cluster, configs_in, drive, tp
 
 RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 LEADER = "leader.replication.throttled.replicas"
@@ -35,10 +36,8 @@ def plan_of(moves: dict[TopicPartition, list[int]], limits: Limits,
     return plan
 
 
-def throttles_in(c: EmbeddedCluster) -> dict[tuple[str, str], dict[str, str]]:
-    res = [("BROKER", str(b)) for b in sorted(c.image.brokers)] + [
-        ("TOPIC", t) for t in sorted(c.image.topics)]
-    return {r: v for r, v in c.describe_configs(res).items() if v}
+def throttles_in(c: EmbeddedCluster) -> dict[tuple[str, str], dict[str, Any]]:
+    return configs_in(c)
 
 
 def rate(c: EmbeddedCluster, broker: int, key: str = RATE_KEYS[1]) -> str | None:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from controller_core.admin import THROTTLE_MARKER_TOPIC
 from controller_core.planning.objective import DISK, LEADERS, REPLICAS, compute_loads, rate
 from controller_core.planning.report import max_over_mean
 from controller_core.planning.snapshot import read_snapshot, write_snapshot
@@ -46,11 +47,15 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 def snapshot_loads(d: Path) -> dict[int, list[int]]:
+    """Per-broker loads of the snapshot's topics, but kraftsman's throttle-marker topic (the
+    throttled apply of the plan makes it, after the plan was computed)."""
     s = read_snapshot(d)
     pt = s.partitions
-    return compute_loads(s.broker_ids(), pt.replicas, pt.leader, pt.size_bytes,
-                         [rate(x) for x in pt.bytes_in_per_second],
-                         [rate(x) for x in pt.bytes_out_per_second])
+    rows = [i for i, t in enumerate(pt.topic) if t != THROTTLE_MARKER_TOPIC]
+    return compute_loads(s.broker_ids(), [pt.replicas[i] for i in rows],
+                         [pt.leader[i] for i in rows], [pt.size_bytes[i] for i in rows],
+                         [rate(pt.bytes_in_per_second[i]) for i in rows],
+                         [rate(pt.bytes_out_per_second[i]) for i in rows])
 
 
 @pytest.mark.spark

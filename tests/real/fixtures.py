@@ -41,8 +41,8 @@ class Session:
         return f"{stem}-{os.getpid()}-{next(_names)}"
 
     def restore(self) -> None:
-        """Every node running, the original voters, nothing moving, no throttle, and no
-        topic but the internal ones."""
+        """Every node running, the original voters, nothing moving, no throttle (nor a live
+        marker of kraftsman's), and no topic but the internal ones."""
         c = self.cluster
         for node in (*c.controllers, *c.brokers):
             if c.pid_file(node).exists() and not c.running(node):
@@ -77,6 +77,11 @@ class Session:
             changes = {res: ch for res, ch in changes.items() if ch}
             if changes:
                 a.incremental_alter_configs(changes)
+            live = a.read_throttle_markers()  # kraftsman's topic stays, as on a real cluster
+            if live:
+                problems = a.write_throttle_markers(dict.fromkeys(live))
+                if problems:
+                    raise RealKafkaError(f"throttle markers left: {problems}")
         for node in c.controllers:
             if node not in CONTROLLERS:
                 c.kill(node)
@@ -113,11 +118,15 @@ def _delete_topics(a: Any, topics: list[str]) -> None:
 def real_kafka_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
     """The session's real Kafka, started on first use. A missing install is an error, never
     a skip: ``.ci/run`` installs it, and a run that did not test it must not look green."""
+    cluster = RealKafka(tmp_path_factory.mktemp("real-kafka"))
     try:
         install()
-        cluster = RealKafka(tmp_path_factory.mktemp("real-kafka")).up()
-    except RealKafkaError as e:
-        pytest.fail(f"the real Kafka could not start: {e}", pytrace=False)
+        cluster.up()
+    except BaseException as e:
+        cluster.down()  # the nodes that did start (a busy machine can miss the deadline)
+        if isinstance(e, RealKafkaError):
+            pytest.fail(f"the real Kafka could not start: {e}", pytrace=False)
+        raise
     session = Session(cluster)
     try:
         yield session

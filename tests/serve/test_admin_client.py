@@ -30,7 +30,9 @@ def admin(server: ServedCluster) -> Iterator[KafkaAdminClient]:
 def test_api_versions_advertise_only_what_is_served(admin: KafkaAdminClient,
                                                     server: ServedCluster) -> None:
     versions = {int(k): v for k, v in admin.api_versions().items()}
-    assert 0 not in versions and 1 not in versions  # no Produce / Fetch
+    # Produce, Fetch and ListOffsets: for kraftsman's throttle-marker topic only
+    assert versions[0] == (3, 13) and versions[1] == (4, 18) and versions[2] == (1, 11)
+    assert 8 not in versions and 9 not in versions  # no consumer-group offsets
     assert versions[45] == (0, 1) and versions[46] == (0, 0) and versions[43] == (0, 2)
     assert (55 in versions) == callable(getattr(server.cluster, "describe_quorum", None))
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 
-from controller_core.admin import PartitionDescription
+from controller_core.admin import THROTTLE_MARKER_TOPIC, PartitionDescription
 from controller_core.embedded.cluster import EmbeddedCluster
-from controller_core.errors import ApiResult
+from controller_core.errors import ApiResult, KafkaApiError
 from controller_core.metadata.controller import THROTTLE_RATE_KEYS, THROTTLE_REPLICA_KEYS
 from controller_core.model import ElectionType, TopicPartition, is_whole_number
 from controller_core.orchestration import throttles
@@ -192,18 +192,21 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     with opened(args) as c:
         targets = tps if tps is not None else list(c.list_partition_reassignments())
         results = c.alter_partition_reassignments(dict.fromkeys(targets))
+        left: list[str] = []
         if not args.preserve_throttles:
             # what no movement needs any more goes, as --cancel does
-            throttles.sync(c, {}, None)
+            left = throttles.sync(c, {}, None)
         store = resource_store(args, c)
     ok = [str(tp) for tp in sorted(tp for tp, r in results.items() if r.ok)]
     bad = sorted(((tp, r) for tp, r in results.items() if not r.ok), key=lambda x: x[0])
-    data = {str(tp): _result(r) for tp, r in results.items()}
+    data: dict[str, Any] = {str(tp): _result(r) for tp, r in results.items()}
+    if left:
+        data["throttleProblems"] = left
 
     def text() -> list[str]:
+        lines = [f"Could not remove the throttles kraftsman placed: {p}" for p in left[:5]]
         if not results:
-            return ["No partition reassignments found."]
-        lines = []
+            return [*lines, "No partition reassignments found."]
         if ok:
             lines.append(f"Successfully cancelled partition reassignments for: {cap_list(ok)}")
         for tp, r in bad[:LIST_LIMIT]:
@@ -215,7 +218,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         return lines
 
     emit(args, data, text)
-    return 1 if bad else 0
+    return 1 if bad or left else 0
 
 
 def cmd_elect(args: argparse.Namespace) -> int:
@@ -296,6 +299,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
         configs = c.describe_configs(resources)
         sizes = c.replica_log_sizes([(tp, r) for tp, o in listing.items() for r in o.adding])
         full = {d.tp: d.size_bytes for d in c.describe_partitions(partitions=list(listing))}
+        try:
+            markers, unreadable = throttles.placed(c), ""
+        except KafkaApiError as e:
+            markers, unreadable = {}, e.message
+    legacy = sorted(int(name) for (kind, name), cfg in configs.items()
+                    if kind == "BROKER" and throttles.LEGACY_MARKER_KEY in cfg)
     rates = {int(name): {k: v for k, v in cfg.items() if k in THROTTLE_RATE_KEYS}
              for (kind, name), cfg in configs.items() if kind == "BROKER"}
     rates = {b: v for b, v in rates.items() if v}
@@ -306,7 +315,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
                "adding": {str(r): {"bytes": sizes.get((tp, r), 0), "of": full.get(tp) or 0}
                           for r in o.adding}} for tp, o in listing.items()]
     data = {"moving": moving, "brokerThrottles": {str(b): v for b, v in rates.items()},
-            "topicThrottles": replicas}
+            "topicThrottles": replicas,
+            "placedByKraftsman": {str(b): {"rate": m.rate, "replicas": len(m.entries)}
+                                  for b, m in sorted(markers.items())}}
+    if legacy:
+        data["legacyMarkerConfigs"] = legacy
+    if unreadable:
+        data["markersUnreadable"] = unreadable
 
     def text() -> list[str]:
         lines = ["Status of partition reassignment:"]
@@ -326,6 +341,18 @@ def cmd_verify(args: argparse.Namespace) -> int:
         for t, v in replicas.items():
             lines.append(f"  topic {t}: " + "; ".join(
                 f"{k}={cap_list(x.split(','), 5)}" for k, x in sorted(v.items())))
+        if markers:
+            lines.append(f"Placed by kraftsman (its markers in {THROTTLE_MARKER_TOPIC}):")
+            for b, m in sorted(markers.items())[:LIST_LIMIT]:
+                rate = f"rate {format_bytes(int(m.rate))}/s" if is_whole_number(
+                    m.rate or "") else "no rate"
+                lines.append(f"  broker {b}: {rate}, {len(m.entries)} replica entries")
+        if unreadable:
+            lines.append(f"Cannot tell which throttles kraftsman placed: {unreadable}")
+        if legacy:
+            lines.append(f"An older kraftsman's {throttles.LEGACY_MARKER_KEY} config is on "
+                         f"broker(s) {', '.join(map(str, legacy))}; the next throttle change "
+                         "of a run (or `reassignments cancel`) deletes it.")
         if not listing and (rates or replicas):
             lines.append("Nothing is moving but throttles remain: they slow normal replication. "
                          "Remove them with a cancel of the resource that placed them, or by hand.")
