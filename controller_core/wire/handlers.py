@@ -23,9 +23,12 @@ from controller_core.errors import ApiResult, ErrorCode, KafkaApiError
 from controller_core.metadata.controller import (
     ALTERABLE_CONFIGS,
     CLEANUP_POLICY,
+    DEFAULT_MIN_ISR,
     MAX_THROTTLE_RATE,
+    MIN_ISR_KEY,
     THROTTLE_RATE_KEYS,
     THROTTLE_REPLICA_KEYS,
+    UNCLEAN_KEY,
     format_throttled_replicas,
     is_sensitive_config,
     parse_throttled_replicas,
@@ -54,9 +57,12 @@ _ACL_BITS = {Operation.ALL: 2, Operation.READ: 3, Operation.WRITE: 4, Operation.
 _SOURCE_TOPIC, _SOURCE_BROKER, _SOURCE_DEFAULT_BROKER, _SOURCE_DEFAULT = 1, 2, 3, 5
 # Kafka's defaults for the configs the embedded cluster lets you change.
 _DEFAULTS = {**dict.fromkeys(THROTTLE_RATE_KEYS, str(MAX_THROTTLE_RATE)),
-             **dict.fromkeys(THROTTLE_REPLICA_KEYS, ""), CLEANUP_POLICY: "delete"}
-_TYPE_UNKNOWN, _TYPE_STRING, _TYPE_LONG, _TYPE_LIST = 0, 2, 5, 7
-_LIST_CONFIGS = {*THROTTLE_REPLICA_KEYS, CLEANUP_POLICY}
+             **dict.fromkeys(THROTTLE_REPLICA_KEYS, ""), CLEANUP_POLICY: "delete",
+             MIN_ISR_KEY: DEFAULT_MIN_ISR, UNCLEAN_KEY: "false"}
+_TYPE_UNKNOWN, _TYPE_BOOLEAN, _TYPE_STRING, _TYPE_INT, _TYPE_LONG, _TYPE_LIST = 0, 1, 2, 3, 5, 7
+_CONFIG_TYPES = {**dict.fromkeys((*THROTTLE_REPLICA_KEYS, CLEANUP_POLICY), _TYPE_LIST),
+                 **dict.fromkeys(THROTTLE_RATE_KEYS, _TYPE_LONG),
+                 MIN_ISR_KEY: _TYPE_INT, UNCLEAN_KEY: _TYPE_BOOLEAN}
 _RESOURCE_TYPES = {2: "TOPIC", 4: "BROKER"}
 _ZERO_UUID = uuid.UUID(int=0)
 
@@ -485,8 +491,7 @@ class Handlers:
                         read_only=False,
                         config_source=source if value is not None else _SOURCE_DEFAULT,
                         is_default=value is None, is_sensitive=False, synonyms=[],
-                        config_type=_TYPE_LIST if key in _LIST_CONFIGS else
-                        _TYPE_LONG if key in THROTTLE_RATE_KEYS else _TYPE_STRING,
+                        config_type=_CONFIG_TYPES.get(key, _TYPE_STRING),
                         documentation=None))
             results.append(cls.DescribeConfigsResult(
                 error_code=problem.error.code if problem else 0,

@@ -1,0 +1,216 @@
+"""kraftsman's console script against Apache Kafka's own tools, on one real Kafka 4.4 cluster
+started by this run (tests/real/kafka.py, the same code as the tests' fixture).
+
+For each size N (partitions of RF 3 on brokers 0-2):
+* reassign: every partition's replica on broker 0 moves to broker 3. kraftsman: `kraftsman
+  apply -f plan.yaml` (it waits until done). Kafka: `kafka-reassign-partitions --execute`,
+  then `--verify` every second until it says every reassignment is complete (the loop a user
+  runs). Each side moves its own, identical topic.
+* elect: every partition's replicas are reordered so the leader is not the preferred replica
+  (a reorder moves no data), then `kraftsman elect --all-topic-partitions` against
+  `kafka-leader-election --election-type PREFERRED --all-topic-partitions`.
+* voters: controller 103 added to the quorum, then removed: `kraftsman quorum alter` against
+  `kafka-metadata-quorum add-controller / remove-controller`.
+
+Wall seconds from command to exit (and to "complete" for the verify loop); the machine's load
+average is printed beside them, as other work on a shared machine changes wall times.
+
+    .venv/bin/python bench/kafka_tools_bench.py [--sizes 100,1000] [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.real.kafka import (  # noqa: E402 (the repository's own test code)
+    RealKafka,
+    install,
+    java,
+    run_tool,
+)
+
+BIN = Path(sys.executable).parent / "kraftsman"
+
+
+def load() -> str:
+    return "load %.1f/%.1f/%.1f" % os.getloadavg()
+
+
+def timed(cmd: list[str], **kw: object) -> tuple[float, subprocess.CompletedProcess[str]]:
+    start = time.monotonic()
+    done = subprocess.run(cmd, capture_output=True, text=True, **kw)  # type: ignore[call-overload]
+    elapsed = time.monotonic() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[:4])} ... failed:\n{done.stdout[-2000:]}"
+                         f"{done.stderr[-2000:]}")
+    return elapsed, done
+
+
+def tool_cmd(tool: str, *args: str) -> list[str]:
+    from tests.real.kafka import TOOL_JVM, TOOLS, classpath
+    return [java(), *TOOL_JVM, "-Dlog4j2.level=WARN", "-cp", classpath(), TOOLS[tool], *args]
+
+
+def make_topic(c: RealKafka, name: str, n: int) -> None:
+    from kafka.admin import KafkaAdminClient, NewTopic
+    admin = KafkaAdminClient(bootstrap_servers=c.bootstrap())
+    try:
+        admin.create_topics([NewTopic(name, -1, -1, replica_assignments={
+            p: [(p + i) % 3 for i in range(3)] for p in range(n)})], timeout_ms=120_000)
+    finally:
+        admin.close()
+    wait_in_sync(c, name, n)
+
+
+def wait_in_sync(c: RealKafka, name: str, n: int) -> None:
+    deadline = time.monotonic() + 300
+    while True:
+        with c.admin() as a:
+            parts = a.describe_partitions(topics=[name])
+        if len(parts) == n and all(set(d.isr) == set(d.replicas) and d.leader >= 0
+                                   for d in parts):
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{name}: not in sync within 300 s")
+        time.sleep(0.5)
+
+
+def assignment(c: RealKafka, name: str) -> dict[int, list[int]]:
+    with c.admin() as a:
+        return {d.tp.partition: list(d.replicas) for d in a.describe_partitions(topics=[name])}
+
+
+def kraftsman_plan(path: Path, name: str, moves: dict[int, list[int]]) -> Path:
+    lines = ["apiVersion: kraftsman.io/v1alpha1", "kind: PartitionReassignment",
+             f"metadata: {{name: {name}}}", "spec:", "  clusterRef: {name: prod}",
+             f"  maxConcurrentMoves: {len(moves)}", "  partitions:"]
+    lines += [f"    - {{topic: {name}, partition: {p}, replicas: {r}}}" for p, r in moves.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def kafka_plan(path: Path, name: str, moves: dict[int, list[int]]) -> Path:
+    path.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": name, "partition": p, "replicas": r} for p, r in moves.items()]}))
+    return path
+
+
+def bench_reassign(c: RealKafka, work: Path, n: int) -> tuple[float, float]:
+    ours, theirs = f"k-{n}", f"t-{n}"
+    for name in (ours, theirs):
+        make_topic(c, name, n)
+    moves = {p: [3 if r == 0 else r for r in rs] for p, rs in assignment(c, ours).items()}
+    state = work / f"state-{n}"
+    t_ours, _ = timed([str(BIN), "apply", "-f", str(kraftsman_plan(work / f"k{n}.yaml", ours,
+                                                                     moves)),
+                       "--bootstrap-server", c.bootstrap(), "--state-dir", str(state)])
+    assert assignment(c, ours) == moves, "kraftsman's moves did not land"
+    plan = kafka_plan(work / f"t{n}.json", theirs, moves)
+    start = time.monotonic()
+    timed(tool_cmd("kafka-reassign-partitions", "--bootstrap-server", c.bootstrap(),
+                   "--reassignment-json-file", str(plan), "--execute"))
+    while True:
+        _, done = timed(tool_cmd("kafka-reassign-partitions", "--bootstrap-server",
+                                 c.bootstrap(), "--reassignment-json-file", str(plan),
+                                 "--verify"))
+        if "is still in progress" not in done.stdout:
+            break
+        time.sleep(1)
+    t_theirs = time.monotonic() - start
+    assert assignment(c, theirs) == moves, "Kafka's tool's moves did not land"
+    return t_ours, t_theirs
+
+
+def bench_elect(c: RealKafka, work: Path, n: int) -> tuple[float, float]:
+    results = []
+    for who in ("kraftsman", "kafka"):
+        name = f"e-{who}-{n}"
+        make_topic(c, name, n)
+        swapped = {p: [rs[1], rs[0], rs[2]] for p, rs in assignment(c, name).items()}
+        timed(tool_cmd("kafka-reassign-partitions", "--bootstrap-server", c.bootstrap(),
+                       "--reassignment-json-file",
+                       str(kafka_plan(work / f"swap-{name}.json", name, swapped)), "--execute"))
+        deadline = time.monotonic() + 120
+        while assignment(c, name) != swapped and time.monotonic() < deadline:
+            time.sleep(0.5)
+        if who == "kraftsman":
+            elapsed, _ = timed([str(BIN), "elect", "--all-topic-partitions",
+                                "--bootstrap-server", c.bootstrap(),
+                                "--state-dir", str(work / "state-elect")])
+        else:
+            elapsed, _ = timed(tool_cmd("kafka-leader-election", "--bootstrap-server",
+                                        c.bootstrap(), "--election-type", "PREFERRED",
+                                        "--all-topic-partitions"))
+        with c.admin() as a:
+            led = [d.leader == d.replicas[0] for d in a.describe_partitions(topics=[name])]
+        assert all(led), f"{who}: not every partition is led by its preferred replica"
+        results.append(elapsed)
+    return results[0], results[1]
+
+
+def bench_voters(c: RealKafka, work: Path) -> tuple[tuple[float, float], tuple[float, float]]:
+    c.start(103)
+    deadline = time.monotonic() + 120
+    while True:
+        with c.admin() as a:
+            if any(r.replica_id == 103 for r in a.describe_quorum().replicas):
+                break
+        if time.monotonic() > deadline:
+            raise SystemExit("controller 103 did not start fetching")
+        time.sleep(0.5)
+    state = work / "state-quorum"
+    add_ours, _ = timed([str(BIN), "quorum", "alter", "--voters", "100,101,102,103",
+                         "--controller", f"103={c.controller_endpoint(103)}",
+                         "--bootstrap-server", c.bootstrap(), "--state-dir", str(state)])
+    remove_ours, _ = timed([str(BIN), "quorum", "alter", "--voters", "100,101,102",
+                            "--bootstrap-server", c.bootstrap(), "--state-dir", str(state)])
+    cfg = c.node_dir(103) / "server.properties"
+    add_theirs, _ = timed(tool_cmd("kafka-metadata-quorum", "--bootstrap-server", c.bootstrap(),
+                                   "--command-config", str(cfg), "add-controller"))
+    directory = c.node(103).directory_id
+    remove_theirs, _ = timed(tool_cmd("kafka-metadata-quorum", "--bootstrap-server",
+                                      c.bootstrap(), "remove-controller", "--controller-id",
+                                      "103", "--controller-directory-id", directory))
+    return (add_ours, add_theirs), (remove_ours, remove_theirs)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="100,1000")
+    parser.add_argument("--dir", type=Path, default=None,
+                        help="where the cluster and the plans go (default: a temporary dir)")
+    args = parser.parse_args()
+    install()
+    work = args.dir or Path(tempfile.mkdtemp(prefix="kafka-tools-bench-"))
+    cluster = RealKafka(work / "cluster")
+    print(f"starting a real Kafka in {cluster.dir} ({load()})", flush=True)
+    cluster.up()
+    try:
+        print(f"{'step':<34}{'kraftsman s':>12}{'Kafka tool s':>14}   {'':<18}", flush=True)
+        for n in (int(x) for x in args.sizes.split(",")):
+            ours, theirs = bench_reassign(cluster, work, n)
+            print(f"{f'reassign {n} partitions':<34}{ours:>12.1f}{theirs:>14.1f}   {load()}",
+                  flush=True)
+            ours, theirs = bench_elect(cluster, work, n)
+            print(f"{f'preferred election, {n} partitions':<34}{ours:>12.1f}{theirs:>14.1f}"
+                  f"   {load()}", flush=True)
+        (add_ours, add_theirs), (rm_ours, rm_theirs) = bench_voters(cluster, work)
+        print(f"{'add controller 103':<34}{add_ours:>12.1f}{add_theirs:>14.1f}   {load()}")
+        print(f"{'remove controller 103':<34}{rm_ours:>12.1f}{rm_theirs:>14.1f}   {load()}")
+    finally:
+        cluster.down()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
