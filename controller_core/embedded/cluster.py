@@ -726,7 +726,19 @@ class EmbeddedCluster:
         if self.read_only:
             assert self._last_quorum is not None
             return self._last_quorum
-        return self.quorum.describe()
+        return self._with_broker_observers(self.quorum.describe())
+
+    def _with_broker_observers(self, q: QuorumStatus) -> QuorumStatus:
+        """Kafka lists its brokers as observers of the metadata log. Here a broker that is
+        not a quorum node yet applies each committed record at once, so it shows as a
+        caught-up observer; naming it in a voter change starts it as a quorum node, which
+        then catches up through the quorum's own fetches before it is promoted."""
+        started = set(self.quorum.nodes())
+        now_ms = int(self.now * 1000)
+        rows = tuple(QuorumReplica(b, q.high_watermark, 0, 0, "Observer", False, now_ms, now_ms)
+                     for b in sorted(self.image.brokers)
+                     if b not in started and self.alive(b))
+        return dataclasses.replace(q, replicas=q.replicas + rows) if rows else q
 
     def quorum_node_ids(self) -> set[int]:
         """Node ids that can be voters: brokers, controllers, and nodes already started."""

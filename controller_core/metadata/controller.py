@@ -132,12 +132,15 @@ class Controller:
         live = {b.id: b.rack for b in self.image.brokers.values() if not b.fenced}
         manual = assignment is not None
         if assignment is None:
+            # Kafka 4.4's StripedReplicaPlacer counts fenced brokers too (and places replicas
+            # on them after the unfenced ones); kraftsman places on live brokers only.
             if replication_factor > len(live):
                 return ApiResult(errors.INVALID_REPLICATION_FACTOR,
                                  f"Unable to replicate the partition {replication_factor} "
                                  f"time(s): The target replication factor of "
                                  f"{replication_factor} cannot be reached because only "
-                                 f"{len(live)} broker(s) are registered.")
+                                 f"{len(live)} broker(s) are registered or some brokers have "
+                                 "all their log directories cordoned.")
             if validate_only:
                 return OK  # placing draws from the cluster's seeded RNG: not for a dry run
             assignment = assign_replicas(live, partitions, replication_factor, rng)

@@ -186,15 +186,19 @@ def build(tp: TopicPartition, p: PartitionRegistration, acceptable: Acceptable, 
 
 
 def _assigned_only(p: PartitionRegistration, acceptable: Acceptable) -> Acceptable:
-    """Kafka's LeaderAcceptor looks up the replica's log directory, which throws for a broker
+    """Kafka's LeaderAcceptor looks up the replica's log directory once the broker passes
+    the acceptability check (active, not being removed), and that lookup throws for a broker
     that is no replica of the partition. The builder asks that of its last known leader
     without checking membership, and after an unclean revert (a cancel that dropped the
     adding replica leading the partition) the last known leader is exactly such a broker:
-    every broker registration and unfencing that revisits the partition then fails."""
+    while it is active, every broker registration that revisits the partition fails; a
+    fenced one is merely not acceptable."""
     def check(r: int) -> bool:
+        if not acceptable(r):
+            return False
         if r not in p.replicas:
             raise ControllerFault(f"Replica {r} is not assigned to this partition.")
-        return acceptable(r)
+        return True
     return check
 
 
@@ -328,17 +332,29 @@ def manual_assignment_problem(replicas: Sequence[int], registered: Iterable[int]
     return None
 
 
+# ReplicationControlManager.electLeader answers ``new ApiError(Errors.X)``, whose message is
+# the error's default one (kafka-clients' Errors), and electLeaders sends it as the
+# partition's error message.
+ELECTION_NOT_NEEDED_MESSAGE = "Leader election not needed for topic partition."
+PREFERRED_LEADER_NOT_AVAILABLE_MESSAGE = "The preferred leader was not available."
+ELIGIBLE_LEADERS_NOT_AVAILABLE_MESSAGE = "Eligible topic partition leaders are not available."
+
+
 def elect_leader(tp: TopicPartition, p: PartitionRegistration, preferred: bool,
                  acceptable: Acceptable, rules: Rules) -> PartitionChangeRecord | ApiResult:
     """ElectLeaders for one partition: ELECTION_NOT_NEEDED when it already has the leader
-    asked for, else the election, or the error Kafka answers when it elects nobody."""
+    asked for, else the election, or the error Kafka answers when it elects nobody (each
+    with Kafka's default message for that error)."""
     if (p.leader == p.preferred) if preferred else (p.leader != NO_LEADER):
-        return ApiResult(errors.ELECTION_NOT_NEEDED, "")
+        return ApiResult(errors.ELECTION_NOT_NEEDED, ELECTION_NOT_NEEDED_MESSAGE)
     change = build(tp, p, acceptable, rules,
                    election=Election.PREFERRED if preferred else Election.UNCLEAN)
     if change is None:
-        return ApiResult(errors.PREFERRED_LEADER_NOT_AVAILABLE if preferred
-                         else errors.ELIGIBLE_LEADERS_NOT_AVAILABLE, "")
+        if preferred:
+            return ApiResult(errors.PREFERRED_LEADER_NOT_AVAILABLE,
+                             PREFERRED_LEADER_NOT_AVAILABLE_MESSAGE)
+        return ApiResult(errors.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                         ELIGIBLE_LEADERS_NOT_AVAILABLE_MESSAGE)
     return change
 
 

@@ -77,6 +77,11 @@ def test_lagging_follower_leaves_the_isr_after_replica_lag_time_max(tmp_path: Pa
 
 
 def test_last_isr_member_lost_then_unclean_election(tmp_path: Path) -> None:
+    """Differential scenario unclean. With ELR (KIP-966, Kafka 4.4's default) fencing the
+    last in-sync replica 0 empties the ISR: 0 is the eligible leader and the last known
+    leader. The out-of-sync 1 comes back but may not lead cleanly; a preferred election
+    fails, an unclean one elects 1 (ISR [1], the ELR cleared) and loses what 1 never
+    fetched."""
     c = cluster(tmp_path, topics=[{"name": "orders", "partitions": 1, "replicationFactor": 2,
                                    "sizeBytesPerPartition": 1_000_000,
                                    "produceBytesPerSecond": 10_000, "assignment": [[0, 1]]}])
@@ -87,14 +92,15 @@ def test_last_isr_member_lost_then_unclean_election(tmp_path: Path) -> None:
     c.restore_broker(1)
     c.advance(10)
     p = c.image.partition(T0)
-    assert p is not None and p.leader == NO_LEADER and p.isr == (0,)
+    assert p is not None
+    assert (p.leader, p.isr, p.elr, p.last_known_elr) == (NO_LEADER, (), (0,), (0,))
     preferred = c.elect_leaders(ElectionType.PREFERRED, [T0]).results[T0]
     assert preferred.error == errors.PREFERRED_LEADER_NOT_AVAILABLE
     hw_before = c.high_watermark(T0)
     result = c.elect_leaders(ElectionType.UNCLEAN, [T0]).results[T0]
     assert result.ok
     p = c.image.partition(T0)
-    assert p is not None and p.leader == 1 and p.isr == (1,)
+    assert p is not None and (p.leader, p.isr, p.elr, p.last_known_elr) == (1, (1,), (), ())
     assert c.high_watermark(T0) < hw_before  # an unclean election loses what 1 never fetched
     again = c.elect_leaders(ElectionType.UNCLEAN, [T0]).results[T0]
     assert again.error == errors.ELECTION_NOT_NEEDED
@@ -148,12 +154,43 @@ def test_list_is_incremental_and_omits_unknown_partitions(tmp_path: Path) -> Non
 
 
 def test_the_later_submission_wins(tmp_path: Path) -> None:
+    """KIP-455: a new target replaces the one in flight. Kafka 4.4 computes the new adding
+    and removing lists against the current replica list: [0,1,2] -> [3,4,1], then [3,4,5]
+    adds 5 and removes 0, 1 and 2 (the replicas 3 and 4 keep copying, no longer listed as
+    adding), and the move completes on [3,4,5] once all of it is in sync (fewer adding than
+    removing replicas)."""
+    c = cluster(tmp_path)
+    assert c.alter_partition_reassignments({T0: [3, 4, 1]})[T0].ok
+    c.advance(2)
+    assert c.alter_partition_reassignments({T0: [3, 4, 5]})[T0].ok
+    o = c.list_partition_reassignments()[T0]
+    assert (o.replicas, o.adding, o.removing) == ((3, 4, 5, 0, 1, 2), (5,), (0, 1, 2))
+    assert o.target == (3, 4, 5)
+    run_until(c, lambda: not c.list_partition_reassignments())
+    p = c.image.partition(T0)
+    assert p is not None and p.replicas == (3, 4, 5) and set(p.isr) == {3, 4, 5}
+
+
+def test_a_later_submission_that_drops_an_adding_replica_strands_the_move(
+        tmp_path: Path) -> None:
+    """Differential scenario retarget: [0,1,2] -> [3,4,5], then [3,1,2] mid-move. Nothing is
+    added, so Kafka 4.4 sets no adding list and the stale [3,4,5] stays while 4 and 5 are
+    removing too: the move waits for 4 and 5 in the ISR without the removing replicas and
+    never completes. A cancel gets out of it (the replicas minus the adding ones, in their
+    current order) and the target then starts afresh and completes."""
     c = cluster(tmp_path)
     c.alter_partition_reassignments({T0: [3, 4, 5]})
     c.advance(2)
     c.alter_partition_reassignments({T0: [3, 1, 2]})
     o = c.list_partition_reassignments()[T0]
-    assert o.target == (3, 1, 2) and set(o.adding) == {3} and set(o.removing) == {0}
+    assert (o.replicas, o.adding, o.removing) == ((3, 1, 2, 0, 4, 5), (3, 4, 5), (0, 4, 5))
+    c.advance(120)  # long enough for every copy
+    p = c.image.partition(T0)
+    assert p is not None and set(p.isr) == {0, 1, 2, 3, 4, 5} and p.is_reassigning
+    assert c.alter_partition_reassignments({T0: None})[T0].ok
+    p = c.image.partition(T0)
+    assert p is not None and (p.replicas, p.is_reassigning) == ((1, 2, 0), False)
+    assert c.alter_partition_reassignments({T0: [3, 1, 2]})[T0].ok
     run_until(c, lambda: not c.list_partition_reassignments())
     assert c.image.partition(T0).replicas == (3, 1, 2)  # type: ignore[union-attr]
 

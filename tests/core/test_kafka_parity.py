@@ -1,5 +1,6 @@
 """Issue 11's scenarios where kraftsman differed from Apache Kafka's controller: each test is
-named after its scenario and follows the Kafka class its docstring cites."""
+named after its scenario and follows the Kafka 4.4 class its docstring cites (and, where one
+exists, the differential scenario of tests/diff/scenarios.py that saw it on a real cluster)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,14 @@ from tests.serve.harness import served
 
 TP = TopicPartition("orders", 0)
 T0 = tp("orders", 0)  # replicas [0, 1, 2], 10 MB, brokers fetch at 1 MB/s
+RULES = pc.Rules()  # Kafka 4.4's defaults: min.insync.replicas 1, ELR on, no unclean
+
+
+def _alive(*ids: int) -> pc.Acceptable:
+    return lambda r: r in ids
+
+
+ALL = _alive(*range(10))
 
 
 def _after(p: PartitionRegistration, c: PartitionChangeRecord | ApiResult | None
@@ -32,62 +41,71 @@ def _after(p: PartitionRegistration, c: PartitionChangeRecord | ApiResult | None
     return pc.after(p, c)
 
 
-def test_target_replica_dies_while_the_adding_one_catches_up_the_move_waits(
+def test_target_replica_dies_while_the_adding_one_catches_up_the_move_completes(
         tmp_path: Path) -> None:
-    """Row 1. R[0,1,2] -> TR[0,1,3]; broker 1 dies; 3 catches up. Kafka's
-    PartitionReassignmentReplicas.maybeCompleteReassignment completes only when
-    ``newTargetIsr.containsAll(newTargetReplicas)``: the move waits with R=[0,1,3,2] and the
-    in-sync 2 kept, instead of finishing on an under-replicated [0,1,3] without 2."""
+    """Row 1, as Kafka 4.4 does it (differential scenario broker-failure). R[0,1,2] ->
+    TR[0,1,3]; broker 1 dies; 3 catches up. PartitionReassignmentReplicas.
+    maybeCompleteReassignment waits only for the adding replicas (here one adding, one
+    removing: ``adding.size() < removing.size()`` is false, so the whole target need not be
+    in sync): the move completes on [0,1,3] with 1 out of the ISR, fencing the removed 2 by
+    one leader-epoch bump; 1 rejoins the ISR when it is back."""
     c = cluster(tmp_path)
     c.fail_broker(1)
     assert c.alter_partition_reassignments({T0: [0, 1, 3]})[T0].ok
+    p = c.image.partition(T0)
+    assert p is not None and (p.replicas, p.adding, p.removing) == ((0, 1, 3, 2), (3,), (2,))
     c.advance(30)  # 1 is fenced, 3 has copied the 10 MB
     p = c.image.partition(T0)
-    assert p is not None
-    assert p.replicas == (0, 1, 3, 2) and set(p.isr) == {0, 2, 3}
-    assert p.adding == (3,) and p.removing == (2,)
-    assert T0 in c.list_partition_reassignments()
-    c.restore_broker(1)  # the target replica comes back and catches up: now it completes
-    run_until(c, lambda: T0 not in c.list_partition_reassignments())
+    assert p is not None and T0 not in c.list_partition_reassignments()
+    assert (p.replicas, p.isr, p.leader, p.leader_epoch) == ((0, 1, 3), (0, 3), 0, 1)
+    c.restore_broker(1)  # the target replica comes back and catches up
+    run_until(c, lambda: 1 in c.image.partition(T0).isr)  # type: ignore[union-attr]
     p = c.image.partition(T0)
-    assert p is not None and p.replicas == (0, 1, 3) and set(p.isr) == {0, 1, 3}
+    assert p is not None and (p.replicas, p.isr) == ((0, 1, 3), (0, 1, 3))
 
 
-def test_adding_leader_only_in_sync_with_originals_dead_retarget_keeping_it_is_accepted() -> None:
+def test_retarget_while_the_adding_leader_is_the_only_in_sync_replica_is_accepted() -> None:
     """Row 2. The adding replica 4 leads and is the only in-sync replica; the originals are
-    dead. ReplicationControlManager.changePartitionReassignment starts from the partition's
-    ISR and leader, so a re-target that keeps 4 goes through (it is not stuck for good);
-    only a target that drops the adding leader with nothing to replace it is refused
-    (KAFKA-14808)."""
+    dead. ReplicationControlManager.changePartitionReassignment (Kafka 4.4) refuses no new
+    target for dropping the leader or every in-sync replica (the KAFKA-14808 refusals are
+    gone): both re-targets are accepted, and 4 keeps leading — as an adding replica of the
+    one, as a removing replica of the other (a dropped replica stays in R until the move
+    completes). The one that keeps 4 completes once its whole target is in sync (one
+    adding replica, four removing: ``adding.size() < removing.size()``)."""
     p = PartitionRegistration((4, 5, 6, 1, 2, 3), (4,), 4, 7, 9, (4, 5, 6), (1, 2, 3))
-    live = frozenset({4, 5, 7})
-    kept = _after(p, pc.start_reassignment(TP, p, [4, 5, 7], live))
-    assert (kept.leader, kept.isr) == (4, (4,))
-    assert (kept.replicas, kept.adding, kept.removing) == ((4, 5, 7, 1, 2, 3), (4, 5, 7),
-                                                           (1, 2, 3))
-    dropped = pc.start_reassignment(TP, p, [5, 7, 1], live)
-    assert isinstance(dropped, ApiResult)
-    assert dropped.error == errors.ELIGIBLE_LEADERS_NOT_AVAILABLE and "4" in dropped.message
-    # and the accepted move finishes once its target is in sync
-    for r in (5, 7):
-        kept = _after(kept, pc.expand_isr(TP, kept, r, live))
-    done = _after(kept, pc.maybe_complete_reassignment(TP, kept, live))
-    assert (done.replicas, done.leader, done.adding, done.removing) == ((4, 5, 7), 4, (), ())
+    live = _alive(4, 5, 7)
+    kept = _after(p, pc.change_reassignment(TP, p, [4, 5, 7], live, RULES))
+    assert (kept.leader, kept.leader_epoch, kept.isr) == (4, 7, (4,))
+    assert (kept.replicas, kept.adding, kept.removing) == ((4, 5, 7, 1, 2, 3, 6), (7,),
+                                                           (1, 2, 3, 6))
+    dropped = _after(p, pc.change_reassignment(TP, p, [5, 7, 1], live, RULES))
+    assert (dropped.leader, dropped.leader_epoch, dropped.isr) == (4, 7, (4,))
+    assert (dropped.replicas, dropped.adding, dropped.removing) == ((5, 7, 1, 2, 3, 4, 6), (7,),
+                                                                    (2, 3, 4, 6))
+    kept = _after(kept, pc.alter_isr(TP, kept, [4, 7], live, RULES))
+    assert kept.is_reassigning  # 5 of the target is not in sync yet
+    done = _after(kept, pc.alter_isr(TP, kept, [4, 5, 7], live, RULES))
+    assert (done.replicas, done.isr, done.leader, done.adding, done.removing) == (
+        (4, 5, 7), (4, 5, 7), 4, (), ())
+    assert done.leader_epoch == 8  # 1, 2, 3 and 6 left the replica set
 
 
 def test_retarget_of_a_moving_partition_keeps_caught_up_replicas_and_the_leader() -> None:
-    """Row 3. [1,2,3] -> [4,5,3] with 4 caught up and leading, then re-targeted to [4,6,3].
-    As ReplicationControlManager/PartitionChangeBuilder (targetIsr and the leader start from
-    the partition's), 4 stays in the ISR and keeps leading; the dropped 5 is fenced by an
-    epoch bump; the same target again changes nothing, not even the epoch."""
+    """Row 3, Kafka 4.4 (differential scenario retarget). [1,2,3] -> [4,5,3] with 4 caught
+    up and leading, then re-targeted to [4,6,3]. changePartitionReassignment computes the
+    new lists against the current R [4,5,3,1,2]: adding [6], removing [1,2,5] (sorted), so
+    the dropped 5 stays in R as a removing replica and nothing leaves R yet — the ISR, the
+    leader and the leader epoch stay; the same target again changes nothing. The move
+    completes once 6 is in sync (fewer adding than removing: the whole target), and only
+    then are 1, 2 and 5 fenced by one leader-epoch bump."""
     p = PartitionRegistration((4, 5, 3, 1, 2), (1, 2, 3, 4), 4, 5, 8, (4, 5), (1, 2))
-    live = frozenset(range(10))
-    out = pc.start_reassignment(TP, p, [4, 6, 3], live)
-    q = _after(p, out)
-    assert q.isr == (1, 2, 3, 4) and q.leader == 4
-    assert (q.replicas, q.adding, q.removing) == ((4, 6, 3, 1, 2), (4, 6), (1, 2))
-    assert q.leader_epoch == p.leader_epoch + 1
-    assert pc.start_reassignment(TP, q, [4, 6, 3], live) is None
+    q = _after(p, pc.change_reassignment(TP, p, [4, 6, 3], ALL, RULES))
+    assert (q.isr, q.leader, q.leader_epoch, q.partition_epoch) == ((1, 2, 3, 4), 4, 5, 9)
+    assert (q.replicas, q.adding, q.removing) == ((4, 6, 3, 1, 2, 5), (6,), (1, 2, 5))
+    assert pc.change_reassignment(TP, q, [4, 6, 3], ALL, RULES) is None
+    done = _after(q, pc.alter_isr(TP, q, pc.hash_order([*q.isr, 6]), ALL, RULES))
+    assert (done.replicas, done.isr, done.leader, done.leader_epoch) == ((4, 6, 3), (3, 4, 6),
+                                                                         4, 6)
 
 
 def test_identical_resubmit_on_the_cluster_does_not_bump_the_epoch(tmp_path: Path) -> None:
@@ -247,23 +265,60 @@ def test_leader_change_bumps_both_epochs_once(tmp_path: Path) -> None:
     assert _epochs(c) == (leader_epoch + 2, partition_epoch + 3)
 
 
-# -- completion without a live in-sync target replica (PartitionChangeBuilder.tryElection) -------
-def test_move_of_an_offline_partition_onto_its_in_sync_replica_completes_leaderless(
-        tmp_path: Path) -> None:
-    """Brokers 1, 2 then 0 fail: orders-0 is offline with ISR [0] (the last member stays, no
-    leader). A move to [0] has its whole target in sync, so
-    PartitionChangeBuilder.completeReassignmentIfNeeded completes it at once and tryElection
-    finds no acceptable leader: R = [0], no leader, the leader epoch bumped for the removed
-    1 and 2. Waiting instead would not have kept the partition any more available; it leads
-    again as soon as 0 is back."""
-    c = cluster(tmp_path)
+# -- a move of an offline partition (KIP-966 eligible leader replicas) ----------------------------
+def _offline(c: EmbeddedCluster) -> PartitionRegistration:
+    """Brokers 1, 2 then 0 fail: orders-0 loses its whole ISR, 0 last."""
     for b in (1, 2):
         c.fail_broker(b)
     c.advance(10)
     c.fail_broker(0)
     c.advance(10)
-    offline = c.image.partition(T0)
-    assert offline is not None and (offline.isr, offline.leader) == ((0,), NO_LEADER)
+    p = c.image.partition(T0)
+    assert p is not None
+    return p
+
+
+def test_move_of_an_offline_partition_onto_its_last_leader_waits_for_it(tmp_path: Path) -> None:
+    """With ELR (KIP-966, on by default in Kafka 4.x) fencing the last in-sync replica 0
+    empties the ISR: 0 becomes an eligible leader replica and the last known leader. A move
+    to [0] then cannot complete (PartitionReassignmentReplicas.maybeCompleteReassignment
+    needs a non-empty ISR without the removing replicas): it waits with R [0,1,2], removing
+    [1,2]. Broker 0 restarts after its crash, so it leaves the ELR (its unflushed data is
+    not trusted) and is elected again as the last known leader, uncleanly, with ISR [0] —
+    an election, which does not complete a move (completeReassignmentIfNeeded runs before
+    tryElection). The next ISR change completes it: 1 returns and joins the ISR, and the
+    move ends on [0], fencing 1 and 2 by a leader-epoch bump."""
+    c = cluster(tmp_path)
+    offline = _offline(c)
+    assert (offline.isr, offline.leader, offline.elr, offline.last_known_elr) == (
+        (), NO_LEADER, (0,), (0,))
+    assert c.alter_partition_reassignments({T0: [0]})[T0].ok
+    p = c.image.partition(T0)
+    assert p is not None and (p.replicas, p.isr, p.leader, p.removing) == (
+        (0, 1, 2), (), NO_LEADER, (1, 2))
+    assert p.leader_epoch == offline.leader_epoch and T0 in c.list_partition_reassignments()
+    c.restore_broker(0)
+    c.advance(1)
+    p = c.image.partition(T0)
+    assert p is not None and (p.isr, p.leader, p.elr, p.last_known_elr, p.removing) == (
+        (0,), 0, (), (), (1, 2))
+    assert p.leader_epoch == offline.leader_epoch + 1
+    c.restore_broker(1)
+    run_until(c, lambda: T0 not in c.list_partition_reassignments())
+    p = c.image.partition(T0)
+    assert p is not None and (p.replicas, p.isr, p.leader) == ((0,), (0,), 0)
+    assert p.leader_epoch == offline.leader_epoch + 2
+
+
+def test_move_of_an_offline_partition_without_elr_completes_leaderless(tmp_path: Path) -> None:
+    """Without ELR (eligible.leader.replicas.version 0) the last in-sync replica stays in the
+    ISR when it is fenced, so the whole target [0] of the move is in sync:
+    completeReassignmentIfNeeded completes it at once and tryElection finds no acceptable
+    leader — R = [0], no leader, the leader epoch bumped for the removed 1 and 2. It leads
+    again as soon as 0 is back."""
+    c = cluster(tmp_path, eligibleLeaderReplicas=False)
+    offline = _offline(c)
+    assert (offline.isr, offline.leader, offline.elr) == ((0,), NO_LEADER, ())
     assert c.alter_partition_reassignments({T0: [0]})[T0].ok
     p = c.image.partition(T0)
     assert p is not None
@@ -299,16 +354,16 @@ class _Controller:
 
 def test_manual_assignment_with_inconsistent_replica_counts_is_refused() -> None:
     """ReplicationControlManager.createTopic checks each partition against the previous
-    one's replica count (validateManualPartitionAssignment): INVALID_REPLICA_ASSIGNMENT with
-    Kafka's words, naming the partition; nothing is written, not even in validate-only."""
+    one's replica count (validateManualPartitionAssignment): INVALID_REPLICA_ASSIGNMENT in
+    Kafka 4.4's exact words (which do not name the partition); nothing is written, not even
+    in validate-only."""
     h = _Controller()
     for validate_only in (True, False):
         out = h.create([[0, 1], [1, 0], [0]], validate_only)
         assert out == ApiResult(
             errors.INVALID_REPLICA_ASSIGNMENT,
-            "topic 't', partition 2: the manual partition assignment includes a partition with "
-            "1 replica(s), but this is not consistent with previous partitions, which have 2 "
-            "replica(s); give every partition the same number of replicas")
+            "The manual partition assignment includes a partition with 1 replica(s), but this "
+            "is not consistent with previous partitions, which have 2 replica(s).")
     assert h.log[-1] == BrokerFencingRecord(2, True) and "t" not in h.image.topics
     written = len(h.log)
     assert h.create([[0, 1], [1, 2]], validate_only=True).ok and len(h.log) == written
@@ -319,26 +374,23 @@ def test_manual_assignment_with_inconsistent_replica_counts_is_refused() -> None
 def test_manual_assignment_empty_unknown_or_repeated_broker_is_refused() -> None:
     """validateManualPartitionAssignment's other refusals, in its order: an empty list; then,
     over the ids in ascending order, the first not registered (a negative id is one) or seen
-    twice. Each is INVALID_REPLICA_ASSIGNMENT naming the partition and the broker."""
+    twice; and createTopic's own for a partition none of whose brokers is active. Each is
+    INVALID_REPLICA_ASSIGNMENT in Kafka 4.4's exact words; nothing is created."""
     h = _Controller()
     cases = {
-        "partition 1: the manual partition assignment includes an empty replica list; give "
-        "every partition at least one broker": [[0], []],
-        "partition 0: the manual partition assignment includes broker -1, but no such broker "
-        "is registered; the cluster has [0, 1, 2]": [[1, -1]],
-        "partition 0: the manual partition assignment includes the broker 1 more than once; "
-        "list each broker once": [[9, 1, 1]],
-        "partition 0: the manual partition assignment includes broker 9, but no such broker "
-        "is registered; the cluster has [0, 1, 2]": [[9, 9, 1]],
-        "all brokers specified in the manual partition assignment for partition 1 are fenced "
-        "[2]; assign live brokers": [[0], [2]],
+        "The manual partition assignment includes an empty replica list.": [[0], []],
+        "The manual partition assignment includes broker -1, but no such broker is "
+        "registered.": [[1, -1]],
+        "The manual partition assignment includes the broker 1 more than once.": [[9, 1, 1]],
+        "The manual partition assignment includes broker 9, but no such broker is "
+        "registered.": [[9, 9, 1]],
+        "All brokers specified in the manual partition assignment for partition 1 are fenced "
+        "or in controlled shutdown.": [[0], [2]],
     }
     for message, assignment in cases.items():
-        out = h.create(assignment)
-        assert out.error == errors.INVALID_REPLICA_ASSIGNMENT, (assignment, out)
-        assert out.message.endswith(message), (assignment, out.message)
+        assert h.create(assignment) == ApiResult(errors.INVALID_REPLICA_ASSIGNMENT, message), \
+            assignment
     assert "t" not in h.image.topics
-
 
 
 def test_validate_only_create_topic_checks_placement_and_writes_nothing() -> None:

@@ -189,36 +189,53 @@ def test_created_partitions_have_the_live_replicas_in_sync_and_the_first_leading
 
 
 def test_a_manual_assignment_onto_fenced_brokers_only_is_refused() -> None:
-    """ReplicationControlManager.createTopic answers INVALID_REPLICA_ASSIGNMENT ("All brokers
-    specified in the manual partition assignment for partition N are fenced ...") instead of
-    creating a partition with no leader; nothing is written."""
+    """ReplicationControlManager.createTopic answers INVALID_REPLICA_ASSIGNMENT, in Kafka
+    4.4's words naming the partition, instead of creating a partition with no leader;
+    nothing is written."""
     h = Harness({0: "a", 1: "b", 2: "c"}, fenced=[1, 2])
     before = len(h.log)
     r = h.controller.create_topic("orders", 2, 2, rng=random.Random(1),
                                   assignment=[[0, 1], [1, 2]])
-    assert r.error == errors.INVALID_REPLICA_ASSIGNMENT
-    assert "partition 1" in r.message and "[1, 2]" in r.message and "fenced" in r.message
+    assert r == ApiResult(errors.INVALID_REPLICA_ASSIGNMENT,
+                          "All brokers specified in the manual partition assignment for "
+                          "partition 1 are fenced or in controlled shutdown.")
     assert len(h.log) == before and "orders" not in h.image.topics
 
 
 def test_create_topic_refusals_name_the_problem() -> None:
-    """ReplicationControlManager.createTopic: TOPIC_ALREADY_EXISTS, INVALID_REPLICATION_FACTOR
-    counted against the live (unfenced) brokers, INVALID_REPLICA_ASSIGNMENT for a broker
-    that is not registered (validateManualPartitionAssignment names the lowest such id);
-    none of them writes a record."""
-    h = Harness({0: "a", 1: "b", 2: "c"}, fenced=[2])
+    """ReplicationControlManager.createTopic, in Kafka 4.4's words: TOPIC_ALREADY_EXISTS,
+    INVALID_REPLICATION_FACTOR from StripedReplicaPlacer for more replicas than brokers,
+    INVALID_REPLICA_ASSIGNMENT for a broker that is not registered
+    (validateManualPartitionAssignment names the lowest such id); none of them writes a
+    record."""
+    h = Harness({0: "a", 1: "b"})
     rng = random.Random(3)
     assert h.controller.create_topic("orders", 1, 2, rng=rng).ok
     before = len(h.log)
-    again = h.controller.create_topic("orders", 1, 2, rng=rng)
-    assert again.error == errors.TOPIC_ALREADY_EXISTS and "'orders'" in again.message
-    too_many = h.controller.create_topic("billing", 1, 3, rng=rng)
-    assert too_many.error == errors.INVALID_REPLICATION_FACTOR
-    assert "replication factor 3 exceeds the 2 live brokers" in too_many.message
+    assert h.controller.create_topic("orders", 1, 2, rng=rng) == ApiResult(
+        errors.TOPIC_ALREADY_EXISTS, "Topic 'orders' already exists.")
+    assert h.controller.create_topic("billing", 1, 3, rng=rng) == ApiResult(
+        errors.INVALID_REPLICATION_FACTOR,
+        "Unable to replicate the partition 3 time(s): The target replication factor of 3 "
+        "cannot be reached because only 2 broker(s) are registered or some brokers have all "
+        "their log directories cordoned.")
     unknown = h.controller.create_topic("billing", 1, 2, rng=rng, assignment=[[0, 9, 8]])
-    assert unknown.error == errors.INVALID_REPLICA_ASSIGNMENT
-    assert "includes broker 8, but no such broker is registered" in unknown.message
+    assert unknown == ApiResult(errors.INVALID_REPLICA_ASSIGNMENT,
+                                "The manual partition assignment includes broker 8, but no "
+                                "such broker is registered.")
     assert len(h.log) == before
+
+
+@pytest.mark.xfail(strict=True, reason="kraftsman places replicas on live brokers only; Kafka "
+                   "4.4's StripedReplicaPlacer counts and uses fenced brokers too")
+def test_automatic_placement_counts_fenced_brokers_as_kafka_does() -> None:
+    """StripedReplicaPlacer (Kafka 4.4) refuses a replication factor only above the
+    registered brokers, fenced ones included, and places replicas on fenced brokers after
+    the unfenced ones (they are not in the ISR). Known divergence of the twin."""
+    h = Harness({0: "a", 1: "b", 2: "c"}, fenced=[2])
+    assert h.controller.create_topic("billing", 1, 3, rng=random.Random(3)).ok
+    p = h.image.partition(TopicPartition("billing", 0))
+    assert p is not None and set(p.replicas) == {0, 1, 2} and set(p.isr) == {0, 1}
 
 
 def test_automatic_placement_uses_live_brokers_only_and_keeps_the_topic_figures() -> None:
@@ -267,13 +284,14 @@ def test_registering_a_broker_again_writes_only_a_changed_rack() -> None:
 
 
 # -- elections (PartitionChangeBuilder, ReplicationControlManager.electLeader) ----------------
-def test_an_unclean_election_with_no_live_replica_names_the_partition_and_replicas() -> None:
-    """ReplicationControlManager.electLeader answers ELIGIBLE_LEADERS_NOT_AVAILABLE when no
-    replica is alive; the message says which partition and which replicas."""
-    p = PartitionRegistration((1, 2, 3), (1,), NO_LEADER, 4)
-    r = pc.elect_unclean(TP, p, frozenset({7}))
-    assert isinstance(r, ApiResult) and r.error == errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
-    assert r.message == "orders-0: none of the replicas [1, 2, 3] is alive"
+def test_an_unclean_election_with_no_live_replica_answers_in_kafkas_words() -> None:
+    """ReplicationControlManager.electLeader answers ``new ApiError(ELIGIBLE_LEADERS_NOT_
+    AVAILABLE)`` when the builder elects nobody (no replica is alive): the message is that
+    error's default one, which electLeaders sends with the partition's result."""
+    p = PartitionRegistration((1, 2, 3), (), NO_LEADER, 4, elr=(1,), last_known_elr=(1,))
+    assert pc.elect_leader(TP, p, False, lambda r: r == 7, pc.Rules()) == ApiResult(
+        errors.ELIGIBLE_LEADERS_NOT_AVAILABLE, "Eligible topic partition leaders are not "
+        "available.")
 
 
 # -- the on-disk batch ------------------------------------------------------------------------
@@ -371,6 +389,29 @@ def test_a_snapshot_applied_over_an_image_replaces_its_partitions(
                                                     TopicPartition("billing", 1)}
 
 
+@pytest.mark.parametrize("block", [50_000, 1])
+def test_a_snapshot_keeps_the_eligible_leader_replicas(monkeypatch: pytest.MonkeyPatch,
+                                                       block: int) -> None:
+    """KIP-966's fields — the eligible leader replicas and the last known leader — are part
+    of a partition's registration (PartitionRecord / PartitionChangeRecord carry them), so a
+    snapshot and the log rows rebuild them: a restarted controller still knows which replica
+    may lead an offline partition."""
+    monkeypatch.setattr(image_module, "SNAPSHOT_BLOCK", block)
+    img = _busy_image()
+    img.apply(PartitionChangeRecord("orders", 2, isr=(), elr=(3,), last_known_elr=(3,)))
+    img.apply(PartitionChangeRecord("billing", 0, isr=(2,), elr=(1,)))
+    rebuilt = MetadataImage()
+    rebuilt.apply_rows(list(img.snapshot_rows()))
+    assert _state(rebuilt) == _state(img)
+    assert rebuilt.partition(TopicPartition("orders", 2)) == PartitionRegistration(
+        (2, 0, 3), (), NO_LEADER, 9, 12, elr=(3,), last_known_elr=(3,))
+    assert rebuilt.partition(TopicPartition("billing", 0)) == PartitionRegistration(
+        (2, 1), (2,), 2, 0, 1, elr=(1,))
+    by_rows = MetadataImage()
+    by_rows.apply_rows(orjson.loads(orjson.dumps([encode_record(r) for r in img.to_records()])))
+    assert _state(by_rows) == _state(img)
+
+
 def test_the_record_rows_of_a_log_batch_build_the_same_image_as_the_records() -> None:
     """The metadata log replays encoded rows; PartitionRecord rows take a fast path that
     must agree with applying the decoded records, offsets and moves included."""
@@ -446,8 +487,9 @@ def test_reassignment_targets_are_validated_before_anything_changes() -> None:
     """ReplicationControlManager.alterPartitionReassignments: an unknown topic or partition
     is UNKNOWN_TOPIC_OR_PARTITION; an empty list, a negative or repeated broker id, or a
     broker that is not registered is INVALID_REPLICA_ASSIGNMENT (validateManualPartition
-    Assignment); a cancel of a partition not moving is NO_REASSIGNMENT_IN_PROGRESS. Each
-    message names what is wrong; a refused partition writes nothing."""
+    Assignment, over the ids in ascending order); a cancel of a partition not moving is
+    NO_REASSIGNMENT_IN_PROGRESS. Each message is Kafka 4.4's (differential scenario
+    invalid); a refused partition writes nothing."""
     h = _with_topic()
     before = len(h.log)
     out = h.controller.alter_partition_reassignments({
@@ -459,21 +501,23 @@ def test_reassignment_targets_are_validated_before_anything_changes() -> None:
     assert {tp.topic + str(tp.partition): r.error for tp, r in out.items()} == {
         "ghost0": errors.UNKNOWN_TOPIC_OR_PARTITION, "orders7": errors.UNKNOWN_TOPIC_OR_PARTITION,
         "orders0": errors.INVALID_REPLICA_ASSIGNMENT, "orders1": errors.INVALID_REPLICA_ASSIGNMENT}
-    assert out[TopicPartition("ghost", 0)].message == "ghost-0: unknown topic"
-    assert out[TopicPartition("orders", 7)].message == "orders-7: unknown partition"
-    assert out[TopicPartition("orders", 0)].message == "orders-0: the target replica list is empty"
-    assert out[TopicPartition("orders", 1)].message == "orders-1: negative broker id(s) [-2, -1]"
+    assert out[TopicPartition("ghost", 0)].message == "Unable to find a topic named ghost."
+    assert out[TopicPartition("orders", 7)].message == "Unable to find partition orders:7."
+    assert out[TopicPartition("orders", 0)].message == (
+        "The manual partition assignment includes an empty replica list.")
+    assert out[TopicPartition("orders", 1)].message == (
+        "The manual partition assignment includes broker -2, but no such broker is registered.")
     out = h.controller.alter_partition_reassignments({
         TopicPartition("orders", 0): [3, 1, 3, 1, 2],
         TopicPartition("orders", 1): [9, 3, 7],
     })
     assert out[TopicPartition("orders", 0)].message == (
-        "orders-0: broker id(s) [1, 3] listed more than once")
+        "The manual partition assignment includes the broker 1 more than once.")
     assert out[TopicPartition("orders", 1)].message == (
-        "orders-1: unknown broker id(s) [7, 9]; the cluster has [0, 1, 2, 3]")
+        "The manual partition assignment includes broker 7, but no such broker is registered.")
     cancel = h.controller.alter_partition_reassignments({TopicPartition("orders", 0): None})
-    assert cancel[TopicPartition("orders", 0)].error == errors.NO_REASSIGNMENT_IN_PROGRESS
-    assert "no reassignment in progress" in cancel[TopicPartition("orders", 0)].message
+    assert cancel[TopicPartition("orders", 0)] == ApiResult(
+        errors.NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress.")
     assert len(h.log) == before
     assert h.controller.validate_target(TopicPartition("orders", 0), [0]).ok
 
@@ -547,7 +591,8 @@ def test_dynamic_configs_are_validated_per_resource_all_or_nothing() -> None:
     assert unmodelled[("TOPIC", "orders")] == ApiResult(
         errors.INVALID_CONFIG, "topic orders: 'retention.ms' is not a dynamic config here; "
         "supported: ['cleanup.policy', 'follower.replication.throttled.replicas', "
-        "'leader.replication.throttled.replicas']")
+        "'leader.replication.throttled.replicas', 'min.insync.replicas', "
+        "'unclean.leader.election.enable']")
     assert len(h.log) == before and h.image.configs == {}
     bad_list = h.controller.incremental_alter_configs({("TOPIC", "orders"): {replicas: "0-1"}})
     assert bad_list[("TOPIC", "orders")] == ApiResult(
@@ -581,10 +626,12 @@ def test_isr_reports_for_unknown_partitions_are_ignored() -> None:
 
 def test_elect_leaders_answers_as_replication_control_manager() -> None:
     """ReplicationControlManager.electLeaders: with a partition set, every named partition is
-    answered once (UNKNOWN_TOPIC_OR_PARTITION for one that does not exist); without one,
-    every partition is attempted but only those that needed an election are answered. A
-    preferred election needs the preferred replica alive and in sync; an unclean one takes
-    a live replica of a leaderless partition even outside the ISR."""
+    answered once (UNKNOWN_TOPIC_OR_PARTITION "No such topic as ..." for one that does not
+    exist); without one, every partition is attempted but only those that needed an
+    election are answered. A preferred election needs the preferred replica alive and in
+    sync. With ELR (Kafka 4.4's default) a partition whose last in-sync replica is fenced
+    has an empty ISR; an unclean election takes a live replica outside the ISR and the ELR.
+    Refusals carry the error's default message (``new ApiError(Errors.X)``)."""
     h = _with_topic()
     orders0, orders1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
     ghost = TopicPartition("ghost", 3)
@@ -592,27 +639,28 @@ def test_elect_leaders_answers_as_replication_control_manager() -> None:
     results, attempted = h.controller.elect_leaders(preferred, [ghost, orders1, ghost, orders1])
     assert attempted == [ghost, orders1] and set(results) == {ghost, orders1}
     assert results[ghost] == ApiResult(errors.UNKNOWN_TOPIC_OR_PARTITION,
-                                       "ghost-3: unknown topic or partition")
-    assert results[orders1].error == errors.ELECTION_NOT_NEEDED
+                                       "No such topic as ghost")
+    assert results[orders1] == ApiResult(errors.ELECTION_NOT_NEEDED,
+                                         "Leader election not needed for topic partition.")
     h.controller.fence_broker(0)  # orders-0 moves to 1, orders-1's follower 0 leaves the ISR
     h.controller.unfence_broker(0)
     results, attempted = h.controller.elect_leaders(preferred, None)
     assert attempted == [orders0, orders1]
     assert results == {orders0: ApiResult(errors.PREFERRED_LEADER_NOT_AVAILABLE,
-                                                 "orders-0: preferred replica 0 is not in the "
-                                                 "ISR [1, 2]")}
-    h.controller.replica_caught_up(orders0, 0)
+                                          "The preferred leader was not available.")}
+    h.controller.replica_caught_up(orders0, 0)  # the leader's new ISR, in hash-set order
     results, _ = h.controller.elect_leaders(preferred, None)
     assert results == {orders0: OK}
-    assert h.image.partition(orders0) == PartitionRegistration((0, 1, 2), (1, 2, 0), 0, 2, 3)
+    assert h.image.partition(orders0) == PartitionRegistration((0, 1, 2), (0, 1, 2), 0, 2, 3)
     assert h.controller.elect_leaders(preferred, None)[0] == {}
-    for b in (1, 2, 0):  # every broker down: the last in-sync replica of each is kept
+    for b in (1, 2, 0):  # every broker down: the last in-sync replica becomes eligible (ELR)
         h.controller.fence_broker(b)
     assert h.controller.elect_leaders(unclean, [orders0])[0] == {orders0: ApiResult(
-        errors.ELIGIBLE_LEADERS_NOT_AVAILABLE, "orders-0: none of the replicas [0, 1, 2] is "
-        "alive")}
-    h.controller.unfence_broker(1)  # 1 is out of both ISRs: no clean leader comes back
-    assert h.image.partition(orders0) == PartitionRegistration((0, 1, 2), (0,), NO_LEADER, 3, 6)
+        errors.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+        "Eligible topic partition leaders are not available.")}
+    h.controller.unfence_broker(1)  # 1 is in neither ISR nor ELR: no clean leader comes back
+    assert h.image.partition(orders0) == PartitionRegistration(
+        (0, 1, 2), (), NO_LEADER, 3, 6, elr=(0,), last_known_elr=(0,))
     assert h.controller.elect_leaders(unclean, [orders0])[0] == {orders0: OK}
     assert h.image.partition(orders0) == PartitionRegistration((0, 1, 2), (1,), 1, 4, 7)
     results, attempted = h.controller.elect_leaders(unclean, None)
@@ -621,24 +669,43 @@ def test_elect_leaders_answers_as_replication_control_manager() -> None:
 
 
 # -- reassignment edges (ReplicationControlManager.changePartitionReassignment) --------------
+RULES = pc.Rules()  # Kafka 4.4's defaults: min.insync.replicas 1, ELR on, no unclean
+
+
+def _alive(*ids: int) -> pc.Acceptable:
+    return lambda r: r in ids
+
+
+ALL = _alive(*range(10))
+
+
 def test_a_reorder_of_the_replicas_moves_nothing_and_keeps_the_leader_epoch() -> None:
     """A target with the same replicas in another order copies nothing: the replica list is
     rewritten at once and, as no replica leaves and the leader stays, PartitionChangeBuilder
     does not bump the leader epoch."""
     p = PartitionRegistration((1, 2, 3), (1, 2, 3), 2, 7, 9)
-    q = pc.after(p, _change(pc.start_reassignment(TP, p, [3, 1, 2], frozenset({1, 2, 3}))))
+    q = pc.after(p, _change(pc.change_reassignment(TP, p, [3, 1, 2], _alive(1, 2, 3), RULES)))
     assert q == PartitionRegistration((3, 1, 2), (1, 2, 3), 2, 7, 10)
 
 
-def test_retargeting_a_shrinking_move_to_its_full_replica_set_ends_the_move() -> None:
-    """[1,2,3] -> [1,2] waits for 2 to be in sync (3 is being removed); a new target of
-    [1,2,3] again names the current replicas: the move ends with nothing to remove."""
+def test_retargeting_a_shrinking_move_to_its_full_replica_set_changes_nothing() -> None:
+    """[1,2,3] -> [1,2] waits for 2 to be in sync (3 is being removed, fewer adding than
+    removing: the whole target must be in sync). A new target of [1,2,3] names the current
+    replicas: changePartitionReassignment finds nothing to add or remove and sets neither
+    list, so Kafka 4.4 keeps the stale removing [3] (differential scenario retarget-regrow)
+    and the move still ends on [1,2]. would_strand flags the target; a cancel is the way
+    back to [1,2,3], without a leader-epoch bump (nothing leaves)."""
     p = PartitionRegistration((1, 2, 3), (1, 3), 1, 4, 4)
-    live = frozenset({1, 2, 3})
-    moving = pc.after(p, _change(pc.start_reassignment(TP, p, [1, 2], live)))
+    live = _alive(1, 2, 3)
+    moving = pc.after(p, _change(pc.change_reassignment(TP, p, [1, 2], live, RULES)))
     assert (moving.replicas, moving.adding, moving.removing) == ((1, 2, 3), (), (3,))
-    back = pc.after(moving, _change(pc.start_reassignment(TP, moving, [1, 2, 3], live)))
-    assert (back.replicas, back.isr, back.leader) == ((1, 2, 3), (1, 3), 1)
+    assert pc.would_strand(moving.replicas, moving.adding, moving.removing, [1, 2, 3])
+    assert pc.change_reassignment(TP, moving, [1, 2, 3], live, RULES) is None
+    done = pc.after(moving, _change(pc.alter_isr(TP, moving, [1, 2, 3], live, RULES)))
+    assert (done.replicas, done.isr, done.leader, done.is_reassigning) == ((1, 2), (1, 2), 1,
+                                                                          False)
+    back = pc.after(moving, _change(pc.cancel_reassignment(TP, moving, live, RULES)))
+    assert (back.replicas, back.isr, back.leader, back.leader_epoch) == ((1, 2, 3), (1, 3), 1, 4)
     assert not back.is_reassigning
 
 
@@ -654,7 +721,9 @@ def test_every_record_type_round_trips_through_json_and_an_unknown_tag_is_named(
         ClusterRecord("c"), RegisterBrokerRecord(1, None, True), BrokerFencingRecord(1, False),
         TopicRecord("t", "id", 10, 0.5), RemoveTopicRecord("t"),
         PartitionRecord("t", 2, (1, 2), (2,), 2, 3, 4, (2,), (1,)),
+        PartitionRecord("t", 3, (1, 2), (), NO_LEADER, 3, 4, elr=(2,), last_known_elr=(2,)),
         PartitionChangeRecord("t", 2, isr=(1, 2), leader_epoch=5),
+        PartitionChangeRecord("t", 3, isr=(), elr=(1,), last_known_elr=(1,)),
         ConfigRecord("TOPIC", "t", "k", None)]
     assert [decode_record(orjson.loads(orjson.dumps(encode_record(r)))) for r in records] == (
         records)
@@ -663,65 +732,63 @@ def test_every_record_type_round_trips_through_json_and_an_unknown_tag_is_named(
 
 
 def test_cancelling_keeps_a_leader_that_stays_in_sync_and_names_a_refusal() -> None:
-    """ReplicationControlManager's cancel (PartitionChangeBuilder from the current state):
-    the leader stays when it is an original replica, alive and in sync, even if it is not
-    the first of them; only otherwise is one elected. A cancel of a partition that is not
-    moving, or that no original replica could lead, is refused with a message saying so."""
+    """ReplicationControlManager.cancelPartitionReassignment (PartitionReassignmentRevert):
+    the replicas minus the adding ones in their current order, the ISR minus the adding
+    ones; the leader stays when it is an original replica, alive and in sync, even if it is
+    not the first of them; only otherwise is one elected. Kafka 4.4 reverts even when no
+    original replica is alive (the partition is then leaderless) and refuses only a revert
+    that would need an unclean election — every in-sync replica an adding one — unless
+    the topic allows one (differential scenarios cancel, cancel-offline)."""
     moving = PartitionRegistration((4, 2, 3, 1), (1, 2, 3), 3, 6, 8, (4,), (1,))
-    back = pc.after(moving, _change(pc.cancel_reassignment(TP, moving, frozenset({1, 2, 3}))))
+    back = pc.after(moving, _change(pc.cancel_reassignment(TP, moving, _alive(1, 2, 3), RULES)))
     assert (back.replicas, back.isr, back.leader, back.leader_epoch) == ((2, 3, 1), (1, 2, 3),
                                                                          3, 7)
     led_by_4 = moving._replace(isr=(1, 2, 3, 4), leader=4)
-    moved = pc.after(led_by_4, _change(pc.cancel_reassignment(TP, led_by_4, frozenset({3, 4}))))
+    moved = pc.after(led_by_4, _change(pc.cancel_reassignment(TP, led_by_4, _alive(3, 4),
+                                                              RULES)))
     assert (moved.replicas, moved.leader) == ((2, 3, 1), 3)  # 2 is dead: 3 is the first
     still = PartitionRegistration((1, 2, 3), (1, 2, 3), 1)
-    assert pc.cancel_reassignment(TP, still, frozenset({1})) == ApiResult(
-        errors.NO_REASSIGNMENT_IN_PROGRESS, "orders-0 is not being reassigned")
-    assert pc.cancel_reassignment(TP, moving, frozenset({4})) == ApiResult(
-        errors.ELIGIBLE_LEADERS_NOT_AVAILABLE,
-        "orders-0: cannot cancel — none of the original replicas [2, 3, 1] is alive and in "
-        "sync, so the rollback would leave the partition leaderless (KAFKA-14424); bring an "
-        "original replica back or let the move finish")
+    assert pc.cancel_reassignment(TP, still, _alive(1), RULES) == ApiResult(
+        errors.NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress.")
+    dark = pc.after(moving, _change(pc.cancel_reassignment(TP, moving, _alive(4), RULES)))
+    assert (dark.replicas, dark.isr, dark.leader, dark.leader_epoch) == ((2, 3, 1), (1, 2, 3),
+                                                                         NO_LEADER, 7)
+    only_4 = moving._replace(isr=(4,), leader=4)
+    assert pc.cancel_reassignment(TP, only_4, _alive(1, 2, 3, 4), RULES) == ApiResult(
+        errors.INVALID_REPLICA_ASSIGNMENT, "Unable to revert partition assignment for orders:0 "
+        "because it would require an unclean leader election.")
 
 
-def test_a_caught_up_replica_of_a_leaderless_partition_joins_the_isr_and_leads() -> None:
-    """PartitionChangeBuilder elects a leader whenever the current one is not in the new ISR
-    (here there is none): the replica joining the ISR, alive, becomes the leader."""
-    p = PartitionRegistration((1, 2, 3), (1,), NO_LEADER, 5, 9)
-    q = pc.after(p, _change(pc.expand_isr(TP, p, 2, frozenset({2, 3}))))
-    assert q == PartitionRegistration((1, 2, 3), (1, 2), 2, 6, 10)
+def test_a_leaderless_partition_takes_no_isr_change_and_leads_again_with_an_eligible_replica(
+        ) -> None:
+    """AlterPartition comes from the partition's leader (validateAlterPartitionData refuses
+    any other sender): a leaderless partition takes no ISR change, so a caught-up replica
+    cannot join it. It leads again when an eligible leader replica (KIP-966) is unfenced:
+    PartitionChangeBuilder elects it from the ELR, which makes it the ISR and clears the
+    last known leader. A led partition's ISR grows without a leader-epoch bump."""
+    p = PartitionRegistration((1, 2, 3), (), NO_LEADER, 5, 9, elr=(1,), last_known_elr=(1,))
+    assert pc.alter_isr(TP, p, [1, 2], ALL, RULES).error == errors.INVALID_REQUEST  # type: ignore[union-attr]
+    q = pc.after(p, _change(pc.leader_and_isr_update(TP, p, _alive(2, 3), RULES, add=1)))
+    assert q == PartitionRegistration((1, 2, 3), (1,), 1, 6, 10)
     led = PartitionRegistration((1, 2, 3), (1,), 1, 5, 9)
-    assert pc.after(led, _change(pc.expand_isr(TP, led, 3, frozenset({1, 3})))) == (
+    assert pc.after(led, _change(pc.alter_isr(TP, led, [1, 3], _alive(1, 3), RULES))) == (
         PartitionRegistration((1, 2, 3), (1, 3), 1, 5, 10))
 
 
 def test_a_refused_partition_does_not_stop_the_rest_of_the_request() -> None:
     """ReplicationControlManager.alterPartitionReassignments answers per partition: a cancel
-    that would leave a partition leaderless is refused (ELIGIBLE_LEADERS_NOT_AVAILABLE,
-    KAFKA-14424) and the next partition of the same request still starts its move."""
+    that would need an unclean election is refused (INVALID_REPLICA_ASSIGNMENT, Kafka 4.4's
+    cancelPartitionReassignment) and the next partition of the same request still starts
+    its move."""
     h = _with_topic()
     orders0, orders1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
     # orders-0 moves 0 -> 3, 3 has caught up and leads, the originals fell out of the ISR
     h.image.apply(PartitionRecord("orders", 0, (3, 1, 2, 0), (3,), 3, 2, 2, (3,), (0,)))
     out = h.controller.alter_partition_reassignments({orders0: None, orders1: [1, 0, 3]})
-    assert out[orders0].error == errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
+    assert out[orders0] == ApiResult(
+        errors.INVALID_REPLICA_ASSIGNMENT, "Unable to revert partition assignment for orders:0 "
+        "because it would require an unclean leader election.")
     assert out[orders1].ok and h.image.reassigning == {orders0, orders1}
-
-
-def test_refused_retargets_say_what_would_be_lost_and_what_to_do() -> None:
-    """ReplicationControlManager refuses, with ELIGIBLE_LEADERS_NOT_AVAILABLE, a new target
-    that drops every in-sync replica, and one that drops the leader with no live in-sync
-    replica to take over (KAFKA-14808); the message names the replicas and the way out."""
-    p = PartitionRegistration((4, 5, 6, 1, 2, 3), (4,), 4, 7, 9, (4, 5, 6), (1, 2, 3))
-    assert pc.start_reassignment(TP, p, [5, 7, 1], frozenset({4, 5, 7})) == ApiResult(
-        errors.ELIGIBLE_LEADERS_NOT_AVAILABLE,
-        "orders-0: the new target [5, 7, 1] drops every in-sync replica [4]; keep one of them "
-        "in the target, or bring another replica back in sync first")
-    p = p._replace(isr=(4, 1))
-    assert pc.start_reassignment(TP, p, [5, 7, 1], frozenset({4, 5, 7})) == ApiResult(
-        errors.ELIGIBLE_LEADERS_NOT_AVAILABLE,
-        "orders-0: leader 4 would be dropped and none of the replicas it keeps [1] is alive "
-        "and in sync; keep the leader in the target or wait for another replica to catch up")
 
 
 def test_retargeting_a_move_to_the_same_replicas_in_another_order_reorders_them() -> None:
@@ -730,22 +797,23 @@ def test_retargeting_a_move_to_the_same_replicas_in_another_order_reorders_them(
     change, not an identical resubmit; no replica leaves and the leader stays, so
     PartitionChangeBuilder leaves the leader epoch alone (the partition epoch bumps)."""
     moving = PartitionRegistration((4, 2, 3, 1), (1, 2, 3), 1, 6, 8, (4,), (1,))
-    live = frozenset({1, 2, 3, 4})
-    q = pc.after(moving, _change(pc.start_reassignment(TP, moving, [2, 4, 3], live)))
+    live = _alive(1, 2, 3, 4)
+    q = pc.after(moving, _change(pc.change_reassignment(TP, moving, [2, 4, 3], live, RULES)))
     assert q == PartitionRegistration((2, 4, 3, 1), (1, 2, 3), 1, 6, 9, (4,), (1,))
-    assert pc.start_reassignment(TP, q, [2, 4, 3], live) is None
+    assert pc.change_reassignment(TP, q, [2, 4, 3], live, RULES) is None
 
 
 def test_completing_a_move_keeps_a_leader_that_is_in_the_target_and_in_sync() -> None:
-    """PartitionChangeBuilder keeps the current leader when it stays eligible: completing
-    [1,2,3] -> [4,2,3] while 3 leads leaves 3 leading (not the first target replica 4);
-    dropping 1 bumps the leader epoch once."""
-    p = PartitionRegistration((4, 2, 3, 1), (1, 2, 3, 4), 3, 5, 7, (4,), (1,))
-    done = pc.after(p, _change(pc.maybe_complete_reassignment(TP, p, frozenset({1, 2, 3, 4}))))
+    """PartitionChangeBuilder keeps the current leader when it stays eligible: the ISR
+    change that brings the adding 4 in sync completes [1,2,3] -> [4,2,3] while 3 leads and 3
+    keeps leading (not the first target replica 4); dropping 1 bumps the leader epoch once.
+    A removed leader hands over to the first in-sync target replica."""
+    p = PartitionRegistration((4, 2, 3, 1), (1, 2, 3), 3, 5, 7, (4,), (1,))
+    live = _alive(1, 2, 3, 4)
+    done = pc.after(p, _change(pc.alter_isr(TP, p, [1, 2, 3, 4], live, RULES)))
     assert done == PartitionRegistration((4, 2, 3), (2, 3, 4), 3, 6, 8)
-    led_by_1 = p._replace(leader=1)  # the removed leader hands over to the first in the target
-    done = pc.after(led_by_1, _change(pc.maybe_complete_reassignment(TP, led_by_1,
-                                                                     frozenset({1, 2, 3, 4}))))
+    led_by_1 = p._replace(leader=1)
+    done = pc.after(led_by_1, _change(pc.alter_isr(TP, led_by_1, [1, 2, 3, 4], live, RULES)))
     assert (done.leader, done.leader_epoch) == (4, 6)
 
 

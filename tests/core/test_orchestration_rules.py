@@ -172,7 +172,8 @@ def test_voter_set_problems_name_the_field_and_the_fix() -> None:
     assert voter_set_problems([0, 0, 1], known, live) == [
         "voters: [0, 0, 1] lists a node id twice"]
     assert voter_set_problems([0, 9], known, live) == [
-        "voters: unknown node id(s) [9]; nodes are [0, 1, 2, 3]"]
+        "voters: unknown node id(s) [9]; nodes are [0, 1, 2, 3] (a new controller must be "
+        "running and fetching the metadata log first)"]
     assert voter_set_problems([0, 1, 2], known, live) == []
 
 
@@ -223,15 +224,43 @@ def test_the_walker_reports_the_quorum_it_saw_and_completes_when_voters_match(
     assert done.current == (0, 1, 2, 3) and _matches(done, c.describe_quorum())
 
 
+def test_the_walker_waits_for_a_node_that_is_not_fetching_yet(tmp_path: Path) -> None:
+    """KIP-853: the leader promotes only a caught-up observer, so the walker asks nothing
+    while the new node is not fetching, and says what to start."""
+    c = cluster(tmp_path)
+    p = VoterChangeWalker(c, [0, 1, 2, 42]).step()
+    assert p.phase is WalkPhase.RUNNING
+    assert p.action == ("waiting for node 42 to fetch the metadata log as an observer (start "
+                        "it as a controller formatted with --no-initial-controllers)")
+    assert c.describe_quorum().current_voters == p.current
+
+
+class _Refusing:
+    """The embedded cluster, but AddRaftVoter is refused as a controller refuses it."""
+
+    def __init__(self, c: EmbeddedCluster) -> None:
+        self.c = c
+
+    def describe_quorum(self) -> QuorumStatus:
+        return self.c.describe_quorum()
+
+    def add_raft_voter(self, node_id: int, endpoints: Sequence[str] = ()) -> ApiResult:
+        return ApiResult(errors.INVALID_REQUEST, "Cluster doesn't support adding voter "
+                         "because the kraft.version feature is 0")
+
+    def remove_raft_voter(self, node_id: int) -> ApiResult:
+        return self.c.remove_raft_voter(node_id)
+
+
 def test_the_walker_raises_a_refused_voter_change_with_the_controllers_reason(
         tmp_path: Path) -> None:
     """A non-retriable AddRaftVoter error is the user's to fix: raised with its code and the
     controller's message, prefixed by the step."""
     c = cluster(tmp_path)
     with pytest.raises(KafkaApiError) as e:
-        VoterChangeWalker(c, [0, 1, 2, 42]).step()
+        VoterChangeWalker(_Refusing(c), [0, 1, 2, 3]).step()
     assert e.value.error == errors.INVALID_REQUEST
-    assert "adding voter 42: voters: unknown node id(s) [42]" in str(e.value)
+    assert "adding voter 3: Cluster doesn't support adding voter" in str(e.value)
 
 
 class _ResponseLostOnce:
@@ -245,8 +274,8 @@ class _ResponseLostOnce:
     def describe_quorum(self) -> QuorumStatus:
         return self.c.describe_quorum()
 
-    def add_raft_voter(self, node_id: int) -> ApiResult:
-        result = self.c.add_raft_voter(node_id)
+    def add_raft_voter(self, node_id: int, endpoints: Sequence[str] = ()) -> ApiResult:
+        result = self.c.add_raft_voter(node_id, endpoints)
         if self.lost:
             return result
         self.lost = True
@@ -357,10 +386,13 @@ def test_the_dry_run_breaks_ties_between_equal_moves_by_partition_like_the_execu
 # -- the executor: cancel, failures, limits after the end -------------------------------------
 def test_a_rollback_the_controller_refuses_is_said_and_retried_until_it_succeeds(
         tmp_path: Path) -> None:
-    """ReplicationControlManager refuses to cancel a move when no original replica could lead
-    afterwards (KAFKA-14424). The executor keeps cancelling, says which moves wait and why
-    (the first five), rolls back the others at once, and ends Cancelled once the last
-    rollback is accepted."""
+    """Kafka 4.4's ReplicationControlManager.cancelPartitionReassignment refuses a rollback
+    that would need an unclean election (INVALID_REPLICA_ASSIGNMENT): here broker 0, the
+    only original replica of every solo partition, died before the adding replica caught
+    up, so with ELR each ISR is empty (differential scenario cancel-offline). The executor
+    keeps cancelling, says which moves wait and why in Kafka's words (the first five), rolls
+    back the others at once, and ends Cancelled once the last rollback is accepted — after
+    0 restarts and is elected again as the last known leader."""
     c = cluster(tmp_path, topics=[
         {"name": "solo", "partitions": 6, "replicationFactor": 1,
          "sizeBytesPerPartition": 50 * MB, "assignment": [[0]] * 6},
@@ -380,7 +412,8 @@ def test_a_rollback_the_controller_refuses_is_said_and_retried_until_it_succeeds
     p = ex.step()
     assert p.phase is Phase.CANCELLING
     assert p.message.startswith("6 move(s) cannot be rolled back yet; retrying: solo-0: ")
-    assert "solo-0: cannot cancel" in p.message
+    assert ("solo-0: Unable to revert partition assignment for solo:0 because it would "
+            "require an unclean leader election.; solo-1: ") in p.message
     assert p.message.count("; solo-") == 4 and "solo-5" not in p.message  # the first five
     assert set(ex.moving) == solo and ex.cancelled == {tp("other", 0)}
     assert set(c.list_partition_reassignments()) == solo
@@ -461,7 +494,9 @@ def test_new_limits_after_the_run_ended_place_no_throttle(tmp_path: Path) -> Non
 
 def test_moves_another_tool_retargets_are_failed_and_counted(tmp_path: Path) -> None:
     """A move another tool re-targets is not fought over (ReassignPartitionsCommand would
-    need --additional): each is a failure of its own, counted in the persisted state."""
+    need --additional): each is a failure of its own, counted in the persisted state. Kafka
+    4.4 keeps the replicas a re-target drops in R (as removing ones), so their copies still
+    look in progress: the executor notices at its next full listing, FULL_CHECK_MS later."""
     c = cluster(tmp_path)
     plan, _ = ReassignmentPlan.from_moves(
         [(tp("orders", i), [3, 4, 5]) for i in range(3)], limits=Limits(MB, 3))
@@ -469,6 +504,7 @@ def test_moves_another_tool_retargets_are_failed_and_counted(tmp_path: Path) -> 
     assert ex.start() == []
     ex.step()
     c.alter_partition_reassignments({tp("orders", 0): [3, 4, 0], tp("orders", 1): [1, 4, 5]})
+    c.advance(FULL_CHECK_MS / 1000)
     p = ex.step()
     assert ex.state.failed_count == 2 and p.failed == 2
     assert set(ex.state.failed) == {"orders-0", "orders-1"}
@@ -754,6 +790,7 @@ def test_progress_details_list_failures_first_then_moves_in_flight_up_to_a_hundr
     assert [d.tp for d in p.details] == sorted(tp("t", i) for i in range(102))[:100]
     assert {(d.state, d.target, d.message) for d in p.details} == {("moving", (1,), "")}
     c.alter_partition_reassignments({tp("t", 50): [2], tp("t", 7): [2]})  # another tool
+    c.advance(FULL_CHECK_MS / 1000)  # noticed at the next full listing (1 is still in R)
     p = ex.step()
     assert (p.failed, p.moving, len(p.details)) == (2, 100, 100)
     assert [(d.tp, d.state) for d in p.details[:3]] == [
@@ -762,6 +799,7 @@ def test_progress_details_list_failures_first_then_moves_in_flight_up_to_a_hundr
         p.details[0].message
     assert p.details[0].target == (1,)
     c.alter_partition_reassignments({tp("t", i): [2] for i in range(100) if i not in (7, 50)})
+    c.advance(FULL_CHECK_MS / 1000)
     p = ex.step()  # a hundred failures fill the list: no move in flight is shown
     assert (p.failed, p.moving, len(p.details)) == (100, 2, 100)
     assert {d.state for d in p.details} == {"failed"}
@@ -1218,10 +1256,12 @@ def test_failures_beyond_a_thousand_are_counted_but_not_recorded(tmp_path: Path)
     assert ex.start() == []
     ex.step()
     c.alter_partition_reassignments({tp("t", i): [2] for i in range(n)})  # another tool
+    c.advance(FULL_CHECK_MS / 1000)  # noticed at the next full listing (1 is still in R)
     p = ex.step()
     assert ex.state.failed_count == n and len(ex.state.failed) == 1000
     assert p.failed == n and "t-1000" not in ex.state.failed
     c.alter_partition_reassignments({tp("a", 0): [2]})
+    c.advance(FULL_CHECK_MS / 1000)
     p = ex.step()
     assert p.failed == n + 1 and "a-0" not in ex.state.failed
     assert p.details[0] == MoveDetail(tp("a", 0), "failed", (1,), "failed")  # sorts first
@@ -1400,28 +1440,34 @@ def test_a_move_finished_after_retention_shrank_the_partition_still_ends(
     assert c.now <= FULL_CHECK_MS / 1000 + 1
 
 
-def test_a_move_held_by_a_target_replica_out_of_the_isr_stays_in_flight(tmp_path: Path) -> None:
-    """KRaft completes a reassignment only when every target replica is in the ISR
-    (PartitionReassignmentReplicas: ``newTargetIsr.containsAll(newTargetReplicas)``). The new
-    replica has copied everything but a kept replica is down: the move is still the
-    executor's, in flight, not failed, and completes once that replica is back."""
+def test_a_shrinking_move_held_by_a_target_replica_out_of_the_isr_stays_in_flight(
+        tmp_path: Path) -> None:
+    """Kafka 4.4 completes a reassignment with fewer adding than removing replicas only when
+    its whole target is in the ISR (PartitionReassignmentReplicas.maybeCompleteReassignment:
+    ``adding.size() < removing.size() && !newTargetIsr.containsAll(newTargetReplicas)``).
+    [0,1,2] -> [3,1] while 1 is down: the new replica has copied everything but the kept 1
+    is out of the ISR, so the move is still the executor's, in flight, not failed, and
+    completes once 1 is back. (A move adding as many replicas as it removes completes
+    without 1: test_kafka_parity, row 1.)"""
     c = cluster(tmp_path)
     t = tp("orders", 0)
+    plan, _ = ReassignmentPlan.from_moves([(t, [3, 1])], limits=Limits(None, 1))
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []  # (a plan naming a fenced broker is refused, as Kafka's tool does)
+    ex.step()
     c.fail_broker(1)
     run_until(c, lambda: 1 not in next(iter(c.describe_partitions(partitions=[t]))).isr)
-    plan, _ = ReassignmentPlan.from_moves([(t, [3, 1, 2])], limits=Limits(None, 1))
-    ex = ReassignmentExecutor(c, plan)
-    assert ex.start() == []
-    ex.step()
     c.advance(15)  # 10 MB at 1 MB/s: replica 3 holds it all
     p = ex.step()
     assert (p.phase, p.moving, p.failed) == (Phase.RUNNING, 1, 0)
     assert p.bytes_moved == p.bytes_total and p.eta_seconds == 0  # nothing left to copy
-    assert c.list_partition_reassignments()[t].target == (3, 1, 2)
+    assert 3 in c.describe_partitions(partitions=[t])[0].isr
+    assert c.list_partition_reassignments()[t].target == (3, 1)
     c.restore_broker(1)
     while not (p := ex.step()).phase.terminal:
         c.advance(1)
     assert p.phase is Phase.COMPLETED and p.done == 1
+    assert c.describe_partitions(partitions=[t])[0].replicas == (3, 1)
 
 
 class _Writes:
@@ -1455,11 +1501,14 @@ class _Writes:
 def test_moves_in_flight_elsewhere_are_retargeted_throttled_first_and_a_refusal_fails_once(
         tmp_path: Path) -> None:
     """kafka-reassign-partitions --execute --additional sends a new target for a move in
-    flight (KIP-455: it replaces the current one), throttling the new replicas first. The
-    controller (ReplicationControlManager) refuses a target that drops every in-sync replica
-    with ELIGIBLE_LEADERS_NOT_AVAILABLE — here solo's only in-sync replica is 3, an adding
-    replica of the earlier move that took over when broker 0 died. That partition fails with
-    the controller's reason, is not asked again, and the plan's other move goes on."""
+    flight (KIP-455: it replaces the current one), throttling the new replicas first. A new
+    target Kafka 4.4 would strand (partition_change.would_strand) is preceded by a cancel:
+    here solo's target [3] adds nothing to its move [0] -> [3,4] and drops the adding 4, and
+    its only in-sync replica is 3, an adding replica that took over when broker 0 died (a
+    plan naming the fenced 0 would be refused outright), so the controller
+    refuses the cancel (an unclean revert: INVALID_REPLICA_ASSIGNMENT). That partition fails
+    with the controller's reason, its target is never sent, it is not asked again, and the
+    plan's other move goes on."""
     c = cluster(tmp_path, topics=[{"name": n, "partitions": 1, "replicationFactor": 1,
                                    "sizeBytesPerPartition": s * MB, "assignment": [[b]]}
                                   for n, s, b in (("solo", 5, 0), ("other", 50, 1))])
@@ -1470,22 +1519,22 @@ def test_moves_in_flight_elsewhere_are_retargeted_throttled_first_and_a_refusal_
     run_until(c, lambda: 3 in c.describe_partitions(partitions=[solo])[0].isr)
     c.fail_broker(0)
     run_until(c, lambda: c.describe_partitions(partitions=[solo])[0].isr == (3,))
-    plan, _ = ReassignmentPlan.from_moves([(solo, [5]), (other, [2])],
+    plan, _ = ReassignmentPlan.from_moves([(solo, [3]), (other, [2])],
                                           limits=Limits(MB, 2), additional=True)
     admin = _Writes(c)
     ex = ReassignmentExecutor(admin, plan)  # type: ignore[arg-type]
     assert ex.start() == [] and ex.retarget == [solo, other]
     p = ex.step()
-    assert ex.state.failed == {"solo-0": "solo-0: the new target [5] drops every in-sync "
-                               "replica [3]; keep one of them in the target, or bring another "
-                               "replica back in sync first"}
+    assert ex.state.failed == {"solo-0": "Unable to revert partition assignment for solo:0 "
+                               "because it would require an unclean leader election."}
     assert (p.failed, p.moving, set(ex.moving)) == (1, 1, {other})
-    assert [kind for kind, _ in admin.log][:3] == ["configs", "configs", "alter"]
+    assert [kind for kind, _ in admin.log][:4] == ["configs", "configs", "alter", "alter"]
     follower = admin.log[1][1][("TOPIC", "other")]["follower.replication.throttled.replicas"]
     assert follower == "0:2"  # throttled before the move
+    assert admin.log[2:4] == [("alter", {solo: None}), ("alter", {other: (2,)})]
     p = drive(c, ex, limit=200)
     assert p.phase is Phase.FAILED and (p.done, p.failed) == (1, 1)
-    assert admin.targets_sent(solo) == [(5,)]  # asked once
+    assert admin.targets_sent(solo) == [None]  # asked once, and only to cancel
     assert c.list_partition_reassignments()[solo].target == (3, 4)  # left as it was
     assert throttles.placed(c) == {}
 
@@ -1513,9 +1562,11 @@ def test_a_cancelled_run_rolls_back_the_moves_it_takes_over_without_throttling_t
 
 def test_a_retarget_that_copies_nothing_is_done_in_the_same_pass(tmp_path: Path) -> None:
     """A new target that needs no copy — here the replicas the partition had before the move
-    in flight — takes effect at once in ReplicationControlManager (KIP-455: the adding
-    replicas are dropped). The pass that sends it asks about that move alone and counts it
-    done; the other re-targeted move copies on."""
+    in flight — would strand the move in Kafka 4.4 (nothing added: the adding 3 would stay
+    adding while removing), so the executor cancels it first (the replicas minus the adding
+    ones: [1,2,0]) and then sends the target, a reorder that completes at once. The pass
+    lists the re-targeted moves once to spot such targets, then asks about the move that
+    copies nothing alone and counts it done; the other re-targeted move copies on."""
     c = cluster(tmp_path)
     t0, t1 = tp("orders", 0), tp("orders", 1)
     started = c.alter_partition_reassignments({t0: [3, 1, 2], t1: [4, 2, 0]})  # an earlier run
@@ -1527,6 +1578,6 @@ def test_a_retarget_that_copies_nothing_is_done_in_the_same_pass(tmp_path: Path)
     assert ex.start() == [] and ex.retarget == [t0, t1]
     log.take()
     p = ex.step()
-    assert log.take()[0] == [[t0]]
+    assert log.take()[0] == [[t0, t1], [t0]]
     assert (p.done, p.moving, ex.done) == (1, 1, {t0})
     assert c.describe_partitions(partitions=[t0])[0].replicas == (0, 1, 2)

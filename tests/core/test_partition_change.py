@@ -160,10 +160,10 @@ def test_preferred_election_outcomes() -> None:
     assert (c.leader, c.leader_epoch) == (1, 4)
     already = PartitionRegistration((1, 2, 3), (1, 2, 3), leader=1)
     assert pc.elect_leader(TP, already, True, ALL, RULES) == ApiResult(
-        errors.ELECTION_NOT_NEEDED, "")
+        errors.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.")
     out_of_isr = PartitionRegistration((1, 2, 3), (2, 3), leader=2)
     assert pc.elect_leader(TP, out_of_isr, True, ALL, RULES) == ApiResult(
-        errors.PREFERRED_LEADER_NOT_AVAILABLE, "")
+        errors.PREFERRED_LEADER_NOT_AVAILABLE, "The preferred leader was not available.")
     assert pc.elect_leader(TP, led_by_2, True, alive(2, 3), RULES).error == (  # type: ignore[union-attr]
         errors.PREFERRED_LEADER_NOT_AVAILABLE)
 
@@ -179,7 +179,8 @@ def test_an_unclean_election_takes_the_first_live_replica_in_replica_order() -> 
     assert pc.elect_leader(TP, led, False, ALL, RULES).error == errors.ELECTION_NOT_NEEDED  # type: ignore[union-attr]
     dead = PartitionRegistration((1, 2), (1,), leader=NO_LEADER, elr=())
     assert pc.elect_leader(TP, dead, False, alive(), NO_ELR) == ApiResult(
-        errors.ELIGIBLE_LEADERS_NOT_AVAILABLE, "")
+        errors.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+        "Eligible topic partition leaders are not available.")
 
 
 def test_fencing_the_last_in_sync_replica() -> None:

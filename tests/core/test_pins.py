@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from controller_core import errors
 from controller_core.errors import ApiResult
 from controller_core.metadata import partition_change as pc
 from controller_core.metadata.controller import Controller
@@ -36,7 +35,14 @@ from controller_core.storage.metadata_log import MetadataLog
 from tests.helpers import cluster, tp
 
 TP = TopicPartition("orders", 0)
-ALL = frozenset(range(10))
+RULES = pc.Rules()  # Kafka 4.4's defaults: min.insync.replicas 1, ELR on, no unclean
+
+
+def _alive(*ids: int) -> pc.Acceptable:
+    return lambda r: r in ids
+
+
+ALL = _alive(*range(10))
 
 
 def _after(p: PartitionRegistration, c: PartitionChangeRecord | ApiResult | None
@@ -50,27 +56,28 @@ def test_starting_a_move_does_not_keep_a_leader_that_is_not_alive() -> None:
     """PartitionChangeBuilder.electAnyLeader keeps the current leader only if it is still an
     acceptable (live) ISR member; otherwise the move starts under a live one."""
     p = PartitionRegistration((1, 2, 3), (1, 2, 3), leader=1)
-    moving = _after(p, pc.start_reassignment(TP, p, [4, 2, 3], frozenset({2, 3, 4})))
+    moving = _after(p, pc.change_reassignment(TP, p, [4, 2, 3], _alive(2, 3, 4), RULES))
     assert moving.leader == 2 and moving.leader_epoch > p.leader_epoch
 
 
-def test_a_retarget_may_not_drop_a_leader_with_no_eligible_replacement() -> None:
-    """KAFKA-14808: the adding replica 4 leads; the new target keeps only 1, which is in the
-    ISR but on a dead broker. Dropping 4 would leave no live in-sync leader: refused."""
-    p = PartitionRegistration((4, 5, 6, 1, 2, 3), (4, 1), 4, 3, 5, (4, 5, 6), (1, 2, 3))
-    out = pc.start_reassignment(TP, p, [5, 7, 1], frozenset({4, 5, 7}))
-    assert isinstance(out, ApiResult) and out.error == errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
-    assert "leader 4" in out.message
-
-
-def test_a_retarget_back_to_the_original_replicas_bumps_the_leader_epoch() -> None:
-    """Returning to the original set drops the adding replicas: the leader epoch bumps so
-    they are fenced (PartitionChangeBuilder bumps it whenever replicas leave the set)."""
+def test_a_retarget_back_to_the_original_replicas_strands_the_move_until_a_cancel() -> None:
+    """Kafka 4.4 (differential scenario retarget): [1,2,3] -> [4,2,3], then back to [1,2,3].
+    changePartitionReassignment finds nothing to add, so the adding list [4] stays while 4
+    is now removing too: nothing leaves R (no leader-epoch bump) and the move never
+    completes, even with 4 in sync (maybeCompleteReassignment wants 4 in the ISR without
+    the removing replicas). would_strand says so; the cancel that gets out of it drops 4
+    and bumps the leader epoch to fence it."""
     p = PartitionRegistration((1, 2, 3), (1, 2, 3), leader=1)
-    moving = _after(p, pc.start_reassignment(TP, p, [4, 2, 3], ALL))
-    back = _after(moving, pc.start_reassignment(TP, moving, [1, 2, 3], ALL))
-    assert back.replicas == (1, 2, 3) and not back.is_reassigning
-    assert back.leader == 1 and back.leader_epoch == moving.leader_epoch + 1
+    moving = _after(p, pc.change_reassignment(TP, p, [4, 2, 3], ALL, RULES))
+    assert pc.would_strand(moving.replicas, moving.adding, moving.removing, [1, 2, 3])
+    back = _after(moving, pc.change_reassignment(TP, moving, [1, 2, 3], ALL, RULES))
+    assert (back.replicas, back.adding, back.removing) == ((1, 2, 3, 4), (4,), (4,))
+    assert back.leader == 1 and back.leader_epoch == moving.leader_epoch
+    in_sync = _after(back, pc.alter_isr(TP, back, [1, 2, 3, 4], ALL, RULES))
+    assert in_sync.is_reassigning
+    out = _after(in_sync, pc.cancel_reassignment(TP, in_sync, ALL, RULES))
+    assert (out.replicas, out.isr, out.leader) == ((1, 2, 3), (1, 2, 3), 1)
+    assert not out.is_reassigning and out.leader_epoch == moving.leader_epoch + 1
 
 
 def _controller(*records: Record) -> tuple[Controller, list[Record]]:

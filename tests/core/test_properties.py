@@ -1,13 +1,25 @@
-"""Property tests of the controller core (issue 2, "Tests").
+"""Property tests of the controller core (issue 2, "Tests"), as Kafka 4.4 behaves.
 
 Two layers:
 
-* the pure transitions of :mod:`controller_core.metadata.partition_change`, over random
-  partition registrations and live-broker sets;
+* the pure transitions of :mod:`controller_core.metadata.partition_change` (Kafka 4.4's
+  PartitionChangeBuilder and ReplicationControlManager), over partition registrations the
+  controller can reach, live-broker sets and topic rules (min.insync.replicas, eligible
+  leader replicas, unclean.leader.election.enable);
 * the durable embedded cluster, driven by a hypothesis state machine through random
   interleavings of reassign / cancel / re-target / broker failure and return / time /
   preferred and unclean elections / throttles / snapshots / restart from disk (clean and
-  crash), checking the invariants of KIP-455, KIP-179 and KIP-183 after every step.
+  crash), checking the invariants of KIP-455, KIP-179, KIP-183 and KIP-966 after every step.
+
+What Kafka 4.4 guarantees, and so what is checked: R, the ISR and the ELR have no repeats;
+ISR ⊆ R; a leader is in the ISR (with ELR the ISR may empty, and then there is none); the
+ELR and the ISR are disjoint; a last known leader only while there is no leader; adding
+and removing are sorted subsets of R; every change bumps the partition epoch; the leader
+epoch bumps exactly when the leader changes or a replica leaves R; a new leader is a broker
+the controller accepts. What Kafka does not guarantee is not checked: a re-target that
+adds nothing can leave a replica both adding and removing (a stranded move that never
+completes) or keep a stale removing list — ``partition_change.would_strand`` predicts
+both, and the properties check that prediction against the builder.
 
 ``HYPOTHESIS_PROFILE=soak`` runs far more and longer histories (see conftest.py). A failing
 history is printed step by step by hypothesis together with a ``@reproduce_failure`` blob.
@@ -17,12 +29,12 @@ from __future__ import annotations
 
 import re
 import tempfile
-from collections.abc import Sequence, Set
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence, Set
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from hypothesis import given, note, settings
+from hypothesis import given, note, reject, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -54,6 +66,7 @@ from .conftest import core_profile
 from .strategies import (
     TP,
     PartitionCase,
+    alive,
     apply_change,
     cluster_specs,
     partition_cases,
@@ -64,37 +77,29 @@ PROFILE = settings.get_profile(core_profile())
 PURE = settings(PROFILE, max_examples=PROFILE.max_examples * 2)
 BEHIND = re.compile(r"^behind: [1-9]\d* messages$")
 STATIC_WORDS = {IN_SYNC, NOT_HOSTED, OFFLINE, UNKNOWN_BROKER, UNKNOWN_PARTITION, UNKNOWN_TOPIC}
+T = TypeVar("T")
+UNCLEAN_REVERT = ("Unable to revert partition assignment for {tp.topic}:{tp.partition} because "
+                  "it would require an unclean leader election.")
 
 
 # -- shared checks -------------------------------------------------------------------------------
-def check_registration(tp: TopicPartition, p: PartitionRegistration) -> None:
-    """What holds for every partition at every moment."""
+def check_registration(tp: TopicPartition, p: PartitionRegistration, *, elr: bool) -> None:
+    """What Kafka 4.4 keeps true of every partition at every moment (``elr``: eligible
+    leader replicas enabled)."""
     where = f"{tp}: {p}"
-    assert len(set(p.replicas)) == len(p.replicas), f"repeated replica in R — {where}"
-    assert len(set(p.isr)) == len(p.isr), f"repeated replica in the ISR — {where}"
+    for name, ids in (("R", p.replicas), ("ISR", p.isr), ("ELR", p.elr)):
+        assert len(set(ids)) == len(ids), f"repeated replica in {name} — {where}"
     assert set(p.isr) <= set(p.replicas), f"ISR ⊄ R — {where}"
-    assert p.isr, f"empty ISR — {where}"
-    assert p.leader == NO_LEADER or (p.leader in p.isr and p.leader in p.replicas), \
-        f"leader outside ISR or R — {where}"
-    assert not set(p.adding) & set(p.removing), f"AR ∩ RR ≠ ∅ — {where}"
-    assert set(p.adding) | set(p.removing) <= set(p.replicas), f"AR/RR ⊄ R — {where}"
-    if p.is_reassigning:
-        target = p.target
-        assert set(p.adding) | (set(p.replicas) - set(p.removing)) == set(target), where
-        assert set(p.adding) <= set(target) and not set(p.removing) & set(target), where
-        assert p.replicas == target + p.removing, f"R ≠ TR + RR — {where}"
-
-
-def check_move(tp: TopicPartition, p: PartitionRegistration, target: Sequence[int],
-               original: Set[int]) -> None:
-    """A partition moving from ``original`` towards ``target`` (KIP-455 step 1)."""
-    where = f"{tp}: {p}, target {list(target)}, original {sorted(original)}"
-    assert p.is_reassigning, where
-    assert p.target == tuple(target), f"the move heads elsewhere — {where}"
-    assert set(p.original) == set(original), f"R - AR is not the original set — {where}"
-    assert set(p.adding) == set(target) - set(original), where
-    assert set(p.removing) == set(original) - set(target), where
-    assert set(p.replicas) == set(target) | set(original), where
+    assert elr or p.isr, f"empty ISR without ELR — {where}"
+    assert p.leader == NO_LEADER or p.leader in p.isr, f"leader outside the ISR — {where}"
+    assert not set(p.elr) & set(p.isr), f"ELR ∩ ISR ≠ ∅ — {where}"
+    assert elr or not (p.elr or p.last_known_elr), f"ELR fields without ELR — {where}"
+    assert len(p.last_known_elr) <= 1, f"more than one last known leader — {where}"
+    assert p.leader == NO_LEADER or not p.last_known_elr, \
+        f"a last known leader while one leads — {where}"
+    for name, ids in (("AR", p.adding), ("RR", p.removing)):
+        assert set(ids) <= set(p.replicas), f"{name} ⊄ R — {where}"
+        assert list(ids) == sorted(set(ids)), f"{name} not sorted (Kafka sorts it) — {where}"
 
 
 def kafka_leader_epoch(before: PartitionRegistration, after: PartitionRegistration) -> int:
@@ -106,122 +111,183 @@ def kafka_leader_epoch(before: PartitionRegistration, after: PartitionRegistrati
     return before.leader_epoch + int(after.leader != before.leader or replica_left)
 
 
+def completes(replicas: Sequence[int], isr: Sequence[int], adding: Sequence[int],
+              removing: Sequence[int]) -> bool:
+    """PartitionReassignmentReplicas.maybeCompleteReassignment (4.4): a move completes once
+    its adding replicas are in the ISR without the removing ones (not empty), and — only
+    when it adds fewer replicas than it removes — once every target replica is."""
+    if not adding and not removing:
+        return False
+    gone = set(removing)
+    new_isr = {r for r in isr if r not in gone}
+    target = {r for r in replicas if r not in gone}
+    if removing and (not new_isr or not target):
+        return False
+    return set(adding) <= new_isr and (len(adding) >= len(removing) or target <= new_isr)
+
+
+def faults(p: PartitionRegistration, live: Set[int]) -> bool:
+    """Whether Kafka 4.4's LeaderAcceptor may throw (the controller renounces; the operation
+    has no effect): it looks up the log directory of a broker that passes the acceptability
+    check (alive, not the one being removed), and that throws for a broker that is no
+    replica. Only eligible or last known leaders can be such brokers (after an unclean
+    revert, or a move that completed below min.insync.replicas)."""
+    return bool((set(p.elr) | set(p.last_known_elr)) - set(p.replicas) & live)
+
+
 # -- pure transitions ----------------------------------------------------------------------------
-def _apply(p: PartitionRegistration, out: object) -> PartitionRegistration:
+def _or_fault(p: PartitionRegistration, live: Set[int], change: Callable[[], T]) -> T:
+    """``change()``; where Kafka 4.4's controller would fault (``faults``) the example is
+    dropped — the operation has no effect there — and a fault anywhere else fails."""
+    try:
+        return change()
+    except pc.ControllerFault:
+        assert faults(p, live), f"a controller fault Kafka would not have: {p}"
+        reject()
+
+
+def _apply(p: PartitionRegistration, out: object, rules: pc.Rules,
+           acceptable: pc.Acceptable) -> PartitionRegistration:
+    """Apply a transition's record and check what every transition keeps true."""
     assert isinstance(out, PartitionChangeRecord), out
     after = apply_change(p, out)
-    check_registration(TP, after)
+    check_registration(TP, after, elr=rules.elr)
     assert after.leader_epoch == kafka_leader_epoch(p, after), \
         f"leader epoch {p.leader_epoch} -> {after.leader_epoch}, not as Kafka: {p} -> {after}"
     assert after.partition_epoch == p.partition_epoch + 1
+    if after.leader not in (p.leader, NO_LEADER):
+        assert acceptable(after.leader), f"elected {after.leader}, which may not lead: {after}"
     return after
 
 
-def _eligible(order: Sequence[int], isr: Sequence[int], live: Set[int]) -> list[int]:
-    return [r for r in order if r in isr and r in live]
+def _valid(p: PartitionRegistration, r: int, live: Set[int]) -> bool:
+    """PartitionChangeBuilder.isValidNewLeader over the partition as it stands."""
+    return (r in p.isr or (not p.isr and r in p.elr)) and r in live
 
 
-def start_refused(p: PartitionRegistration, target: Sequence[int], live: Set[int]) -> bool:
-    """The oracle of KAFKA-14808 for a (re-)start, as ReplicationControlManager keeps the ISR
-    across a re-target: refuse when the new replica set keeps no in-sync replica, or drops
-    the leader with none to take over."""
-    kept = set(target) | set(p.original)
-    isr = [r for r in p.isr if r in kept]
-    if not isr:
-        return True
-    keeps_leader = p.leader in isr and p.leader in live
-    return p.leader != NO_LEADER and not keeps_leader and not _eligible(
-        [*target, *p.original], isr, live)
+def _shape(p: PartitionRegistration, target: Sequence[int]
+           ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """(R, adding, removing) as changePartitionReassignment sets them, before completion:
+    computed against the current replica list, sorted, each list set only when non-empty."""
+    removing = tuple(sorted(set(p.replicas) - set(target)))
+    adding = tuple(sorted(set(target) - set(p.replicas)))
+    return tuple(target) + removing, adding or p.adding, removing or p.removing
+
+
+def _heads_to(p: PartitionRegistration) -> tuple[int, ...]:
+    return p.target if p.is_reassigning else p.replicas
 
 
 @PURE
 @given(case=partition_cases(), data=st.data())
-def test_start_reassignment_shapes_the_move(case: PartitionCase, data: st.DataObject) -> None:
-    p, live = case.reg, case.live
+def test_change_reassignment_shapes_the_move(case: PartitionCase, data: st.DataObject) -> None:
+    """changePartitionReassignment (4.4): the new R, adding and removing are computed against
+    the current replica list; no target is refused; the ISR and a valid leader stay unless
+    the move completes at once; ``would_strand`` says exactly when the outcome is a move
+    that never completes or heads somewhere other than the target."""
+    p, live, rules = case.reg, case.live, case.rules
     target = data.draw(replica_lists(case.brokers), label="target")
-    out = pc.start_reassignment(TP, p, target, live)
+    replicas, adding, removing = _shape(p, target)
+    done = completes(replicas, p.isr, adding, removing)
+    out = _or_fault(p, live, partial(pc.change_reassignment, TP, p, target, alive(live), rules))
     if out is None:
-        if p.is_reassigning:  # an identical resubmit: the move already heads there
-            assert p.target == tuple(target) and not start_refused(p, target, live)
-        else:
-            assert p.replicas == tuple(target)
-        return
-    if isinstance(out, ApiResult):
-        assert out.error == errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
-        assert start_refused(p, target, live), out.message
-        return
-    assert not start_refused(p, target, live), f"accepted, though it drops the leader: {out}"
-    after = _apply(p, out)
-    assert after.leader == NO_LEADER or after.leader in live, "a move must not elect a dead leader"
-    if after.leader != NO_LEADER:
-        assert after.leader in p.isr, "the leader stays on a replica that was in sync"
-    assert set(after.isr) == set(p.isr) & set(after.replicas), "kept replicas keep the ISR"
-    if p.leader in after.isr and p.leader in live:
-        assert after.leader == p.leader, "a kept, live, in-sync leader keeps leading"
-    if after.is_reassigning:
-        check_move(TP, after, target, set(p.original))
-        if not p.is_reassigning and after.leader == p.leader:
-            assert after.leader_epoch == p.leader_epoch, "a move that starts keeps its epoch"
+        assert (replicas, adding, removing) == (p.replicas, p.adding, p.removing) and not done
+        after = p
     else:
-        assert after.replicas == tuple(target) and set(target) == set(p.original)
+        assert not isinstance(out, ApiResult), f"Kafka 4.4 refuses no target: {out}"
+        after = _apply(p, out, rules, alive(live))
+        gone = set(removing)
+        if done:
+            assert not after.is_reassigning
+            assert after.replicas == tuple(r for r in replicas if r not in gone)
+            assert after.isr == tuple(r for r in p.isr if r not in gone)
+        else:
+            assert (after.replicas, after.adding, after.removing) == (replicas, adding,
+                                                                     removing)
+            assert after.isr == p.isr or (after.isr == (after.leader,) and after.leader in p.elr)
+        if p.leader in after.isr and p.leader in live:
+            assert after.leader == p.leader, "a kept, live, in-sync leader keeps leading"
+    stuck = bool(set(after.adding) & set(after.removing))
+    assert pc.would_strand(p.replicas, p.adding, p.removing, target) == (
+        stuck or _heads_to(after) != tuple(target)), f"{p} -> {list(target)}: {after}"
+    if not p.is_reassigning:
+        assert not stuck and _heads_to(after) == tuple(target)
 
 
 @PURE
 @given(case=partition_cases(), data=st.data())
-def test_start_then_cancel_restores_the_original_set(case: PartitionCase,
-                                                     data: st.DataObject) -> None:
-    p, live = case.reg, case.live
-    original = set(p.original)
+def test_change_then_cancel_restores_the_replicas_minus_the_adding_ones(
+        case: PartitionCase, data: st.DataObject) -> None:
+    """cancelPartitionReassignment with PartitionReassignmentRevert (4.4): the replicas minus
+    the adding ones, in their current order, and the ISR minus the adding ones; refused
+    (INVALID_REPLICA_ASSIGNMENT) when that ISR is empty, unless the topic allows an unclean
+    election — then its first original replica is the ISR. A cancel of a move that started
+    from a stable partition restores its replica set; dropping adding replicas fences them."""
+    p, live, rules = case.reg, case.live, case.rules
     target = data.draw(replica_lists(case.brokers), label="target")
-    out = pc.start_reassignment(TP, p, target, live)
-    if not isinstance(out, PartitionChangeRecord):
-        return
-    moving = _apply(p, out)
+    out = _or_fault(p, live, partial(pc.change_reassignment, TP, p, target, alive(live), rules))
+    moving = p if out is None else _apply(p, out, rules, alive(live))
     if not moving.is_reassigning:
-        assert isinstance(pc.cancel_reassignment(TP, moving, live), ApiResult)
+        assert pc.cancel_reassignment(TP, moving, alive(live), rules) == ApiResult(
+            errors.NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress.")
         return
-    cancelled = pc.cancel_reassignment(TP, moving, live)
-    if isinstance(cancelled, ApiResult):
-        assert cancelled.error == errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
-        assert not _eligible(moving.original, moving.isr, live), cancelled.message
+    original = tuple(r for r in moving.replicas if r not in moving.adding)
+    isr = tuple(r for r in moving.isr if r not in moving.adding)
+    try:
+        cancelled = pc.cancel_reassignment(TP, moving, alive(live), rules)
+    except pc.ControllerFault:
+        assert faults(moving, live), moving
         return
-    after = _apply(moving, cancelled)
-    assert set(after.replicas) == original and not after.is_reassigning
-    assert after.leader != NO_LEADER and after.leader in live, "a cancel must leave a leader"
-    if moving.adding:
-        assert after.leader_epoch > moving.leader_epoch, "a cancel fences the adding replicas"
+    if not isr and not original:
+        assert cancelled == ApiResult(errors.INVALID_REPLICA_ASSIGNMENT, "Invalid replica "
+                                      "assignment: addingReplicas contains all replicas.")
+        return
+    if not isr and not rules.unclean:
+        assert cancelled == ApiResult(errors.INVALID_REPLICA_ASSIGNMENT,
+                                      UNCLEAN_REVERT.format(tp=TP))
+        return
+    after = _apply(moving, cancelled, rules, alive(live))
+    assert after.replicas == original and not after.is_reassigning
+    expected_isr = isr or original[:1]
+    assert after.isr == expected_isr or (after.isr == (after.leader,)
+                                         and after.leader != moving.leader)
+    if not p.is_reassigning:
+        assert set(after.replicas) == set(p.replicas), "a cancel restores the replica set"
+    if moving.leader in expected_isr and moving.leader in live:
+        assert after.leader == moving.leader
+    elif set(expected_isr) & live:
+        assert after.leader in expected_isr and after.leader in live, "an in-sync one leads"
 
 
 @PURE
-@given(case=partition_cases(), data=st.data())
-def test_start_then_catch_up_completes_on_the_target(case: PartitionCase,
-                                                     data: st.DataObject) -> None:
-    p = case.reg
-    target = tuple(data.draw(replica_lists(case.brokers), label="target"))
-    live = case.live | set(target)  # the adding replicas must be alive to catch up
-    out = pc.start_reassignment(TP, p, target, live)
-    if not isinstance(out, PartitionChangeRecord):
+@given(case=partition_cases(moving=False), data=st.data())
+def test_a_move_completes_once_its_adding_replicas_are_in_sync(case: PartitionCase,
+                                                               data: st.DataObject) -> None:
+    """The leader adds caught-up replicas to the ISR one by one (AlterPartition, set order);
+    the move completes in the record of the ISR change that satisfies
+    maybeCompleteReassignment — the adding replicas in sync, and the whole target only when
+    fewer are added than removed — on the target, in the target's order; a completion that
+    drops replicas fences them by a leader-epoch bump."""
+    p, rules = case.reg, case.rules
+    if p.leader == NO_LEADER:
         return
-    reg = _apply(p, out)
-    done = pc.maybe_complete_reassignment(TP, reg, live)
-    if done is not None:
-        reg = _apply(reg, done)
-    # PartitionReassignmentReplicas.maybeCompleteReassignment: every target replica must be
-    # in the ISR, the kept originals that had fallen out as well as the adding ones.
-    for r in [r for r in reg.target if r not in reg.isr] if reg.is_reassigning else []:
-        assert pc.maybe_complete_reassignment(TP, reg, live) is None, \
-            "completed before every target replica joined the ISR"
-        grown = pc.expand_isr(TP, reg, r, live)
-        assert grown is not None
-        reg = _apply(reg, grown)
-        done = pc.maybe_complete_reassignment(TP, reg, live)
-        if done is not None:
-            before = reg
-            reg = _apply(reg, done)
-            if before.removing:
-                assert reg.leader_epoch > before.leader_epoch, "completion fences the removed"
+    target = tuple(data.draw(replica_lists(case.brokers), label="target"))
+    live = case.live | set(target) | {p.leader}  # who catches up and who sends AlterPartition
+    out = _or_fault(p, live, partial(pc.change_reassignment, TP, p, target, alive(live), rules))
+    reg = p if out is None else _apply(p, out, rules, alive(live))
+    joining = [r for r in (*reg.adding, *target) if r not in reg.isr]
+    for r in dict.fromkeys(joining):
+        if not reg.is_reassigning:
             break
-    # PartitionChangeBuilder.completeReassignmentIfNeeded: an all-in-sync target completes.
+        before = reg
+        isr = pc.hash_order([*reg.isr, r])
+        out = _or_fault(reg, live, partial(pc.alter_isr, TP, reg, isr, alive(live), rules))
+        reg = _apply(reg, out, rules, alive(live))
+        done = (set(before.adding) <= set(isr) - set(before.removing)
+                and (len(before.adding) >= len(before.removing) or set(target) <= set(isr)))
+        assert reg.is_reassigning != done, f"completion as Kafka 4.4: {before} + {r} -> {reg}"
+        if done and before.removing:
+            assert reg.leader_epoch > before.leader_epoch, "completion fences the removed"
     assert not reg.is_reassigning, f"the target is in sync, yet the move waits: {reg}"
     assert reg.replicas == target, "after completion R is the target, in the target's order"
     assert set(reg.isr) <= set(target)
@@ -230,126 +296,185 @@ def test_start_then_catch_up_completes_on_the_target(case: PartitionCase,
 
 @PURE
 @given(case=partition_cases(moving=True), data=st.data())
-def test_retarget_keeps_what_the_new_target_keeps(case: PartitionCase,
-                                                  data: st.DataObject) -> None:
-    """KIP-455 step 4, as ReplicationControlManager does it: a new target replaces the current
-    one — R, AR and RR are those of the original replicas moving to it — while the ISR members
-    and the leader that the new replica set keeps stay (a caught-up replica does not copy
-    again, the leader does not move); the same target again changes nothing."""
-    p, live = case.reg, case.live
-    if not p.is_reassigning:
-        return
+def test_a_stranded_move_never_completes_and_a_cancel_gets_out(case: PartitionCase,
+                                                               data: st.DataObject) -> None:
+    """A re-target that adds nothing but drops a replica still being added leaves it both
+    adding and removing (4.4, differential scenario retarget): however the ISR grows, the
+    move never completes; the same target again changes nothing; a cancel (with an
+    in-sync original replica) ends it."""
+    p, rules = case.reg, case.rules
     target = tuple(data.draw(replica_lists(case.brokers), label="target"))
-    direct = pc.start_reassignment(TP, p, target, live)
-    if direct is None:
-        assert p.target == target, "only an identical resubmit may change nothing"
+    live = set(case.brokers)
+    acceptable = alive(live)
+    out = _or_fault(p, live, partial(pc.change_reassignment, TP, p, target, acceptable, rules))
+    reg = p if out is None else _apply(p, out, rules, acceptable)
+    again = partial(pc.change_reassignment, TP, reg, target, acceptable, rules)
+    if not set(reg.adding) & set(reg.removing):
+        if reg.is_reassigning and not pc.would_strand(p.replicas, p.adding, p.removing, target) \
+                and not completes(reg.replicas, reg.isr, reg.adding, reg.removing):
+            # (a move left completable by the election that started it completes instead)
+            assert _or_fault(reg, live, again) is None, "the same target again changes nothing"
         return
-    if isinstance(direct, ApiResult):
-        assert start_refused(p, target, live), direct.message
-        return
-    after = _apply(p, direct)
-    original = p.original
-    adding = tuple(r for r in target if r not in original)
-    removing = tuple(r for r in original if r not in target)
-    if adding or removing:
-        assert (after.replicas, after.adding, after.removing) == (target + removing, adding,
-                                                                 removing)
-    else:
-        assert after.replicas == target and not after.is_reassigning
-    assert after.isr == tuple(r for r in p.isr if r in after.replicas)
-    if p.leader in after.isr and p.leader in live:
-        assert after.leader == p.leader
-    if set(p.replicas) - set(after.replicas):
-        assert after.leader_epoch > p.leader_epoch, "replacing a move fences its dropped replicas"
-    assert pc.start_reassignment(TP, after, target, live) is None or not after.is_reassigning
+    assert _or_fault(reg, live, again) is None
+    for r in reg.replicas:
+        if r not in reg.isr and reg.leader != NO_LEADER:
+            isr = pc.hash_order([*reg.isr, r])
+            out = _or_fault(reg, live, partial(pc.alter_isr, TP, reg, isr, acceptable, rules))
+            reg = _apply(reg, out, rules, acceptable)
+            assert reg.is_reassigning, f"a stranded move completed: {reg}"
+    if set(reg.isr) - set(reg.adding):
+        out = _or_fault(reg, live, partial(pc.cancel_reassignment, TP, reg, acceptable, rules))
+        assert not _apply(reg, out, rules, acceptable).is_reassigning
 
 
 @PURE
 @given(case=partition_cases())
 def test_preferred_election(case: PartitionCase) -> None:
-    p, live = case.reg, case.live
-    out = pc.elect_preferred(TP, p, live)
+    """ElectLeaders PREFERRED: not needed when the first replica leads; the first replica
+    when it may lead (in the ISR — or, with an empty ISR, in the ELR — and alive); else the
+    builder's other outcome, or PREFERRED_LEADER_NOT_AVAILABLE when it changes nothing."""
+    p, live, rules = case.reg, case.live, case.rules
+    try:
+        out = pc.elect_leader(TP, p, True, alive(live), rules)
+    except pc.ControllerFault:
+        assert faults(p, live), p
+        return
     if p.leader == p.preferred:
-        assert isinstance(out, ApiResult) and out.error == errors.ELECTION_NOT_NEEDED
-    elif p.preferred not in live or p.preferred not in p.isr:
-        assert isinstance(out, ApiResult) and out.error == errors.PREFERRED_LEADER_NOT_AVAILABLE
+        assert out == ApiResult(errors.ELECTION_NOT_NEEDED,
+                                "Leader election not needed for topic partition.")
+        return
+    if isinstance(out, ApiResult):
+        assert out == ApiResult(errors.PREFERRED_LEADER_NOT_AVAILABLE,
+                                "The preferred leader was not available.")
+        assert not _valid(p, p.preferred, live)
+        return
+    after = _apply(p, out, rules, alive(live))
+    if _valid(p, p.preferred, live):
+        assert after.leader == p.preferred and after.leader_epoch > p.leader_epoch
+        if p.preferred not in p.isr:  # elected from the ELR: it alone is the ISR
+            assert after.isr == (p.preferred,)
     else:
-        after = _apply(p, out)
-        assert after.leader == p.preferred and after.leader_epoch == p.leader_epoch + 1
-        assert (after.replicas, after.isr, after.adding, after.removing) == \
-            (p.replicas, p.isr, p.adding, p.removing)
+        assert after.leader == p.leader or not _valid(p, p.leader, live)
 
 
 @PURE
 @given(case=partition_cases())
 def test_unclean_election(case: PartitionCase) -> None:
-    p, live = case.reg, case.live
-    out = pc.elect_unclean(TP, p, live)
+    """ElectLeaders UNCLEAN (PartitionChangeBuilder.electAnyLeader): not needed while a
+    leader lives; a clean choice first (the first valid replica in replica order), then the
+    last known leader (KIP-966), then the first live replica in replica order (differential
+    scenario unclean-mid-move) — the ISR is then that leader alone and the ELR is cleared."""
+    p, live, rules = case.reg, case.live, case.rules
+    try:
+        out = pc.elect_leader(TP, p, False, alive(live), rules)
+    except pc.ControllerFault:
+        assert faults(p, live), p
+        return
     if p.leader != NO_LEADER:
-        assert isinstance(out, ApiResult) and out.error == errors.ELECTION_NOT_NEEDED
+        assert out == ApiResult(errors.ELECTION_NOT_NEEDED,
+                                "Leader election not needed for topic partition.")
         return
+    if isinstance(out, ApiResult):
+        assert out == ApiResult(errors.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                                "Eligible topic partition leaders are not available.")
+        assert not set(p.replicas) & live
+        return
+    after = _apply(p, out, rules, alive(live))
     if not set(p.replicas) & live:
-        assert isinstance(out, ApiResult) and out.error == errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
+        assert after.leader == NO_LEADER  # a record that elects nobody (e.g. the ELR)
         return
-    after = _apply(p, out)
-    assert after.leader in live and after.leader_epoch > p.leader_epoch
-    clean = _eligible(p.replicas, p.isr, live)
+    clean = [r for r in p.replicas if _valid(p, r, live)]
+    last = p.last_known_elr
     if clean:
-        assert after.leader == clean[0] and after.isr == p.isr, "a clean choice comes first"
-    elif set(p.original) & live:
-        assert after.leader in p.original, "prefer a replica that held the data before the move"
+        assert after.leader == clean[0]
+        assert after.isr == (p.isr if clean[0] in p.isr else (clean[0],))
+    elif rules.elr and not p.isr and not p.elr and len(last) == 1 and last[0] in live:
+        assert (after.leader, after.isr, after.elr) == (last[0], (last[0],), ())
+    else:
+        first = next(r for r in p.replicas if r in live)
+        assert (after.leader, after.isr, after.elr) == (first, (first,), ())
+    assert after.leader_epoch == p.leader_epoch + 1
 
 
-OPS = ("start", "cancel", "complete", "expand", "shrink", "preferred", "unclean", "revive",
-       "kill", "birth")
+OPS = ("change", "cancel", "join", "lag", "preferred", "unclean", "fence", "unfence",
+       "restart", "min_isr")
+SKIP = object()  # the controller would not revisit this partition
+
+
+def _transition(op: str, broker: int, p: PartitionRegistration, live: set[int],
+                rules: pc.Rules, data: st.DataObject, brokers: tuple[int, ...]) -> object:
+    """One of the controller's transitions of ``p``, as Controller calls it (``live`` is
+    updated for a broker fenced or unfenced); SKIP when the controller would not touch it."""
+    if op == "change":
+        target = data.draw(replica_lists(brokers), label="target")
+        return pc.change_reassignment(TP, p, target, alive(live), rules)
+    if op == "cancel":
+        return pc.cancel_reassignment(TP, p, alive(live), rules)
+    if op in ("join", "lag"):
+        isr = [*p.isr, broker] if op == "join" else [r for r in p.isr if r != broker]
+        return pc.alter_isr(TP, p, pc.hash_order(isr), alive(live), rules)
+    if op in ("preferred", "unclean"):
+        return pc.elect_leader(TP, p, op == "preferred", alive(live), rules)
+    if op == "fence":  # ReplicationControlManager revisits the broker's ISRs
+        if broker not in live:
+            return SKIP
+        live.discard(broker)
+        if broker not in p.isr:
+            return SKIP
+        return pc.leader_and_isr_update(TP, p, alive(live), rules, remove=broker)
+    if op == "unfence":  # ... and the partitions without a leader
+        if broker in live:
+            return SKIP
+        live.add(broker)
+        if p.leader != NO_LEADER:
+            return SKIP
+        return pc.leader_and_isr_update(TP, p, alive(live), rules, add=broker)
+    assert op == "restart"  # a crashed broker registers again (fenced), its data untrusted
+    live.discard(broker)
+    if rules.elr:  # handleBrokerShutdown(unclean): its ISRs and ELRs
+        if broker not in p.isr and broker not in p.elr:
+            return SKIP
+        return pc.leader_and_isr_update(TP, p, alive(live), rules, unclean_shutdown=broker)
+    if broker not in p.isr:
+        return SKIP
+    return pc.leader_and_isr_update(TP, p, alive(live), rules, remove=broker)
 
 
 @PURE
 @given(case=partition_cases(), data=st.data())
 def test_random_walk_keeps_the_invariants(case: PartitionCase, data: st.DataObject) -> None:
-    """Any sequence of transitions keeps R/ISR/leader consistent and epochs growing."""
-    p, live = case.reg, set(case.live)
+    """Any sequence of the controller's transitions — moves, cancels, ISR changes from the
+    leader, elections, brokers fenced, unfenced and restarted after a crash, a changed
+    min.insync.replicas — keeps what Kafka 4.4 keeps true, grows the epochs, and elects
+    only brokers the controller accepts. A controller fault (4.4's LeaderAcceptor asked
+    about a broker that is no replica) happens only where Kafka's would, and changes
+    nothing."""
+    p, live, rules = case.reg, set(case.live), case.rules
     for _ in range(data.draw(st.integers(1, 25), label="steps")):
         op = data.draw(st.sampled_from(OPS), label="op")
         broker = data.draw(st.sampled_from(case.brokers), label="broker")
-        out: object
-        if op == "start":
-            out = pc.start_reassignment(TP, p, data.draw(replica_lists(case.brokers)), live)
-        elif op == "cancel":
-            out = pc.cancel_reassignment(TP, p, live)
-        elif op == "complete":
-            out = pc.maybe_complete_reassignment(TP, p, live)
-        elif op == "expand":
-            out = pc.expand_isr(TP, p, broker, live)
-        elif op == "shrink":
-            out = pc.shrink_isr(TP, p, broker, live)
-        elif op == "preferred":
-            out = pc.elect_preferred(TP, p, live)
-        elif op == "unclean":
-            out = pc.elect_unclean(TP, p, live)
-        elif op == "revive":
-            out = pc.elect_if_leaderless(TP, p, live)
-        elif op == "kill":
-            live.discard(broker)  # fenced: the controller drops it from the ISR
-            out = pc.shrink_isr(TP, p, broker, live)
-        else:
-            live.add(broker)
-            out = pc.elect_if_leaderless(TP, p, live)
-        note(f"{op}({broker}) on {p} live={sorted(live)} -> {out}")
+        if op == "min_isr":  # a topic config change: the next change reads it
+            rules = pc.Rules(min_isr=min(data.draw(st.integers(1, 3)), len(p.replicas)),
+                             elr=rules.elr, unclean=rules.unclean)
+            continue
+        try:
+            out = _transition(op, broker, p, live, rules, data, case.brokers)
+        except pc.ControllerFault:
+            assert faults(p, live), f"{op}({broker}) on {p}: a fault Kafka would not have"
+            note(f"{op}({broker}) on {p}: a controller fault, as in Kafka 4.4")
+            continue
+        note(f"{op}({broker}) on {p} live={sorted(live)} {rules} -> {out}")
         if isinstance(out, PartitionChangeRecord):
-            before, p = p, _apply(p, out)
-            if p.leader not in (before.leader, NO_LEADER):
-                assert p.leader in live, f"{op} elected dead broker {p.leader}"
+            p = _apply(p, out, rules, alive(live))
+        else:
+            assert out is None or out is SKIP or isinstance(out, ApiResult), out
+        if op == "restart" and out is not SKIP and rules.elr:
+            # KIP-966: a replica whose broker crashed is neither in sync nor eligible (its
+            # unflushed data is not trusted); it may only come back as the last known leader
+            assert broker not in p.isr and broker not in p.elr, f"restart({broker}): {p}"
 
 
 # -- the embedded cluster as a state machine -----------------------------------------------------
-@dataclass
-class Move:
-    target: tuple[int, ...]
-    original: frozenset[int]
-
-
-
 def _image_state(c: EmbeddedCluster) -> dict[str, Any]:
     img = c.image
     return {
@@ -383,8 +508,7 @@ class ClusterMachine(RuleBasedStateMachine):
         self.dir = Path(self._tmp.name)
         self.cluster: EmbeddedCluster | None = None
         self.spec: EmbeddedClusterSpec | None = None
-        self.moves: dict[TopicPartition, Move] = {}
-        self.leader_epochs: dict[TopicPartition, int] = {}
+        self.seen: dict[TopicPartition, PartitionRegistration] = {}  # at the last check
         self.partition_epochs: dict[TopicPartition, int] = {}
         self.hw: dict[TopicPartition, int] = {}
         self.unclean: set[TopicPartition] = set()  # partitions that had an unclean election
@@ -408,6 +532,11 @@ class ClusterMachine(RuleBasedStateMachine):
         p = self.c.image.partition(tp)
         assert p is not None
         return p
+
+    @property
+    def elr(self) -> bool:
+        assert self.spec is not None
+        return self.spec.eligible_leader_replicas
 
     def teardown(self) -> None:
         try:
@@ -474,45 +603,49 @@ class ClusterMachine(RuleBasedStateMachine):
 
     def _expected_alter(self, tp: TopicPartition,
                         target: tuple[int, ...] | None) -> set[ErrorCode]:
+        """ReplicationControlManager.alterPartitionReassignment (4.4): validation, then a
+        cancel refused only when it needs an unclean election; no valid target is refused."""
         p = self.c.image.partition(tp)
         if p is None:
             return {errors.UNKNOWN_TOPIC_OR_PARTITION}
-        live = self.unfenced()
         if target is None:
             if not p.is_reassigning:
                 return {errors.NO_REASSIGNMENT_IN_PROGRESS}
-            eligible = _eligible(p.original, p.isr, live)
-            return {errors.NONE} if eligible else {errors.ELIGIBLE_LEADERS_NOT_AVAILABLE}
+            if not set(p.isr) - set(p.adding):  # the topics here allow no unclean election
+                return {errors.INVALID_REPLICA_ASSIGNMENT}
+            return {errors.NONE}
         if (not target or len(set(target)) != len(target) or min(target) < 0
                 or not set(target) <= set(self.c.image.brokers)):
             return {errors.INVALID_REPLICA_ASSIGNMENT}
-        if start_refused(p, target, live):
-            return {errors.ELIGIBLE_LEADERS_NOT_AVAILABLE}
         return {errors.NONE}
 
     def _record_move(self, tp: TopicPartition, old: PartitionRegistration,
                      target: tuple[int, ...] | None) -> None:
+        """What an accepted change did, as changePartitionReassignment / cancelPartition
+        Reassignment compute it against ``old``."""
         p = self.reg(tp)
+        assert p.leader_epoch == kafka_leader_epoch(old, p), f"{tp}: {old} -> {p}"
+        self.seen[tp] = p
         if target is None:
-            move = self.moves.pop(tp)
-            assert not p.is_reassigning
-            assert set(p.replicas) == move.original, \
-                f"{tp}: after cancel R={p.replicas}, original {sorted(move.original)}"
-            assert p.leader_epoch == kafka_leader_epoch(old, p), f"{tp}: cancel {old} -> {p}"
+            original = tuple(r for r in old.replicas if r not in old.adding)
+            assert not p.is_reassigning and p.replicas == original, \
+                f"{tp}: cancelled {old} -> {p}, not the replicas minus the adding ones"
             return
-        original = self.moves[tp].original if tp in self.moves else frozenset(old.replicas)
-        if old.is_reassigning:
-            assert set(old.original) == original
-            if old.target == tuple(target):
-                assert p == old, "an identical resubmit changes nothing (not even the epoch)"
-                return
-        assert p.leader_epoch == kafka_leader_epoch(old, p), f"{tp}: move {old} -> {p}"
-        if p.is_reassigning:
-            check_move(tp, p, target, original)
-            self.moves[tp] = Move(tuple(target), original)
+        replicas, adding, removing = _shape(old, target)
+        if (replicas, adding, removing) == (old.replicas, old.adding, old.removing) \
+                and not completes(replicas, old.isr, adding, removing):
+            assert p == old, "a target that changes nothing writes nothing (not even the epoch)"
+            return
+        if completes(replicas, old.isr, adding, removing):
+            gone = set(removing)
+            assert not p.is_reassigning, f"{tp}: {old} -> {target} should complete at once: {p}"
+            assert p.replicas == tuple(r for r in replicas if r not in gone)
         else:
-            assert p.replicas == tuple(target), f"{tp}: completed at once on {p.replicas}"
-            self.moves.pop(tp, None)
+            assert (p.replicas, p.adding, p.removing) == (replicas, adding, removing), \
+                f"{tp}: {old} -> {target}: {p}"
+        stuck = bool(set(p.adding) & set(p.removing))
+        assert pc.would_strand(old.replicas, old.adding, old.removing, target) == (
+            stuck or _heads_to(p) != tuple(target)), f"{tp}: {old} -> {target}: {p}"
 
     # -- brokers ----------------------------------------------------------------------------------
     @rule(data=st.data())
@@ -561,30 +694,32 @@ class ClusterMachine(RuleBasedStateMachine):
                 assert result.error == errors.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             new = self.reg(tp)
-            if election is ElectionType.PREFERRED:
-                if old.leader == old.preferred:
-                    want = errors.ELECTION_NOT_NEEDED
-                elif old.preferred in live and old.preferred in old.isr:
-                    want = errors.NONE
-                else:
-                    want = errors.PREFERRED_LEADER_NOT_AVAILABLE
-            elif old.leader != NO_LEADER:
+            # ReplicationControlManager.electLeader: not needed, else whatever the builder
+            # writes (answered only once it is in place), else "not available".
+            if (old.leader == old.preferred if election is ElectionType.PREFERRED
+                    else old.leader != NO_LEADER):
                 want = errors.ELECTION_NOT_NEEDED
-            elif set(old.replicas) & live:
+            elif new != old:
                 want = errors.NONE
+            elif election is ElectionType.PREFERRED:
+                want = errors.PREFERRED_LEADER_NOT_AVAILABLE
             else:
                 want = errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
-            assert result.error == want, f"{election} {tp} {old}: {result}, expected {want}"
+            assert result.error == want, f"{election} {tp} {old} -> {new}: {result}"
+            assert result.ok or (new == old and result.message)
+            if election is ElectionType.PREFERRED and old.leader != old.preferred \
+                    and _valid(old, old.preferred, live):
+                assert result.ok and new.leader == old.preferred, f"{tp} {old}: {new}"
+            if election is ElectionType.UNCLEAN and old.leader == NO_LEADER \
+                    and set(old.replicas) & live:
+                assert result.ok and new.leader in live, f"{tp} {old}: {new}"
             if result.ok:
-                # answered only once completed: the new leader and epoch are in place
-                assert new.leader != old.leader and new.leader_epoch > old.leader_epoch
-                if election is ElectionType.PREFERRED:
-                    assert new.leader == old.preferred
-                elif not _eligible(old.replicas, old.isr, live):
+                self.seen[tp] = new
+                if new.leader != old.leader:
+                    assert new.leader in live and new.leader_epoch > old.leader_epoch
+                if new.leader not in (*old.isr, *old.elr, NO_LEADER):
                     self.unclean.add(tp)
                     self.hw[tp] = self.c.high_watermark(tp)  # losing data is allowed here
-            else:
-                assert new == old and result.message
 
     # -- configs ----------------------------------------------------------------------------------
     @rule(data=st.data())
@@ -657,7 +792,10 @@ class ClusterMachine(RuleBasedStateMachine):
     @rule()
     def heal(self) -> None:
         """Every broker back, throttles lifted: every move must finish and every replica
-        rejoin the ISR within the time the data takes to copy."""
+        rejoin the ISR within the time the data takes to copy — except a move stranded by a
+        re-target (a replica both adding and removing), which Kafka 4.4 never completes:
+        as its operator would, heal cancels it (retrying while the cancel needs an unclean
+        election)."""
         c = self.c
         for b in sorted(c.data.down):
             c.restore_broker(b)
@@ -681,6 +819,13 @@ class ClusterMachine(RuleBasedStateMachine):
                 + "; ".join(f"{tp}: {p}" for tp, p in c.image.iter_partitions()
                             if p.is_reassigning or p.leader == NO_LEADER
                             or set(p.isr) != set(p.replicas)))
+            stranded = [tp for tp, p in c.image.iter_partitions()
+                        if set(p.adding) & set(p.removing)]
+            if stranded:
+                for tp, result in c.alter_partition_reassignments(
+                        dict.fromkeys(stranded)).items():
+                    if result.ok:
+                        self.seen[tp] = self.reg(tp)
             c.advance(5.0)
             self.check_all()
 
@@ -722,35 +867,43 @@ class ClusterMachine(RuleBasedStateMachine):
         assert not fenced_up, f"broker(s) {sorted(fenced_up)} fenced but not down"
         reassigning = set()
         for tp, p in img.iter_partitions():
-            check_registration(tp, p)
+            check_registration(tp, p, elr=self.elr)
             if p.leader == NO_LEADER:
                 assert not set(p.isr) & live, f"{tp} is offline though {p.isr} is in sync: {p}"
-            seen_epoch = self.leader_epochs.get(tp, 0)
-            assert p.leader_epoch >= seen_epoch, f"{tp}: leader epoch went back"
+            if self.elr:
+                # Fencing (and a crashed broker's restart) takes a broker out of every ISR,
+                # and only active brokers join one: with ELR the ISR is live brokers only,
+                # so a partition is offline exactly when its ISR is empty.
+                assert set(p.isr) <= live, f"{tp}: a fenced broker in the ISR: {p}"
+                assert (p.leader == NO_LEADER) == (not p.isr), f"{tp}: {p}"
+            prev = self.seen.get(tp)
+            if prev is not None:
+                assert p.leader_epoch >= prev.leader_epoch, f"{tp}: leader epoch went back"
+                if prev.is_reassigning and not p.is_reassigning:
+                    # Only an ISR change or an election completes a move (a cancel or a new
+                    # target is recorded by the alter rule): it ends on R minus removing.
+                    assert p.replicas == prev.target, f"{tp}: {prev} completed as {p}"
+                    if prev.removing:
+                        assert p.leader_epoch > prev.leader_epoch, \
+                            f"{tp}: completion fences the removed"
+                elif not p.is_reassigning:
+                    assert p.replicas == prev.replicas, f"{tp}: R changed with no move: {p}"
             assert p.partition_epoch >= self.partition_epochs.get(tp, 0), f"{tp}: epoch went back"
-            self.leader_epochs[tp] = p.leader_epoch
+            self.seen[tp] = p
             self.partition_epochs[tp] = p.partition_epoch
             hw = c.high_watermark(tp)
             assert hw >= self.hw.get(tp, 0), (
                 f"{tp}: high watermark {self.hw[tp]} -> {hw} without an unclean election "
                 f"since (partitions with one: {sorted(self.unclean)})")
             self.hw[tp] = hw
-            move = self.moves.get(tp)
             if p.is_reassigning:
                 reassigning.add(tp)
-                assert move is not None, f"{tp} is moving but nobody moved it: {p}"
-                check_move(tp, p, move.target, move.original)
-                # PartitionReassignmentReplicas.maybeCompleteReassignment: complete once every
-                # target replica (not only the adding ones) is in the ISR, with a leader or
-                # without one (PartitionChangeBuilder.tryElection).
-                assert not set(p.target) <= set(p.isr), \
-                    f"{tp}: every target replica is in sync but the move did not complete: {p}"
-            elif move is not None:
-                assert p.replicas == move.target, \
-                    f"{tp}: completed on {p.replicas}, target {move.target}"
-                if move.original - set(move.target):
-                    assert p.leader_epoch > seen_epoch, f"{tp}: completion fences the removed"
-                del self.moves[tp]
+                # PartitionChangeBuilder.build completes a move before it elects, so only an
+                # election (unclean, or of an eligible or last known leader, each making
+                # the leader the whole ISR) leaves a move that could complete: the next ISR
+                # change completes it.
+                if completes(p.replicas, p.isr, p.adding, p.removing):
+                    assert p.isr == (p.leader,), f"{tp}: the move should have completed: {p}"
         assert img.reassigning == reassigning
         listed = c.list_partition_reassignments()
         assert set(listed) == reassigning

@@ -11,6 +11,7 @@ import pytest
 from controller_core import errors
 from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.errors import ApiResult, KafkaApiError
+from controller_core.metadata import partition_change as pc
 from controller_core.model import TopicPartition
 from controller_core.orchestration.reassignment import (
     ExecutorState,
@@ -29,11 +30,14 @@ RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttle
 
 
 class CountingAdmin:
-    """The embedded cluster, counting how often each partition was told to move."""
+    """The embedded cluster, counting how often each partition was told to move, and to
+    cancel its move."""
 
     def __init__(self, c: EmbeddedCluster) -> None:
         self.c = c
         self.starts: Counter[TopicPartition] = Counter()
+        self.cancels: Counter[TopicPartition] = Counter()
+        self.sent: list[dict[TopicPartition, tuple[int, ...] | None]] = []  # every request
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.c, name)
@@ -41,9 +45,12 @@ class CountingAdmin:
     def alter_partition_reassignments(
             self, changes: Mapping[TopicPartition, Sequence[int] | None]
     ) -> dict[TopicPartition, ApiResult]:
+        self.sent.append({t: None if r is None else tuple(r) for t, r in changes.items()})
         for t, target in changes.items():
             if target is not None:
                 self.starts[t] += 1
+            else:
+                self.cancels[t] += 1
         return self.c.alter_partition_reassignments(changes)
 
 
@@ -166,6 +173,11 @@ def test_overlapping_plan_is_refused_unless_additional(tmp_path: Path) -> None:
 
 
 def test_a_move_retargeted_by_another_tool_is_not_fought(tmp_path: Path) -> None:
+    """Another tool re-targets orders-0 ([0,1,2] -> [3,4,5]) to [0,1,5] mid-move. The
+    executor fails that partition and leaves the other tool's move exactly as Kafka 4.4 made
+    it — here stranded (differential scenario retarget: nothing added, so the stale adding
+    [3,4,5] stays while 3 and 4 are removing too) — sending it neither its own target nor a
+    cancel; the rest of the plan completes."""
     c = cluster(tmp_path)
     admin = CountingAdmin(c)
     ex = ReassignmentExecutor(admin, spread_plan(c, Limits(None, 6)))  # type: ignore[arg-type]
@@ -173,10 +185,58 @@ def test_a_move_retargeted_by_another_tool_is_not_fought(tmp_path: Path) -> None
     ex.step()
     c.alter_partition_reassignments({tp("orders", 0): [0, 1, 5]})  # someone else
     p = drive(c, ex)
-    assert p.phase == Phase.FAILED and p.failed == 1
-    assert "another tool" in ex.state.failed["orders-0"]
-    assert c.image.partition(tp("orders", 0)).replicas == (0, 1, 5)  # type: ignore[union-attr]
-    assert admin.starts[tp("orders", 0)] == 1
+    assert p.phase == Phase.FAILED and (p.failed, p.done) == (1, 5)
+    assert "re-targeted to [0, 1, 5] by another tool" in ex.state.failed["orders-0"]
+    left = c.list_partition_reassignments()
+    assert set(left) == {tp("orders", 0)}
+    assert (left[tp("orders", 0)].replicas, left[tp("orders", 0)].adding,
+            left[tp("orders", 0)].removing) == ((0, 1, 5, 2, 3, 4), (3, 4, 5), (2, 3, 4))
+    assert admin.starts[tp("orders", 0)] == 1 and admin.cancels[tp("orders", 0)] == 0
+
+
+@pytest.mark.parametrize(("earlier", "target", "stranded"), [
+    # nothing added: the adding 4 and 5 would stay adding while removing, for ever
+    ((3, 4, 5), (3, 1, 2), ((3, 1, 2, 0, 4, 5), (3, 4, 5), (0, 4, 5))),
+    # nothing added or removed: the stale removing [0] would drop the 0 the target keeps
+    ((3, 1, 2), (3, 1, 2, 0), ((3, 1, 2, 0), (3,), (0,))),
+])
+def test_a_target_kafka_would_strand_is_sent_after_a_cancel(
+        tmp_path: Path, earlier: tuple[int, ...], target: tuple[int, ...],
+        stranded: tuple[tuple[int, ...], ...]) -> None:
+    """Kafka 4.4 computes a re-target against the current replica list and sets adding and
+    removing only when non-empty (differential scenarios retarget and retarget-regrow), so
+    some new targets strand a move in flight: it never completes, or completes elsewhere.
+    The executor taking over such a move (an additional plan) cancels it first — in the
+    same pass, one request before the target — so the target starts from the replicas the
+    partition really holds, and the move completes on it. ``stranded`` is what Kafka makes
+    of the target sent directly (R, adding, removing)."""
+    c = cluster(tmp_path)
+    t0 = tp("orders", 0)
+    assert c.alter_partition_reassignments({t0: list(earlier)})[t0].ok  # an earlier run
+    c.advance(2)
+    o = c.list_partition_reassignments()[t0]
+    assert pc.would_strand(o.replicas, o.adding, o.removing, target)
+    plan, _ = ReassignmentPlan.from_moves([(t0, target)], limits=Limits(None, 1),
+                                          additional=True)
+    admin = CountingAdmin(c)
+    ex = ReassignmentExecutor(admin, plan)  # type: ignore[arg-type]
+    assert ex.start() == [] and ex.retarget == [t0]
+    ex.step()
+    assert admin.sent == [{t0: None}, {t0: target}]
+    moving = c.list_partition_reassignments()[t0]
+    assert moving.target == target and not set(moving.adding) & set(moving.removing)
+    assert (moving.replicas, moving.adding, moving.removing) != stranded
+    p = drive(c, ex, limit=300)
+    assert p.phase is Phase.COMPLETED and p.done == 1 and p.failed == 0
+    assert c.image.partition(t0).replicas == target  # type: ignore[union-attr]
+    assert not c.list_partition_reassignments()
+    # What the cancel avoided: the same target sent straight to the earlier move.
+    again = cluster(tmp_path / "direct")
+    assert again.alter_partition_reassignments({t0: list(earlier)})[t0].ok
+    again.advance(2)
+    assert again.alter_partition_reassignments({t0: list(target)})[t0].ok
+    o = again.list_partition_reassignments()[t0]
+    assert (o.replicas, o.adding, o.removing) == stranded
 
 
 def test_limits_change_mid_flight_take_effect_at_once(tmp_path: Path) -> None:

@@ -9,8 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from controller_core.config import EmbeddedClusterSpec
 from controller_core.embedded.cluster import EmbeddedCluster
+from controller_core.errors import KafkaApiError
 from controller_core.model import NO_LEADER, ElectionType, TopicPartition
 
 T0 = TopicPartition("orders", 0)
@@ -31,22 +34,34 @@ def _spec(brokers: list[int], assignment: list[list[int]], **extra: Any) -> Embe
     return EmbeddedClusterSpec.model_validate(doc)
 
 
-def test_an_election_that_puts_every_adding_replica_in_sync_completes_the_move(
+def test_an_unclean_election_of_the_adding_replica_leaves_the_move_to_the_next_isr_change(
         tmp_path: Path) -> None:
-    """controller.py Controller._change: only a catch-up or an alter used to try to complete
-    a move. Here an unclean election makes the adding replica the in-sync leader (AR ⊆ ISR);
-    the move stayed open for ever while the removed broker was down."""
+    """Found against the pre-4.4 controller (a move that stayed open for ever). Kafka 4.4's
+    PartitionChangeBuilder.build completes a reassignment before it elects
+    (completeReassignmentIfNeeded, then tryElection), so an unclean election that makes
+    the adding replica 0 the partition's only in-sync replica and leader leaves the move in
+    flight, and a leader sends AlterPartition only for ISR changes (not for its recovery
+    from the unclean election). The move is not lost: the next ISR change — the removed
+    broker 1 back and caught up — completes it on [0], fencing 1 by a leader-epoch bump."""
     c = EmbeddedCluster.open(tmp_path, _spec([0, 1], [[1]]), fsync=False)
     c.fail_broker(1)
     assert c.alter_partition_reassignments({T0: [0]})[T0].ok
-    c.advance(1.0)  # broker 1 is fenced: the partition is leaderless, ISR [1]
+    c.advance(1.0)  # broker 1 is fenced: leaderless, ISR empty, 1 the eligible leader (ELR)
     p = c.image.partition(T0)
-    assert p is not None and p.leader == NO_LEADER and p.adding == (0,)
+    assert p is not None and (p.leader, p.isr, p.elr, p.adding) == (NO_LEADER, (), (1,), (0,))
     outcome = c.elect_leaders(ElectionType.UNCLEAN, [T0])
     assert outcome.results[T0].ok
     p = c.image.partition(T0)
     assert p is not None
-    assert (p.replicas, p.isr, p.leader, p.adding, p.removing) == ((0,), (0,), 0, (), ())
+    assert (p.replicas, p.isr, p.leader, p.adding, p.removing) == ((0, 1), (0,), 0, (0,), (1,))
+    c.advance(5.0)
+    assert T0 in c.list_partition_reassignments()  # no ISR change while 1 is down
+    c.restore_broker(1)
+    c.advance(5.0)
+    p = c.image.partition(T0)
+    assert p is not None
+    assert (p.replicas, p.isr, p.leader, p.leader_epoch, p.adding, p.removing) == (
+        (0,), (0,), 0, 3, (), ())
     assert c.list_partition_reassignments() == {}
     c.close()
 
@@ -91,11 +106,17 @@ def test_a_broker_fenced_after_the_last_checkpoint_stays_down_after_a_crash(
     c.close()
 
 
-def test_a_new_target_may_not_drop_the_only_in_sync_replicas(tmp_path: Path) -> None:
-    """partition_change.py start_reassignment: re-targeting a leaderless move whose only
-    in-sync replica was an adding one (it led, then failed) rolled the move back to the
-    original replicas with an EMPTY ISR — the only committed copy thrown away without any
-    unclean election (KAFKA-14808). It is now refused, like the equivalent cancel."""
+def test_a_new_target_that_drops_the_only_eligible_replica_loses_nothing(
+        tmp_path: Path) -> None:
+    """Found against the pre-4.4 controller: re-targeting a leaderless move whose only
+    in-sync copy was an adding replica (it led, then failed) rolled the move back with an
+    EMPTY ISR — the only committed copy thrown away. Kafka 4.4 refuses no new target
+    (ReplicationControlManager.changePartitionReassignment has no KAFKA-14808 refusal) and
+    loses nothing: the dropped replica 2 stays in R as a removing one and stays the eligible
+    leader (KIP-966), so the partition waits, leaderless, for it. The new target strands
+    the move (2 and 3 both adding and removing) and the cancel needs an unclean election
+    while 2 is away, so it is refused; once 2 is back it leads again (the last known leader),
+    the others catch up from it, and the cancel ends the move on [1], copied from 2."""
     spec = _spec([1, 2, 3], [[1]], replicationBytesPerSecond=10_000_000.0)
     c = EmbeddedCluster.open(tmp_path, spec, fsync=False)
     c.fail_broker(3)
@@ -104,25 +125,59 @@ def test_a_new_target_may_not_drop_the_only_in_sync_replicas(tmp_path: Path) -> 
     c.fail_broker(1)
     c.advance(1.0)  # 1 fenced: the adding replica 2 leads
     c.fail_broker(2)
-    c.advance(1.0)  # 2 fenced too: leaderless, ISR [2]
+    c.advance(1.0)  # 2 fenced too: leaderless, 2 the eligible leader
     c.restore_broker(1)
     c.restore_broker(3)
     before = c.image.partition(T0)
     assert before is not None
-    assert (before.leader, before.isr, before.adding) == (NO_LEADER, (2,), (2, 3))
-    for target in ([1], [1, 3]):
-        result = c.alter_partition_reassignments({T0: target})[T0]
-        assert result.error.name == "ELIGIBLE_LEADERS_NOT_AVAILABLE", (target, result)
-        assert "[2]" in result.message
-        assert c.image.partition(T0) == before
-    assert not c.alter_partition_reassignments({T0: None})[T0].ok  # as cancel already was
-    # A target that keeps the in-sync replica is accepted (ReplicationControlManager keeps
-    # the ISR across a re-target): 2 stays the ISR, nothing is thrown away.
-    assert c.alter_partition_reassignments({T0: [2, 3, 1]})[T0].ok
-    moving = c.image.partition(T0)
-    assert moving is not None and moving.isr == (2,) and moving.adding == (2, 3)
-    c.restore_broker(2)  # the in-sync replica returns: it leads, and the move can finish
+    assert (before.leader, before.isr, before.elr, before.adding, before.removing) == (
+        NO_LEADER, (), (2,), (2, 3), (1,))
+    assert c.alter_partition_reassignments({T0: [1]})[T0].ok
+    p = c.image.partition(T0)
+    assert p is not None
+    assert (p.replicas, p.isr, p.leader, p.elr, p.adding, p.removing) == (
+        (1, 2, 3), (), NO_LEADER, (2,), (2, 3), (2, 3))
+    assert p.leader_epoch == before.leader_epoch  # nothing left the replica set
+    refused = c.alter_partition_reassignments({T0: None})[T0]
+    assert refused.error.name == "INVALID_REPLICA_ASSIGNMENT" and "unclean" in refused.message
+    c.restore_broker(2)  # it comes back and leads again, with the data
     c.advance(5.0)
     p = c.image.partition(T0)
-    assert p is not None and (p.replicas, p.leader, p.adding) == ((2, 3, 1), 2, ())
+    assert p is not None and (p.leader, set(p.isr)) == (2, {1, 2, 3}) and p.is_reassigning
+    assert c.alter_partition_reassignments({T0: None})[T0].ok
+    p = c.image.partition(T0)
+    assert p is not None and (p.replicas, p.isr, p.leader, p.adding) == ((1,), (1,), 1, ())
+    c.close()
+
+
+def test_an_unclean_reverts_last_known_leader_breaks_a_restart_only_while_it_is_alive(
+        tmp_path: Path) -> None:
+    """partition_change.py _assigned_only asked "is it a replica?" before "may it lead?", so
+    the controller fault of differential scenario cancel-offline-unclean also hit when the
+    last known leader was dead. Kafka 4.4's LeaderAcceptor tests isAcceptableLeader first and
+    looks up the replica's directory (which throws for a non-replica) only for a broker that
+    passes: after an unclean revert leaves [0] with last known leader 1, broker 0 cannot
+    register while 1 is alive, and can once 1 is fenced — then it leads again, uncleanly."""
+    spec = _spec([0, 1], [[0]], topic={"configs": {"unclean.leader.election.enable": "true"},
+                                       "sizeBytesPerPartition": 10_000_000},
+                 replicationBytesPerSecond=1_000.0)
+    c = EmbeddedCluster.open(tmp_path, spec, fsync=False)
+    assert c.alter_partition_reassignments({T0: [1]})[T0].ok
+    c.fail_broker(0)
+    c.advance(1.0)  # 0 fenced: the adding replica 1 leads, uncleanly
+    assert c.alter_partition_reassignments({T0: None})[T0].ok  # an unclean revert
+    p = c.image.partition(T0)
+    assert p is not None
+    assert (p.replicas, p.isr, p.leader, p.last_known_elr) == ((0,), (0,), NO_LEADER, (1,))
+    with pytest.raises(KafkaApiError, match="Replica 1 is not assigned to this partition"):
+        c.restore_broker(0)  # as Kafka 4.4: its controller cannot register broker 0
+    assert c.image.partition(T0) == p
+    c.fail_broker(1)
+    c.advance(1.0)  # 1 fenced: no longer an acceptable leader, so never looked up
+    c.restore_broker(0)
+    c.advance(1.0)
+    p = c.image.partition(T0)
+    assert p is not None and (p.replicas, p.isr, p.leader, p.last_known_elr) == (
+        (0,), (0,), 0, ())
+    assert not c.image.brokers[0].fenced
     c.close()
