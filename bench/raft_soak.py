@@ -1,9 +1,11 @@
 """Long randomised soak of the metadata quorum (outside CI): many chaos seeds in parallel.
 
 Every seed is one ``tests/raft/chaos.run_chaos`` run — crashes, partitions, loss, voter
-changes and the issue-12 fault shapes, every event checked against the safety invariants,
-then a heal that must elect a leader and commit. Prints seeds and events run, faults and
-shapes fired, and each failure with the command that replays it.
+changes and the fault shapes of issues 12 and 20, every event checked against the safety
+invariants and liveness (no stretch of 30 simulated seconds without a leader while one is
+electable), then a heal that must elect a leader and commit. Prints seeds and events run,
+faults and shapes fired, the longest electable stretch without a leader, and each failure
+with the command that replays it.
 
     nice -n 10 .venv/bin/python bench/raft_soak.py --first 100000 --count 10000 \\
         --events 10000 --procs 2 [--minutes 60]
@@ -22,7 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "raft"))
 
-from chaos import run_chaos
+from chaos import SHAPES, run_chaos
+
+from controller_core.raft.invariants import LIVENESS_MS
 
 
 def _worker_init() -> None:
@@ -30,14 +34,15 @@ def _worker_init() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def one(job: tuple[int, int]) -> tuple[int, int, int, dict[str, int], str | None]:
-    """(seed, events, faults, shapes fired, failure message or None)."""
+def one(job: tuple[int, int]) -> tuple[int, int, int, dict[str, int], float, str | None]:
+    """(seed, events, faults, shapes fired, longest electable leaderless stretch in ms,
+    failure message or None)."""
     seed, events = job
     try:
         r = run_chaos(seed, events)
     except AssertionError as e:
-        return seed, events, 0, {}, f"{type(e).__name__}: {e}"
-    return seed, r.events, r.faults, r.fired, None
+        return seed, events, 0, {}, 0.0, f"{type(e).__name__}: {e}"
+    return seed, r.events, r.faults, r.fired, r.max_leaderless_ms, None
 
 
 def main() -> int:
@@ -61,6 +66,7 @@ def main() -> int:
     seeds = range(a.first, a.first + a.count)
     done = events = faults = 0
     fired: Counter[str] = Counter()
+    leaderless = (0.0, -1)  # the longest electable stretch without a leader, and its seed
     failures: list[tuple[int, str]] = []
     t0 = time.monotonic()
     with Pool(a.procs, initializer=_worker_init) as pool:
@@ -71,13 +77,14 @@ def main() -> int:
                 if deadline is not None and time.monotonic() > deadline:
                     break
                 try:
-                    seed, ev, fl, sh, err = it.next(timeout=1.0)
+                    seed, ev, fl, sh, gap, err = it.next(timeout=1.0)
                 except TimeoutError:
                     continue
                 done += 1
                 events += ev
                 faults += fl
                 fired.update(sh)
+                leaderless = max(leaderless, (gap, seed))
                 if err is not None:
                     failures.append((seed, err))
                     print(f"FAIL seed {seed}: {err[:400]}", flush=True)
@@ -91,8 +98,10 @@ def main() -> int:
     print(f"seeds run: {done} of {a.count} (from {a.first}), events: {events} "
           f"({a.events} per seed), wall {wall:.0f} s, {a.procs} processes")
     print(f"faults fired: {faults}; shapes fired: "
-          + ", ".join(f"{k} {fired.get(k, 0)}" for k in
-                      ("vote_kill_restart", "delay_across_resignation", "config_race")))
+          + ", ".join(f"{k} {fired.get(k, 0)}" for k in SHAPES))
+    print(f"longest stretch without a leader while one was electable: "
+          f"{leaderless[0] / 1000:.1f} s (seed {leaderless[1]}; the checker fails a run at "
+          f"{LIVENESS_MS / 1000:.0f} s)")
     print(f"failures: {len(failures)}")
     for seed, err in sorted(failures):
         print(f"  seed {seed}: {err[:300]}")

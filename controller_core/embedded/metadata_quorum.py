@@ -141,6 +141,11 @@ class MetadataQuorum:
                 if node not in self.q.nodes:
                     self.q.add_node(node)  # starts as an observer and catches up first
             self._wait_until_seen(wanted)
+        # One voter change in flight (as in Kafka): the leader refuses, with the retriable
+        # REQUEST_TIMED_OUT, until it has committed an entry of its epoch and the last voter
+        # assignment. Wait for that in the controllers' time, as an admin client retries
+        # within its timeout; what is still not committed then is answered as refused.
+        self.wait_caught_up(self.q.config.request_timeout_ms)
         try:
             result = self.q.alter_quorum(None if target is None else sorted(set(target)))
         except NotLeaderError as e:

@@ -60,9 +60,16 @@ class _NodeTrack:
     snapshot: object = None  # the last snapshot checked
 
 
+LIVENESS_MS = 30_000.0
+"""How long (simulated ms) the quorum may go without a leader while it could elect one: the
+network whole and every configuration in force with a live majority. 15 election timeouts;
+the longest such stretch seen in passing chaos runs is far below it (bench/raft_soak.py)."""
+
+
 @dataclass
 class InvariantChecker:
     sim: SimulatedQuorum
+    liveness_ms: float | None = LIVENESS_MS  # None: liveness not checked
     leaders: dict[int, int] = field(default_factory=dict)  # epoch -> leader id
     epochs: dict[int, int] = field(default_factory=dict)
     ref: list[tuple[int, object]] = field(default_factory=list)  # committed (epoch, entry)
@@ -72,6 +79,8 @@ class InvariantChecker:
     votes: dict[tuple[int, int], int] = field(default_factory=dict)  # (node, epoch) -> cand.
     elected: set[tuple[int, int]] = field(default_factory=set)  # (epoch, leader) checked
     config_appends: set[tuple[int, int, int]] = field(default_factory=set)  # (node, epoch, off)
+    leaderless_since: float | None = None  # start of the present electable stretch, no leader
+    max_leaderless_ms: float = 0.0  # the longest such stretch seen
 
     def __post_init__(self) -> None:
         self.sim.observers_of_events.append(self.track)
@@ -106,8 +115,12 @@ class InvariantChecker:
                       f"voters {voters}")
 
     def _check_config_append(self, n: int, node: RaftNode) -> None:
-        """A voter change appended by a leader comes after an entry of its own epoch was
-        committed (Raft thesis 4.1, Ongaro's fix)."""
+        """A voter assignment appended by a leader comes after an entry of its own epoch was
+        committed (Raft thesis 4.1, Ongaro's fix) and after the one before it committed: one
+        voter change in flight (Kafka's AddVoterHandler / RemoveVoterHandler refuse while the
+        latest VotersRecord is uncommitted). The high watermark only grows, so this is exact
+        when it runs before the next event: :meth:`check` runs it too, and drivers call that
+        right after their own AlterQuorum calls."""
         configs = node.log.configs
         if not configs:
             return
@@ -116,13 +129,21 @@ class InvariantChecker:
         if key in self.config_appends or node.log.epoch_at(off) != node.epoch:
             return
         self.config_appends.add(key)
-        before = configs[-2][1].current_voters if len(configs) > 1 else None
-        if before is None or set(before) == set(cfg.current_voters):
-            return  # the first configuration, or only the target changed
+        if len(configs) < 2:
+            return  # the first configuration (the cluster id), written by the first leader
+        prev_off, prev = configs[-2]
+        before = prev.current_voters
         if node.hw == 0 or node.log.epoch_at(node.hw - 1) != node.epoch:
-            self.fail(f"leader {n} of epoch {node.epoch} appended the voter change "
+            what = ("voter change" if set(before) != set(cfg.current_voters)
+                    else "voter assignment")
+            self.fail(f"leader {n} of epoch {node.epoch} appended the {what} "
                       f"{before} -> {cfg.current_voters} before committing an entry of its "
                       f"epoch (high watermark {node.hw})")
+        if prev_off >= node.hw:
+            self.fail(f"leader {n} of epoch {node.epoch} appended the voter assignment at "
+                      f"{off} ({cfg.current_voters}, target {cfg.target_voters}) on top of the "
+                      f"uncommitted one at {prev_off} ({before}, target {prev.target_voters}; "
+                      f"high watermark {node.hw}): two voter changes in flight")
 
     def fail(self, msg: str) -> None:
         raise InvariantViolation(
@@ -131,6 +152,7 @@ class InvariantChecker:
     def check(self) -> None:
         self.checks += 1
         sim = self.sim
+        self.track()  # the driver may have appended a voter change since the last event
         # committed reference grows from the driver's global committed list
         if sim.committed_end < self.committed_end:
             self.fail(f"global high watermark went back {self.committed_end}->"
@@ -147,6 +169,60 @@ class InvariantChecker:
         self._check_majority()
         self._check_configs()
         self._check_describe()
+        self._check_liveness()
+
+    def _configs_in_force(self) -> set[tuple[int, ...]]:
+        """The configurations a live node that holds the committed prefix can count votes or
+        commits in: the one at the committed end and its latest (maybe uncommitted) one."""
+        c = self.committed_end
+        out: set[tuple[int, ...]] = set()
+        for n, node in self.sim.nodes.items():
+            if node is None or (c and not self._has_prefix(n, c)):
+                continue
+            at = node.log.config_at(c - 1) if c else None
+            out.add(at[1].current_voters if at else node.bootstrap_voters)
+            out.add(node.voters())
+        return out
+
+    def electable(self) -> bool:
+        """The quorum can elect a leader: the network is whole (no partition, nothing held
+        back) and every configuration in force has a majority of running nodes."""
+        sim = self.sim
+        if not sim.connected():
+            return False
+        configs = self._configs_in_force()
+        return bool(configs) and all(
+            sum(1 for v in cfg if sim.alive(v)) >= majority(len(cfg)) for cfg in configs)
+
+    def _check_liveness(self) -> None:
+        """Liveness: a quorum that can elect a leader has one within :attr:`liveness_ms`.
+
+        The stretch starts when there is no leader while :meth:`electable` holds, and starts
+        again whenever a leader appears or the quorum stops being electable (a partition, a
+        held message, too few nodes of some configuration running)."""
+        if self.liveness_ms is None:
+            return
+        sim = self.sim
+        if sim.leader() is not None or not self.electable():
+            self.leaderless_since = None
+            return
+        if self.leaderless_since is None:
+            self.leaderless_since = sim.now
+        stretch = sim.now - self.leaderless_since
+        self.max_leaderless_ms = max(self.max_leaderless_ms, stretch)
+        if stretch > self.liveness_ms:
+            self.fail(f"liveness: no leader for {stretch / 1000:.1f} s while the network is "
+                      f"whole and every configuration in force "
+                      f"{sorted(self._configs_in_force())} has a live majority "
+                      f"({self.describe_nodes()})")
+
+    def describe_nodes(self) -> str:
+        """Each node's role, epoch, latest voters and log, for a failure message."""
+        return "; ".join(
+            f"{n}: down" if node is None else
+            f"{n}: {node.role_name()} epoch {node.epoch} voters {node.voters()} log end "
+            f"{node.log.end_offset} (last epoch {node.log.last_epoch}) hw {node.hw}"
+            for n, node in sorted(self.sim.nodes.items()))
 
     def _check_node(self, n: int, node: RaftNode) -> None:
         # MonotonicEpoch (the quorum state is durable, so across restarts too)

@@ -8,8 +8,9 @@ clock, never sleeps and draws randomness only from the injected ``random.Random`
 
 Voter changes are single-server steps recorded as VoterAssignment control records; a
 configuration is used as soon as it is appended (and reverts when truncated), a leader
-appends a step only once an entry of its own epoch is committed and only when no other
-step is uncommitted, and walks from CurrentVoters to TargetVoters one step at a time.
+appends a VoterAssignment (a step, or a new target from AlterQuorum) only once an entry of its
+own epoch is committed and only when no other VoterAssignment is uncommitted (Kafka's one
+voter change in flight), and walks from CurrentVoters to TargetVoters one step at a time.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from controller_core.errors import (
     INCONSISTENT_CLUSTER_ID,
     INVALID_REQUEST,
     NONE,
+    REQUEST_TIMED_OUT,
     ErrorCode,
     KafkaApiError,
 )
@@ -532,18 +534,45 @@ class RaftNode:
                               f"nodes: only {live} are live, {majority(len(ids))} needed")
         cancel = target is None or set(target) == set(voters)
         pending = self.target_voters()
+        if cancel and pending is None:
+            return result(NONE, "no voter change in progress; nothing to cancel")
+        new_target = None if target is None else tuple(sorted(target))
+        if not cancel and pending == new_target:
+            return result(NONE, "this target is already in progress")
+        in_flight = self._voter_change_in_flight()
+        if in_flight is not None:
+            return result(REQUEST_TIMED_OUT, in_flight)
         if cancel:
-            if pending is None:
-                return result(NONE, "no voter change in progress; nothing to cancel")
             self._append_config(voters, None)
             return result(NONE, "voter change cancelled; the current voters stay")
-        assert target is not None
-        new_target = tuple(sorted(target))
-        if pending == new_target:
-            return result(NONE, "this target is already in progress")
+        assert new_target is not None
         self._append_config(voters, new_target)
         self._leader_advance_reassignment()
         return result(NONE, "target accepted; the leader walks the voters one at a time")
+
+    def _voter_change_in_flight(self) -> str | None:
+        """Why no VoterAssignment may be appended now, or None (leader only).
+
+        Kafka's AddVoterHandler / RemoveVoterHandler.handleRemoveVoterRequest answer
+        REQUEST_TIMED_OUT until the leader has committed an entry of its epoch (its high
+        watermark is established, earlier leaders' changes fenced) and while the latest
+        VotersRecord is uncommitted: one voter change in flight, never a second record on top
+        of an uncommitted one. That keeps the configuration before an uncommitted change
+        committed, which is what a node removed by that change relies on to keep campaigning
+        (:meth:`_may_stand`) - without it, a leader that removed itself, appended a new target
+        on top and restarted sat outside both of its last configurations with the newest log,
+        and the quorum never elected again."""
+        ls = self._leader
+        assert ls is not None
+        if self.hw <= ls.epoch_start_offset:
+            return (f"node {self.id} was elected leader of epoch {self.qs.epoch} and has not "
+                    f"committed an entry of its epoch yet (high watermark {self.hw}); retry")
+        latest = self.log.latest_config()
+        if latest is not None and latest[0] >= self.hw:
+            return (f"the voter assignment at offset {latest[0]} is not committed yet (high "
+                    f"watermark {self.hw}); only one voter change may be in flight; retry "
+                    f"once it commits")
+        return None
 
     # ================================================================== transitions
     def _set_now(self, now_ms: int) -> None:
@@ -748,7 +777,13 @@ class RaftNode:
         """A voter of its latest configuration may campaign; so may one that the latest
         configuration removes while that removal is not known to be committed: it may still
         be needed to commit it (Raft thesis 4.2.2: a leader that removed itself and restarted
-        before the removal reached the others). It counts only the votes of that configuration."""
+        before the removal reached the others). It counts only the votes of that configuration.
+
+        The configuration before the latest is committed: no VoterAssignment is appended on
+        top of an uncommitted one (:meth:`_voter_change_in_flight`). Kafka does not let such
+        a node campaign at all (QuorumState.transitionToProspective/-Candidate need
+        ``isVoter()`` of the latest voter set); with two voters that removal could then never
+        commit once the leader restarts before the other voter has the record."""
         if self.is_voter:
             return True
         configs = self.log.configs

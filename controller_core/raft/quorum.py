@@ -219,6 +219,10 @@ class SimulatedQuorum:
                 self._push(t, env.dst, env)
         return len(held)
 
+    def connected(self) -> bool:
+        """No partition is in place and no message is being held back."""
+        return not self.net.blocked and not self._holds
+
     # ================================================================ event loop
     def _push(self, t: float, n: int, env: Envelope | None) -> None:
         self._seq += 1

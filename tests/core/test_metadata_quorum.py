@@ -55,6 +55,17 @@ def test_without_a_majority_changes_time_out_and_nothing_changes(tmp_path: Path)
     assert c.alter_partition_reassignments({T0: [3, 4, 5]})[T0].ok
 
 
+def test_a_voter_change_right_after_another_waits_for_it_to_commit(tmp_path: Path) -> None:
+    """One voter change in flight: the quorum leader answers REQUEST_TIMED_OUT while the last
+    voter assignment is uncommitted (Kafka's AddVoterHandler / RemoveVoterHandler). The
+    embedded controllers wait for it in their own time, as an admin client retries within its
+    timeout, so a cancel sent right after a new target is taken, not refused."""
+    c = cluster(tmp_path)
+    assert c.alter_quorum([0, 1, 2, 3]).ok
+    res = c.alter_quorum(None)
+    assert res.ok and "cancelled" in res.message, res
+
+
 def test_replacing_all_voters_one_step_at_a_time(tmp_path: Path) -> None:
     c = cluster(tmp_path)
     first_leader = c.describe_quorum().leader_id

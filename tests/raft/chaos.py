@@ -4,7 +4,9 @@ Besides crashes, partitions, whole-cluster restarts and voter changes, the gener
 fault *shapes* that wait for a moment and strike then (issue 12): a voter is killed and
 restarted right after it votes while a rival campaigns in the same epoch; messages are delayed
 across a leader's resignation; a leader is killed (and restarted) right after it appends a
-voter change, its messages to the nodes that change concerns held back.
+voter change, its messages to the nodes that change concerns held back. Issue 20 adds a leader
+that removes itself from two voters and is restarted before the removal commits, after being
+asked for another voter change on top of it (refused while the removal is in flight).
 """
 
 from __future__ import annotations
@@ -13,17 +15,19 @@ import contextlib
 import hashlib
 import random
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from controller_core.raft.config import RaftConfig
 from controller_core.raft.invariants import InvariantChecker
-from controller_core.raft.messages import Envelope, VoteRequest, VoteResponse
+from controller_core.raft.messages import Envelope, FetchResponse, VoteRequest, VoteResponse
 from controller_core.raft.network import NetworkConfig
 from controller_core.raft.node import NotLeaderError
 from controller_core.raft.quorum import SimulatedQuorum
+from controller_core.raft.records import VoterAssignment
 
-SHAPES = ("vote_kill_restart", "delay_across_resignation", "config_race")
+ISSUE_12_SHAPES = ("vote_kill_restart", "delay_across_resignation", "config_race")
+SHAPES = (*ISSUE_12_SHAPES, "self_removal_restart")
 HOOK_PATIENCE = 5000  # events a shape waits for its moment before it gives up
 
 
@@ -38,6 +42,7 @@ class ChaosReport:
     fired: dict[str, int] = field(default_factory=dict)  # shape -> times it struck
     snapshots: int = 0  # KIP-630 snapshots taken, and fetched from a leader
     snapshot_installs: int = 0
+    max_leaderless_ms: float = 0.0  # longest stretch without a leader while one was electable
 
 
 class _Shapes:
@@ -173,6 +178,81 @@ class _Shapes:
 
         self._arm(hook)
 
+    def self_removal_restart(self) -> None:
+        """Issue 20: the leader L of two voters {L, K} removes itself; the record that removes
+        it is kept from K, L is asked for another voter change on top of it (L back in), is
+        killed and restarted with the removal in its log, uncommitted. L then
+        holds the newest log but is outside its latest configuration; K needs L's vote and L
+        refuses it (K's log is shorter). L must still campaign for its removal to commit, and
+        its log must let it (the configuration before the removal, with L in it, committed:
+        the second change refused). A larger quorum is first shrunk to {L, K}."""
+        sim, rng = self.sim, self.rng
+        lid = sim.leader()
+        if lid is None:
+            return
+        leader = sim.node(lid)
+        others = [v for v in leader.voters() if v != lid and leader.is_live(v)]
+        if not others:
+            return
+        keep = rng.choice(others)
+        pair = tuple(sorted((lid, keep)))
+        stage = ["shrink" if tuple(sorted(leader.voters())) != pair else "remove"]
+
+        def removes_lid(e: Envelope) -> bool:
+            b = e.body
+            return e.src == lid and isinstance(b, FetchResponse) and any(
+                isinstance(x.control, VoterAssignment) and lid not in x.control.current_voters
+                for x in b.batches)
+
+        def remove() -> bool:
+            if not sim.alter_quorum([keep]).ok:
+                return False
+            sim.hold(removes_lid)  # K must not learn that it is to be the sole voter
+            self.release_at = sim.events + HOOK_PATIENCE  # at the latest
+            stage[0] = "remove"
+            return True
+
+        def give_up() -> bool:
+            if stage[0] == "remove":
+                self.release_at = None
+                sim.release()
+            return True
+
+        def hook() -> bool:
+            if sim.nodes.get(lid) is not leader or not leader.is_leader:
+                return give_up()  # it lost the lead meanwhile
+            latest = leader.log.latest_config()
+            assert latest is not None  # the shape appended one
+            off, cfg = latest
+            current = tuple(sorted(cfg.current_voters))
+            if stage[0] == "shrink":
+                if cfg.target_voters == pair:
+                    return False  # walking down to {L, K}
+                if cfg.target_voters is None and current == pair:
+                    if off < leader.hw:
+                        remove()  # {L, K} committed: now the removal (retried if refused)
+                    return False
+                return give_up()  # another change replaced the shrink
+            if lid in current:
+                return False if cfg.target_voters == (keep,) else give_up()
+            if off < leader.hw:
+                return give_up()  # the removal committed: too late
+            # the step that removes L is appended, not committed: a change on top of it (a
+            # cancel would be no change: the step reached the target)
+            sim.alter_quorum(list(pair))
+            sim.crash(lid, lose_unflushed=False)
+            sim.restart(lid)
+            self.release_at = sim.events + rng.randrange(20, 400)
+            self.fired["self_removal_restart"] += 1
+            return True
+
+        if stage[0] == "remove":
+            if not remove():
+                return
+        elif not sim.alter_quorum(list(pair)).ok:
+            return
+        self._arm(hook)
+
 
 def state_digest(sim: SimulatedQuorum, end: int) -> tuple[bytes]:
     """A stand-in application state for KIP-630 snapshots: a digest of the committed records
@@ -185,12 +265,13 @@ def state_digest(sim: SimulatedQuorum, end: int) -> tuple[bytes]:
     return (h.digest(),)
 
 
-def run_chaos(seed: int, events: int = 3000, *, shapes: bool = True,
+def run_chaos(seed: int, events: int = 3000, *, shapes: bool | Sequence[str] = True,
               snapshot_every: int | None = None) -> ChaosReport:
     """Drive one seeded scenario; raises InvariantViolation naming the seed on a violation.
 
     ``shapes=False`` is the generator as it was before the fault shapes (the liveness
-    regression seeds replay exactly what failed then). With ``snapshot_every`` every node
+    regression seeds replay exactly what failed then); ``shapes=ISSUE_12_SHAPES`` as it was
+    before issue 20 added its shape; True: all of :data:`SHAPES`. With ``snapshot_every`` every node
     snapshots (KIP-630) once that many offsets committed since its last snapshot, so lagging
     and restarted nodes catch up by FetchSnapshot."""
     rng = random.Random(seed)
@@ -215,14 +296,15 @@ def run_chaos(seed: int, events: int = 3000, *, shapes: bool = True,
     changes = 0
     crashed: set[int] = set()
     fault_rate = rng.choice([0.002, 0.005, 0.01])
-    shaper = _Shapes(sim, random.Random(seed * 7919 + 17), crashed) if shapes else None
+    kinds = () if shapes is False else SHAPES if shapes is True else tuple(shapes)
+    shaper = _Shapes(sim, random.Random(seed * 7919 + 17), crashed) if kinds else None
     for _ in range(events):
         r = rng.random()
         if r < fault_rate:
             faults += 1
-            kind = rng.randrange(7 + len(SHAPES)) if shaper is not None else rng.randrange(7)
+            kind = rng.randrange(7 + len(kinds))
             if kind >= 7 and shaper is not None:
-                shaper.start(SHAPES[kind - 7])
+                shaper.start(kinds[kind - 7])
                 continue
             alive = [n for n in sim.node_ids if sim.alive(n)]
             if kind == 0 and len(alive) > 1:
@@ -280,7 +362,7 @@ def run_chaos(seed: int, events: int = 3000, *, shapes: bool = True,
     chk.check()
     leader = sim.run_until_leader(60_000)
     if leader is None:
-        chk.fail("no leader within 60 s after healing everything")
+        chk.fail(f"no leader within 60 s after healing everything ({chk.describe_nodes()})")
     deadline = sim.now + 60_000
     while sim.now < deadline:
         try:
@@ -292,7 +374,8 @@ def run_chaos(seed: int, events: int = 3000, *, shapes: bool = True,
             break
         chk.check()
     else:
-        chk.fail("the final proposal did not commit within 60 s after healing")
+        chk.fail(f"the final proposal did not commit within 60 s after healing "
+                 f"({chk.describe_nodes()})")
     # settle: every live node follows one leader and has its whole log
     def settled() -> bool:
         chk.check()
@@ -304,10 +387,10 @@ def run_chaos(seed: int, events: int = 3000, *, shapes: bool = True,
                    and (n is lead or n.leader_id == lid)
                    for n in sim.nodes.values() if n is not None)
     if not sim.run_until(settled, 60_000):
-        chk.fail("the quorum did not settle within 60 s after healing")
+        chk.fail(f"the quorum did not settle within 60 s after healing ({chk.describe_nodes()})")
     sim.advance(cfg.request_timeout_ms + 2 * cfg.fetch_max_wait_ms)
     chk.check()
     chk.check_quiescent()
     return ChaosReport(seed, events, faults, sim.committed_end, len(chk.leaders), changes,
                        dict(shaper.fired) if shaper is not None else {},
-                       sim.snapshots_taken, sim.snapshots_installed)
+                       sim.snapshots_taken, sim.snapshots_installed, chk.max_leaderless_ms)

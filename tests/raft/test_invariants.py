@@ -84,6 +84,85 @@ def test_check_catches_votes_from_non_voters_counted(monkeypatch: pytest.MonkeyP
         self_removal_with_restart()
 
 
+def self_removal_with_a_change_on_top(*, check_at_once: bool) -> None:
+    """Issue 20's shape: 2 voters, the leader L removes itself (the record kept from K), asks
+    for another change (L back in) before the removal commits and restarts. ``check_at_once``:
+    check right after the AlterQuorum, while L still leads."""
+    q = SimulatedQuorum([0, 1], seed=12, cluster_id="k")
+    chk = InvariantChecker(q)
+    q.observers_of_events.append(chk.check)
+    lid = q.run_until_leader()
+    assert lid is not None
+    other = 1 - lid
+    q.advance(1000)
+    q.hold(lambda e: e.src == lid and isinstance(e.body, FetchResponse) and any(
+        isinstance(b.control, VoterAssignment) and b.control.current_voters == (other,)
+        for b in e.body.batches))
+    assert q.alter_quorum([other]).ok
+    assert q.run_until(lambda: q.node(lid).voters() == (other,), 10_000)
+    q.alter_quorum([0, 1])
+    if check_at_once:
+        chk.check()
+    q.crash(lid, lose_unflushed=False)
+    q.held.clear()
+    q.release()
+    q.restart(lid)
+    assert q.run_until_voters([other], 60_000)
+
+
+def appends_on_top(self: RaftNode) -> str | None:
+    """The injected bug: AlterQuorum never waits for the voter change in flight."""
+    return None
+
+
+def test_self_removal_with_a_change_asked_on_top_passes() -> None:
+    self_removal_with_a_change_on_top(check_at_once=True)
+
+
+def test_check_catches_two_voter_changes_in_flight(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(RaftNode, "_voter_change_in_flight", appends_on_top)
+    with pytest.raises(InvariantViolation, match=r"on top of the uncommitted one at 3 .*two "
+                                                 r"voter changes in flight"):
+        self_removal_with_a_change_on_top(check_at_once=True)
+
+
+def test_check_catches_a_quorum_that_never_elects(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The liveness rule: L, outside both of its last configurations, never campaigns; K needs
+    L's vote. Both are up and connected, so 30 s without a leader fails the run (it used to be
+    noticed only by the heal at the end of a chaos run, if at all)."""
+    monkeypatch.setattr(RaftNode, "_voter_change_in_flight", appends_on_top)
+    with pytest.raises(InvariantViolation, match=r"seed 12, .*liveness: no leader for 30\.0 s "
+                                                 r"while the network is whole"):
+        self_removal_with_a_change_on_top(check_at_once=False)
+
+
+def test_liveness_is_not_required_of_a_quorum_that_cannot_elect() -> None:
+    """No false alarm: without a running majority, or while a partition or held messages cut
+    the quorum, a minute without a leader is no violation; healed, the stretch counts."""
+    q = SimulatedQuorum([0, 1, 2], seed=7, cluster_id="k")
+    chk = InvariantChecker(q)
+    q.observers_of_events.append(chk.check)
+    lid = q.run_until_leader()
+    assert lid is not None
+    a, b = (v for v in (0, 1, 2) if v != lid)
+    q.crash(lid)
+    q.crash(a)
+    q.advance(60_000)
+    assert q.leader() is None and not chk.electable()
+    q.restart(a)
+    q.partition([a], [b])
+    q.advance(60_000)
+    assert q.leader() is None and not chk.electable()
+    q.heal()
+    q.hold(lambda e: e.src == a)
+    q.advance(60_000)
+    assert q.leader() is None and not chk.electable()
+    q.release()
+    assert chk.electable()
+    assert q.run_until_leader(10_000) is not None
+    assert 0 < chk.max_leaderless_ms < 10_000
+
+
 def config_change_right_after_election(early: bool) -> None:
     """A new leader appends a voter change; ``early``: before committing its own entry."""
     q = SimulatedQuorum([0, 1, 2], observers=[3], seed=4, cluster_id="k")

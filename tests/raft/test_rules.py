@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from controller_core.errors import INCONSISTENT_CLUSTER_ID, INVALID_REQUEST, NONE
+from controller_core.errors import (
+    INCONSISTENT_CLUSTER_ID,
+    INVALID_REQUEST,
+    NONE,
+    REQUEST_TIMED_OUT,
+)
 from controller_core.raft.describe import format_replication, format_status
 from controller_core.raft.log import RaftLog
 from controller_core.raft.messages import Envelope, FetchRequest, FetchResponse, VoteRequest
@@ -204,17 +209,63 @@ def test_alter_not_leader() -> None:
 def test_alter_cancel_semantics(quorum: SimulatedQuorum) -> None:
     quorum.crash(3)  # 3 can never catch up, so the walk stalls and can be cancelled
     quorum.advance(3000)
+    ldr = quorum.node(quorum.leader())  # type: ignore[arg-type]
+
+    def committed() -> None:  # one voter change in flight at a time: let the last commit
+        assert quorum.run_until_committed(ldr.log.end_offset - 1)
+
     assert quorum.alter_quorum([0, 1, 3]).ok
     quorum.advance(500)
-    ldr = quorum.node(quorum.leader())  # type: ignore[arg-type]
     assert ldr.target_voters() == (0, 1, 3) and ldr.voters() == (0, 1, 2)
     assert quorum.alter_quorum([0, 1, 4]).ok, "a new target replaces a pending one"
     assert ldr.target_voters() == (0, 1, 4)
+    committed()
     res = quorum.alter_quorum([0, 1, 2])
     assert res.ok and "cancelled" in res.message and res.target_voters is None
+    committed()
     assert quorum.alter_quorum([0, 1, 4]).ok
+    committed()
     res = quorum.alter_quorum(None)
     assert res.ok and res.target_voters is None and ldr.voters() == (0, 1, 2)
+
+
+def test_alter_waits_for_the_voter_change_in_flight(quorum: SimulatedQuorum) -> None:
+    """Kafka's RemoveVoterHandler / AddVoterHandler answer REQUEST_TIMED_OUT (retriable) while
+    the latest VotersRecord is uncommitted: a second record is never appended on top of it.
+    Asking again for the target in flight is no change and is answered as such."""
+    ldr = quorum.node(quorum.leader())  # type: ignore[arg-type]
+    quorum.hold(lambda e: e.src == ldr.id)  # nothing the leader appends can commit
+    assert quorum.alter_quorum([0, 1, 2, 3]).ok
+    end = ldr.log.end_offset
+    for target in ([0, 1, 2, 4], [0, 1], None, [0, 1, 2]):
+        res = quorum.alter_quorum(target)
+        assert res.error == REQUEST_TIMED_OUT and res.error.retriable, (target, res)
+        assert "not committed yet" in res.message and "retry" in res.message
+    assert quorum.alter_quorum([0, 1, 2, 3]).message == "this target is already in progress"
+    assert ldr.log.end_offset == end and ldr.target_voters() == (0, 1, 2, 3)
+    quorum.release()
+    assert quorum.run_until_committed(end - 1, 5000)
+    assert quorum.alter_quorum(None).ok, "once it committed, the next change is taken"
+
+
+def test_a_new_leader_alters_only_after_committing_its_epoch() -> None:
+    """Kafka answers voter changes with REQUEST_TIMED_OUT until the new leader's high
+    watermark is established (an entry of its epoch committed, earlier changes fenced)."""
+    q = SimulatedQuorum([0, 1, 2], seed=3, cluster_id="kraft")
+    q.hold(lambda e: isinstance(e.body, FetchResponse))  # the followers never catch up
+    lid = q.run_until_leader()
+    assert lid is not None
+    ldr = q.node(lid)
+    ls = ldr._leader
+    assert q.run_until(lambda: all(ldr.is_live(n) for n in (0, 1, 2)), 5000)
+    assert ls is not None and ldr.hw <= ls.epoch_start_offset  # elected, nothing committed
+    res = q.alter_quorum([0, 1])
+    assert res.error == REQUEST_TIMED_OUT and "has not committed an entry of its epoch" in (
+        res.message)
+    assert ldr.target_voters() is None
+    q.release()
+    assert q.run_until(lambda: ldr.hw > ls.epoch_start_offset, 5000)
+    assert q.alter_quorum([0, 1]).ok
 
 
 def test_replacement_keeps_availability_and_leader_steps_down(quorum: SimulatedQuorum) -> None:
