@@ -23,6 +23,7 @@ import orjson
 from controller_core import errors
 from controller_core.admin import (
     IN_SYNC,
+    LEADERLESS,
     LEGACY_MARKER_CONFIG,
     MARKER_TOPIC_CONFIGS,
     NOT_HOSTED,
@@ -209,12 +210,20 @@ class EmbeddedCluster:
                 if not (stalled or incomplete or topic_stalled):
                     continue
                 tp = TopicPartition(name, i)
-                if data.base(tp).stalled != stalled:
-                    data.bases[tp] = LogBase(data.leader_leo(tp, now), now, stalled)
                 lagging = data.lagging.get(tp, {})
+                if data.base(tp).stalled != stalled:
+                    end = data.leader_leo(tp, now)
+                    if stalled and lagging and all(r in lagging for r in p.replicas):
+                        # The log has no fence time for the dead leader, only the checkpoint's
+                        # replica logs: the partition holds no more than its longest one.
+                        end = min(end, max(lag.leo for lag in lagging.values()))
+                    data.bases[tp] = LogBase(end, now, stalled)
                 for r in p.replicas:
                     if r not in p.isr and r not in lagging:
-                        data._lag(tp, r, 0.0, now)
+                        # A replica the log added since the checkpoint is empty; one in the
+                        # (last known) ELR left the ISR since, holding everything committed.
+                        held = r in p.elr or r in p.last_known_elr
+                        data._lag(tp, r, data.leader_leo(tp, now) if held else 0.0, now)
         for tp, base in list(data.bases.items()):
             p = image.partition(tp)
             assert p is not None
@@ -621,6 +630,11 @@ class EmbeddedCluster:
                 lag = max(0, int(self.data.leader_leo(tp, self.now)) - int(leo))
                 # A fenced (dead) broker's replica is never "in sync", even with nothing new
                 # to fetch (no producer): the controller took it out of the ISR (KIP-179).
+                if p.leader == NO_LEADER and not self.image.brokers[broker].fenced:
+                    # no leader's log to measure a lag against (as on a real cluster)
+                    out.append(ReplicaStatus(tp, broker, LEADERLESS, None, None,
+                                             int(leo * topic.message_bytes), now_ms))
+                    continue
                 word = (OFFLINE if self.image.brokers[broker].fenced
                         else IN_SYNC if lag == 0 else behind(lag))
                 out.append(ReplicaStatus(
