@@ -36,14 +36,13 @@ from tests.real.kafka import (  # noqa: E402 (the repository's own test code)
     RealKafka,
     install,
     java,
-    run_tool,
 )
 
 BIN = Path(sys.executable).parent / "kraftsman"
 
 
 def load() -> str:
-    return "load %.1f/%.1f/%.1f" % os.getloadavg()
+    return "load {:.1f}/{:.1f}/{:.1f}".format(*os.getloadavg())
 
 
 def timed(cmd: list[str], **kw: object) -> tuple[float, subprocess.CompletedProcess[str]]:
