@@ -43,7 +43,7 @@ from controller_core.admin import (
     marker_replication_factor,
 )
 from controller_core.config import EmbeddedClusterSpec, TopicSpec
-from controller_core.errors import NOT_LEADER_OR_FOLLOWER, ApiResult, KafkaApiError
+from controller_core.errors import NOT_LEADER_OR_FOLLOWER, OK, ApiResult, KafkaApiError
 from controller_core.metadata.controller import Controller, is_sensitive_config
 from controller_core.metadata.image import MetadataImage
 from controller_core.metadata.partition_change import ControllerFault
@@ -143,7 +143,7 @@ class EmbeddedCluster:
         self.quorum = MetadataQuorum(
             self.state_dir / "quorum", self.spec.voters, cluster_id=cluster_id,
             seed=self.spec.seed, now_s=self.now, link_delay_ms=self.spec.controller_link_delay_ms,
-            fsync=self._fsync)
+            fsync=self._fsync, spare=self.spec.spare_controllers)
         for node in sorted(self.down_controllers):
             if self.quorum.alive(node):
                 self.quorum.crash(node, lose_unflushed=False)
@@ -803,7 +803,7 @@ class EmbeddedCluster:
             try:
                 q = self.quorum.describe()
                 if set(q.current_voters) == want and q.target_voters is None:
-                    return result
+                    return OK  # Kafka answers a committed change with no message
             except KafkaApiError:
                 pass  # an election is under way (the leader removed itself)
             self.advance(QUORUM_POLL)

@@ -46,6 +46,14 @@ class Target(Protocol):
 
     def start_broker(self, broker: int) -> None: ...
 
+    def start_controller(self, node: int) -> None:
+        """Start a controller formatted with --no-initial-controllers (an observer)."""
+        ...
+
+    def add_voter(self, node: int) -> Any:
+        """AddRaftVoter for ``node``, with its controller endpoint where the cluster needs one."""
+        ...
+
     def settle(self, what: str, done: Callable[[], bool], timeout: float) -> None:
         """Let the cluster run until ``done()``; fail naming ``what`` if it never is."""
         ...
@@ -128,6 +136,32 @@ def throttle(rate: int | None, topics: Sequence[str], brokers: Sequence[int]
     return act
 
 
+def voters_are(*nodes: int) -> Check:
+    return lambda a: sorted(a.describe_quorum().current_voters) == sorted(nodes)
+
+
+def observing(node: int) -> Check:
+    return lambda a: any(r.replica_id == node for r in a.describe_quorum().replicas)
+
+
+def add_voter(node: int) -> Callable[[Target], Any]:
+    def act(t: Target) -> Any:
+        r = t.add_voter(node)
+        return [r.error.name, r.message]
+    return act
+
+
+def remove_voter(node: int) -> Callable[[Target], Any]:
+    def act(t: Target) -> Any:
+        r = t.admin.remove_raft_voter(node)
+        return [r.error.name, r.message]
+    return act
+
+
+def start_controller(node: int) -> Callable[[Target], Any]:
+    return lambda t: t.start_controller(node)
+
+
 def kill(broker: int) -> Callable[[Target], Any]:
     return lambda t: t.kill_broker(broker)
 
@@ -151,7 +185,9 @@ def observe(admin: ClusterAdmin, topics: Sequence[str]) -> dict[str, Any]:
     status = {f"{s.tp}@{s.broker}": s.status.split(":")[0]
               for s in admin.replica_status([(tp, r) for tp, o in ongoing.items()
                                              for r in o.replicas])}
-    return {"partitions": parts, "reassignments": listing, "replicaStatus": status}
+    voters = sorted(admin.describe_quorum().current_voters)
+    return {"partitions": parts, "reassignments": listing, "replicaStatus": status,
+            "voters": voters}
 
 
 @dataclass(frozen=True)
@@ -201,7 +237,7 @@ def differences(twin: list[dict[str, Any]], real: list[dict[str, Any]],
     """Human-readable differences, step by step (empty: the twin predicted Kafka)."""
     out: list[str] = []
     for a, b in zip(twin, real, strict=True):
-        for key in ("result", "partitions", "reassignments", "replicaStatus"):
+        for key in ("result", "partitions", "reassignments", "replicaStatus", "voters"):
             if key in ignore:
                 continue
             if a[key] != b[key]:
