@@ -778,9 +778,10 @@ class EmbeddedCluster:
         self._require_controller()
         current = self.quorum.describe().current_voters
         if node_id in current:
+            voters = ", ".join(self._replica_key(v) for v in sorted(current))
             return ApiResult(errors.DUPLICATE_VOTER,
-                             f"The voter id for ReplicaKey(id={node_id}) is already part of the "
-                             f"set of voters {sorted(current)}.")
+                             f"The voter id for {self._replica_key(node_id)} is already part "
+                             f"of the set of voters [{voters}].")
         return self._change_voters([*current, node_id])
 
     def remove_raft_voter(self, node_id: int) -> ApiResult:
@@ -788,10 +789,18 @@ class EmbeddedCluster:
         self._require_controller()
         current = self.quorum.describe().current_voters
         if node_id not in current:
-            return ApiResult(errors.VOTER_NOT_FOUND,
-                             f"Cannot remove voter ReplicaKey(id={node_id}) from the set of "
-                             f"voters {sorted(current)}")
+            # A client learns a voter's directory id from DescribeQuorum; for a node that is
+            # no voter it sends none, and Kafka refuses that before looking the voter up.
+            return ApiResult(errors.INVALID_REQUEST,
+                             "Remove voter request didn't include a valid voter")
         return self._change_voters([n for n in current if n != node_id])
+
+    def _replica_key(self, node: int) -> str:
+        """Kafka's ReplicaKey: the node and its metadata log directory's id (KIP-853), here
+        derived from the cluster id, as a real directory's is random at format time."""
+        raw = uuid.uuid5(uuid.NAMESPACE_OID, f"{self._cluster_id}/{node}").bytes
+        directory = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        return f"ReplicaKey(id={node}, directoryId={directory})"
 
     def _change_voters(self, voters: list[int]) -> ApiResult:
         result = self.alter_quorum(voters)

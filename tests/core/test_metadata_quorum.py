@@ -9,7 +9,7 @@ import pytest
 
 from controller_core import errors
 from controller_core.embedded.cluster import EmbeddedCluster
-from controller_core.errors import KafkaApiError
+from controller_core.errors import ApiResult, KafkaApiError
 from controller_core.orchestration.voters import VoterChangeWalker, WalkPhase
 from tests.helpers import cluster, run_until, spec, tp
 
@@ -138,3 +138,19 @@ def test_a_spare_controller_observes_until_a_voter_change_promotes_it(tmp_path: 
 def test_a_spare_controller_is_no_initial_voter(spare: list[int], problem: str) -> None:
     with pytest.raises(ValueError, match=re.escape(problem)):
         spec(controllers=[100, 101, 102], spareControllers=spare)
+
+
+def test_voter_refusals_answer_in_kafkas_words(tmp_path: Path) -> None:
+    """As Kafka 4.4 answers kraftsman's requests (tests/diff, scenario 'voters'): a voter
+    added twice is DUPLICATE_VOTER naming ReplicaKeys with directory ids; removing a node that
+    is no voter sends no directory id, which Kafka refuses as an invalid request."""
+    c = cluster(tmp_path, controllers=[100, 101, 102])
+    dup = c.add_raft_voter(101)
+    assert dup.error == errors.DUPLICATE_VOTER
+    assert re.fullmatch(r"The voter id for ReplicaKey\(id=101, directoryId=[\w-]{22}\) is "
+                        r"already part of the set of voters \[ReplicaKey\(id=100, directoryId="
+                        r"[\w-]{22}\), ReplicaKey\(id=101, .*\), ReplicaKey\(id=102, .*\)\]\.",
+                        dup.message), dup.message
+    assert c.remove_raft_voter(104) == ApiResult(
+        errors.INVALID_REQUEST, "Remove voter request didn't include a valid voter")
+    assert sorted(c.describe_quorum().current_voters) == [100, 101, 102]
