@@ -12,7 +12,7 @@ the walker removes the leader last. Works on any backend that implements the quo
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Protocol
 
@@ -47,6 +47,9 @@ class WalkProgress:
     leader_id: int
     leader_epoch: int
     high_watermark: int
+    # this step's change was accepted: AddRaftVoter/RemoveRaftVoter answer once it is
+    # committed, so the next step may look at once
+    acted: bool = False
 
 
 def voter_set_problems(target: Sequence[int], known: set[int], live: set[int]) -> list[str]:
@@ -109,7 +112,7 @@ class VoterChangeWalker:
 
     def _act(self, q: QuorumStatus, result: ApiResult, action: str) -> WalkProgress:
         if result.ok:
-            return self._progress(q, WalkPhase.RUNNING, action)
+            return replace(self._progress(q, WalkPhase.RUNNING, action), acted=True)
         if result.error.retriable:
             return self._progress(q, WalkPhase.RUNNING, f"{action}: {result.error.name}, retrying")
         raise KafkaApiError(result.error, f"{action}: {result.message}")

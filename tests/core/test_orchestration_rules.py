@@ -219,7 +219,9 @@ def test_the_walker_reports_the_quorum_it_saw_and_completes_when_voters_match(
     p = walker.step()
     assert (p.phase, p.action) == (WalkPhase.RUNNING, "adding voter 3")
     assert _matches(p, q) and p.target == (0, 1, 2, 3)
+    assert p.acted  # AddRaftVoter answered once committed: the next look needs no wait
     done = walker.step()
+    assert not done.acted
     assert (done.phase, done.action) == (WalkPhase.COMPLETED, "voters are as desired")
     assert done.current == (0, 1, 2, 3) and _matches(done, c.describe_quorum())
 

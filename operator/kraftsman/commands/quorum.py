@@ -129,7 +129,8 @@ def walk(c: Cluster, voters: list[int], *, wait: bool, on_step: Any = None,
             last = p.action
         if p.phase is not WalkPhase.RUNNING or not wait or c.now >= deadline:
             return p
-        c.advance(POLL_SECONDS)
+        if not p.acted:  # a committed change is looked at again at once
+            c.advance(POLL_SECONDS)
 
 
 def cmd_alter(args: argparse.Namespace) -> int:
