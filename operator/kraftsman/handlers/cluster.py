@@ -23,6 +23,7 @@ from controller_core.errors import ErrorCode, KafkaApiError
 from kraftsman.handlers.common import (
     degrade,
     emit,
+    finalized,
     generation,
     healthy,
     parse_spec,
@@ -73,6 +74,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     @kopf.timer(**resource(KIND), interval=rt.tick, registry=registry, id="reconcile")
     async def reconcile(spec: Any, status: Any, meta: Any, body: Any, patch: Any, uid: str,
                         name: str, namespace: str, logger: logging.Logger, **_: Any) -> None:
+        if not finalized(meta):
+            return
         gen = generation(meta)
         st = read_status(KafkaClusterStatus, status)
         model, problems = parse_spec(KIND, spec)

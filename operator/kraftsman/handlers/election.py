@@ -23,6 +23,7 @@ from controller_core.orchestration.election import (
 )
 from kraftsman.handlers.common import (
     degrade,
+    finalized,
     generation,
     healthy,
     parse_spec,
@@ -115,8 +116,9 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     # per object polling every tick.
     @kopf.timer(**resource(KIND), interval=rt.tick, registry=registry, id="reconcile",
                 when=continuous_mode)
-    async def reconcile(**kw: Any) -> None:
-        await attempt(**kw)
+    async def reconcile(meta: Any, **kw: Any) -> None:
+        if finalized(meta):
+            await attempt(meta=meta, **kw)
 
     @kopf.on.resume(**resource(KIND), registry=registry, id="resume", when=one_shot_mode)
     @kopf.on.create(**resource(KIND), registry=registry, id="run", when=one_shot_mode)

@@ -28,6 +28,7 @@ from controller_core.raft.describe import QuorumStatus
 from kraftsman.handlers.common import (
     degrade,
     emit,
+    finalized,
     generation,
     healthy,
     parse_spec,
@@ -151,6 +152,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     @kopf.timer(**resource(KIND), interval=rt.tick, registry=registry, id="reconcile")
     async def reconcile(spec: Any, status: Any, meta: Any, body: Any, patch: Any, uid: str,
                         namespace: str, kafkaclusters: Any, **_: Any) -> None:
+        if not finalized(meta):
+            return
         gen = generation(meta)
         old = read_status(KafkaQuorumStatus, status)
         st = read_status(KafkaQuorumStatus, status)

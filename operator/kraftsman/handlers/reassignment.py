@@ -30,6 +30,7 @@ from controller_core.orchestration.reassignment import (
 from kraftsman.handlers.common import (
     degrade,
     emit,
+    finalized,
     generation,
     healthy,
     parse_spec,
@@ -225,7 +226,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                 when=settled(*TERMINAL_PHASES))
     async def reconcile(spec: Any, status: Any, meta: Any, body: Any, patch: Any, uid: str,
                         namespace: str, kafkaclusters: Any, logger: Any, **_: Any) -> None:
-        if stale_body(uid, status):
+        if not finalized(meta) or stale_body(uid, status):
             return
         gen = generation(meta)
         st = read_status(PartitionReassignmentStatus, status)

@@ -24,7 +24,15 @@ from pydantic import ValidationError
 from controller_core.errors import KafkaApiError
 from controller_core.planning.fingerprint import admin_fingerprint
 from kraftsman.handlers import kube
-from kraftsman.handlers.common import degrade, emit, generation, parse_spec, publish, resource
+from kraftsman.handlers.common import (
+    degrade,
+    emit,
+    finalized,
+    generation,
+    parse_spec,
+    publish,
+    resource,
+)
 from kraftsman.handlers.runtime import Runtime
 from kraftsman.planner_job_spec import PlannerUnavailable, job_state, planner_job
 from kraftsman.proposal import LABEL_PROPOSAL, LABEL_REBALANCE, owner_reference
@@ -72,6 +80,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     async def reconcile(spec: Any, status: Any, meta: Any, body: Any, patch: Any, uid: str,
                         name: str, namespace: str, kafkaclusters: Any, logger: Any,
                         **_: Any) -> None:
+        if not finalized(meta):
+            return
         gen = generation(meta)
         st = read_status(KafkaRebalanceStatus, status)
         model, problems = parse_spec(KIND, spec)
