@@ -224,6 +224,8 @@ BAD = [
     ("KafkaCluster", {"embedded": {"brokers": [{"id": 0}], "topics": [
         {"name": "t", "partitions": 0, "replicationFactor": 1}]}}, "partitions"),
     ("KafkaCluster", {"bootstrapServers": ""}, "bootstrapServers"),
+    ("KafkaCluster", {"bootstrapServers": "kafka-0:90x2"}, "bootstrapServers"),
+    ("KafkaCluster", {"bootstrapServers": "kafka-0:9092,kafka-1"}, "bootstrapServers"),
     ("KafkaRebalance", {**REF, "goal": "shuffle"}, "goal"),
     ("KafkaRebalance", {**REF, "goal": "add-brokers", "brokers": [1, 1]}, "brokers"),
     ("KafkaRebalance", {**REF, "approval": "Yes"}, "approval"),

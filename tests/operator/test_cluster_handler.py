@@ -405,6 +405,24 @@ async def test_an_unreachable_cluster_is_degraded_and_retried_with_backoff(
     assert d.rt.clusters == {}
 
 
+async def test_a_non_numeric_port_is_an_invalid_spec_naming_the_field(
+        tmp_path: Path) -> None:
+    """Stored before the CRD had its pattern (or by a server that skips it): the timer said
+    nothing in the status and raised from kafka-python's address parsing every 60 s."""
+    d = kafka_driver(tmp_path)
+    kc = d.create("KafkaCluster", "real", {"bootstrapServers": "kafka-0:9092,kafka-1:90x2"})
+    await d.call(kc, "reconcile")
+    st = kc["status"]
+    assert st["phase"] == "Invalid"
+    ready = conds(kc)["Ready"]
+    assert ready[:2] == ("False", "InvalidSpec")
+    assert ready[2].startswith("spec.bootstrapServers: 'kafka-1:90x2' is not HOST:PORT with a "
+                               "numeric port"), ready
+    assert "e.g. kafka-0:9092" in ready[2]
+    assert conds(kc)["Degraded"][:2] == ("True", "InvalidSpec")
+    assert d.rt.clusters == {}
+
+
 async def test_voters_of_a_bootstrap_servers_cluster_are_checked_against_its_nodes(
         tmp_path: Path, server: ServedCluster) -> None:
     """On a real cluster the nodes that may be voters are its brokers and the quorum's

@@ -81,6 +81,19 @@ def test_cancel_with_dry_run_and_bad_throttles_are_refused_naming_the_field(
             input=manifest("PartitionReassignment", "largest", namespace, largest))
 
 
+def test_a_non_numeric_bootstrap_port_is_refused_naming_the_field(
+        real_server: RealServer, namespace: str) -> None:
+    for servers in ("kafka-0:90x2", "kafka-0:9092,kafka-1"):
+        done = kubectl(real_server, "create", "-f", "-", check=False,
+                       input=manifest("KafkaCluster", "bad", namespace,
+                                      {"bootstrapServers": servers}))
+        assert done.returncode == 1
+        assert "spec.bootstrapServers: Invalid value" in done.stderr, done.stderr
+        assert "should match" in done.stderr, done.stderr
+    kubectl(real_server, "create", "-f", "-", input=manifest(
+        "KafkaCluster", "good", namespace, {"bootstrapServers": "kafka-0:9092, [::1]:9093"}))
+
+
 # -- printer columns, server-side apply by a second manager --------------------------------
 
 def header(table: str) -> list[str]:
