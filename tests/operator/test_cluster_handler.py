@@ -200,6 +200,28 @@ async def test_a_cluster_in_use_is_not_torn_down(tmp_path: Path) -> None:
                                "PartitionReassignment/m0; delete or finish those first")
 
 
+async def test_invalid_operations_do_not_hold_a_cluster_being_deleted(
+        tmp_path: Path) -> None:
+    """docs/operator.md: invalid operations do not hold a KafkaCluster. A quorum whose spec
+    the model refuses (voters: []) and a continuous election with an unknown field, before any
+    pass; a quorum found invalid on the cluster and a continuous election listing a partition
+    twice, after one: the deletion goes at once."""
+    d = Driver(tmp_path)
+    kc = await d.ready_cluster()
+    d.create("KafkaQuorum", "empty", {**REF, "voters": []})
+    d.create("LeaderElection", "typo", {**REF, "mode": "Continuous", "topic": ["orders"]})
+    unknown = d.create("KafkaQuorum", "unknown", {**REF, "voters": [0, 1, 42]})
+    await d.call(unknown, "reconcile")
+    assert unknown["status"]["phase"] == "Invalid"
+    twice = [{"topic": "orders", "partition": 0}] * 2  # the CRD's atomic list admits it
+    le = d.create("LeaderElection", "twice", {**REF, "mode": "Continuous", "partitions": twice})
+    await d.call(le, "reconcile")
+    assert le["status"]["phase"] == "Invalid"
+    assert await d.index("kq_users") == {} and await d.index("le_users") == {}
+    await d.call(kc, "teardown")
+    assert ("Normal", "ClusterDeleted", "embedded cluster stopped and its state removed") in \
+        d.events
+
 
 async def test_a_cluster_whose_deletion_waits_is_kept_open_with_its_clock_running(
         tmp_path: Path) -> None:

@@ -89,8 +89,10 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     async def le_users(namespace: str, name: str, spec: Any, status: Any, **_: Any) -> Any:
         ref = (spec.get("clusterRef") or {}).get("name")
         phase = (status or {}).get("phase")
-        if not ref or (spec.get("mode") != "Continuous" and phase in ("Completed", "Failed",
-                                                                      "Invalid")):
+        # An invalid election (continuous or not) never acts on the cluster: it does not hold
+        # a KafkaCluster's deletion; a finished one-shot election neither.
+        if not ref or phase == "Invalid" or parse_spec(KIND, spec)[0] is None or (
+                spec.get("mode") != "Continuous" and phase in ("Completed", "Failed")):
             return {}  # not None: kopf keeps an object's old entries when given None
         return {(namespace, ref): f"{KIND}/{name}"}
 
