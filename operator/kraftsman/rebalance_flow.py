@@ -275,7 +275,7 @@ def decide(st: KafkaRebalanceStatus, obs: Observed, now: str) -> Decision:
                   f"{action!r}; use approve, refresh or reject (or remove the annotation)")
         action = None
     else:
-        p.cond(DEGRADED, "False", "AsExpected")
+        _degraded_as_the_phase_says(p)
     digest = plan_digest(spec)
     phase = s.phase
     if phase != "Rebalancing" and (s.proposal_id == 0 or phase == "Invalid"
@@ -304,6 +304,22 @@ def decide(st: KafkaRebalanceStatus, obs: Observed, now: str) -> Decision:
         p.event("AnnotationIgnored", f"{ANNOTATION}={action}: nothing to {action} in phase "
                 f"{phase}; annotate {ANNOTATION}=refresh for a new proposal", warning=True)
     return p.d
+
+
+def _degraded_as_the_phase_says(p: _Pass) -> None:
+    """Degraded once a pass went well: a Stale or Failed rebalance stays Degraded (as the
+    phase's own conditions say) until a refresh or a spec change, whatever annotation comes
+    meanwhile (Argo CD would show Progressing, and a sync wave wait instead of stopping); any
+    other phase is as expected (an API error or an unknown annotation of an earlier pass is
+    over)."""
+    s = p.st
+    stale, progressing = s.condition(STALE), s.condition(PROGRESSING)
+    if s.phase == "Stale" and stale is not None and stale.status == "True":
+        p.degrade("StaleProposal", stale.message)
+    elif s.phase == "Failed" and progressing is not None and progressing.status == "False":
+        p.degrade(progressing.reason, progressing.message)
+    else:
+        p.cond(DEGRADED, "False", "AsExpected")
 
 
 def _spec_problem(obs: Observed) -> tuple[str, str] | None:

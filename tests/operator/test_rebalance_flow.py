@@ -391,6 +391,33 @@ def test_a_spec_change_makes_a_new_proposal() -> None:
     assert d.status.phase == "PendingProposal"
 
 
+@pytest.mark.parametrize("second", ["approve", "reject", "bogus"])
+def test_a_stale_rebalance_stays_degraded_whatever_annotation_comes_next(second: str) -> None:
+    """Argo CD reads Degraded: a Stale rebalance that lost it showed Progressing, and a sync
+    wave waited instead of stopping."""
+    stale = step(proposal_ready(), obs(annotation="approve", fingerprint="b" * 64)).status
+    was = cond(stale, "Degraded")
+    assert was[:2] == ("True", "StaleProposal")
+    d = step(stale, obs(annotation=second))
+    assert d.status.phase == "Stale" and d.actions == []
+    if second == "bogus":
+        assert cond(d.status, "Degraded")[:2] == ("True", "UnknownAnnotation")
+        d = step(d.status, obs(annotation="approve"))  # then a known one
+    assert cond(d.status, "Degraded") == was
+    assert cond(d.status, "Ready")[:2] == ("False", "Stale")
+
+
+def test_a_failed_rebalance_stays_degraded_when_annotated() -> None:
+    first = step(KafkaRebalanceStatus(), obs()).status
+    failed = step(first, obs(job="failed")).status
+    assert failed.phase == "Failed"
+    was = cond(failed, "Degraded")
+    assert was[:2] == ("True", "PlannerFailed")
+    d = step(failed, obs(annotation="approve"))
+    assert d.events[0].reason == "AnnotationIgnored"
+    assert cond(d.status, "Degraded") == was
+
+
 def test_approve_after_the_end_is_ignored_with_a_warning() -> None:
     st = rebalancing()
     st = step(st, obs(current=("Completed", "100%", ""))).status
