@@ -31,6 +31,7 @@ from kraftsman.handlers.common import (
     resource,
     set_cond,
 )
+from kraftsman.handlers.logfilter import Waiting
 from kraftsman.handlers.runtime import ClusterBusy, OpenCluster, Runtime, spec_digest
 from kraftsman.handlers.secrets import SecretUnavailable, read_secret
 from kraftsman.resources import KafkaClusterSpec
@@ -213,7 +214,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             set_cond(st, READY, "False", "InUse", msg, gen)
             degrade(st, "DeletionBlocked", msg, gen)
             publish(patch, status, st, gen)
-            raise kopf.TemporaryError(msg, delay=max(rt.tick, 1.0))
+            raise Waiting(msg, delay=max(rt.tick, 1.0))
         opened = rt.clusters.get(key)
         kafka = (opened is not None and not opened.embedded) or bool(
             (body.get("spec") or {}).get("bootstrapServers"))

@@ -31,6 +31,7 @@ from kraftsman.handlers.common import (
     resource,
     set_cond,
 )
+from kraftsman.handlers.logfilter import Waiting
 from kraftsman.handlers.opstate import Outbox, bump, saved_state
 from kraftsman.handlers.runtime import Runtime, spec_digest
 from kraftsman.reconcile import election_of
@@ -129,7 +130,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     async def run(**kw: Any) -> None:
         delay = await attempt(**kw)
         if delay is not None:
-            raise kopf.TemporaryError("waiting; trying again", delay=delay)
+            raise Waiting("waiting; trying again", delay=delay)
 
     async def attempt(spec: Any, status: Any, meta: Any, body: Any, patch: Any, uid: str,
                       namespace: str, kafkaclusters: Any, logger: Any, **_: Any

@@ -39,6 +39,7 @@ from kraftsman.handlers.common import (
     set_cond,
     settled,
 )
+from kraftsman.handlers.logfilter import Waiting
 from kraftsman.handlers.opstate import Outbox, bump, saved_state
 from kraftsman.handlers.runtime import Runtime, spec_digest
 from kraftsman.reconcile import limits_of, plan_of
@@ -477,8 +478,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         opened = rt.clusters.get((namespace, ref))
         if opened is None:
             if (namespace, ref) in kafkaclusters:
-                raise kopf.TemporaryError(f"waiting for KafkaCluster {ref} to roll back",
-                                          delay=max(rt.tick, 1.0))
+                raise Waiting(f"waiting for KafkaCluster {ref} to roll back",
+                              delay=max(rt.tick, 1.0))
             forget(uid)  # the cluster is gone: nothing left to roll back
             emit(body, "RollbackSkipped", f"KafkaCluster {ref} no longer exists", warning=True)
             return
@@ -496,8 +497,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
 
         progress = await rt.run(opened, cancel)
         if not progress.phase.terminal:
-            raise kopf.TemporaryError(f"rolling back: {progress.moving} moves still in flight",
-                                      delay=max(rt.tick, 1.0))
+            raise Waiting(f"rolling back: {progress.moving} moves still in flight",
+                          delay=max(rt.tick, 1.0))
         forget(uid)
         emit(body, "Cancelled", f"deleted: {progress.cancelled} moves rolled back, "
              f"{progress.done} had completed")

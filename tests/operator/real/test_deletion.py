@@ -36,6 +36,12 @@ async def test_cluster_in_use_waits_for_its_reassignment_then_goes(api: Api,
     await api.wait_events("demo", "ClusterDeleted")
     assert rolled_back < 30, f"the rollback took {rolled_back:.1f} s"
     assert op.alive()
+    # At the default level: no line per object per timer tick, and waiting is no ERROR.
+    log = op.log()
+    assert "Timer 'reconcile' succeeded" not in log
+    assert "failed temporarily" not in log, [
+        line for line in log.splitlines() if "failed temporarily" in line][:5]
+    assert log.count("Handler 'teardown' waits: still used by PartitionReassignment/move") == 1
 
 
 async def test_invalid_operations_do_not_hold_a_cluster_being_deleted(api: Api,
