@@ -33,7 +33,7 @@ def conds(obj: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
             for c in obj["status"]["conditions"]}
 
 
-READY_MSG = "6 brokers, 1 topics, 6 partitions, 0 under-replicated"
+READY_MSG = "6 brokers, 1 topic, 6 partitions, 0 under-replicated"  # not "1 topics"
 
 
 async def test_an_embedded_cluster_opens_and_reports_its_figures(tmp_path: Path) -> None:
@@ -135,7 +135,7 @@ async def test_a_fenced_broker_shows_in_the_figures(tmp_path: Path) -> None:
     st = kc["status"]
     assert (st["fencedBrokers"], st["underReplicatedPartitions"]) == (1, 6)
     assert conds(kc)["Ready"] == ("True", "ClusterReady",
-                                  "6 brokers, 1 topics, 6 partitions, 6 under-replicated")
+                                  "6 brokers, 1 topic, 6 partitions, 6 under-replicated")
 
 
 async def test_partitions_without_a_live_replica_are_offline(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from controller_core.admin import ClusterAdmin
 from controller_core.backends import SecretError
 from controller_core.backends.kafka_admin import NETWORK_EXCEPTION, SASL_AUTHENTICATION_FAILED
 from controller_core.errors import ErrorCode, KafkaApiError
+from controller_core.units import counted
 from kraftsman.handlers.common import (
     degrade,
     emit,
@@ -60,6 +61,11 @@ def figures(cluster: ClusterAdmin, st: KafkaClusterStatus) -> None:
     st.offline_partitions = sum(1 for p in parts if p.leader < 0)
     st.quorum_leader_id = desc.controller_id
     st.cluster_id = desc.cluster_id
+
+
+def figures_words(st: KafkaClusterStatus) -> str:
+    return (f"{counted(st.brokers or 0, 'broker')}, {counted(st.topics or 0, 'topic')}, "
+            f"{counted(st.partitions or 0, 'partition')}")
 
 
 def kafka_reason(e: KafkaApiError) -> str:
@@ -118,7 +124,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             publish(patch, status, st, gen)
             return
         st.phase = "Ready"
-        message = (f"{st.brokers} brokers, {st.topics} topics, {st.partitions} partitions, "
+        message = (f"{figures_words(st)}, "
                    f"{st.under_replicated_partitions} under-replicated")
         set_cond(st, READY, "True", "ClusterReady", message, gen)
         set_cond(st, PROGRESSING, "False", "Idle", "", gen)
@@ -164,7 +170,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             return
         rt.backoff.succeeded(bkey)
         st.phase = "Ready"
-        message = (f"{st.brokers} brokers, {st.topics} topics, {st.partitions} partitions, "
+        message = (f"{figures_words(st)}, "
                    f"{st.under_replicated_partitions} under-replicated "
                    f"(via {model.bootstrap_servers})")
         set_cond(st, READY, "True", "ClusterReady", message, gen)

@@ -27,6 +27,7 @@ from controller_core.orchestration.reassignment import (
     ReassignmentExecutor,
     dry_run,
 )
+from controller_core.units import counted
 from kraftsman.handlers.common import (
     degrade,
     emit,
@@ -157,6 +158,14 @@ def summary(report: DryRunReport) -> ReassignmentPlanSummary:
 # How long a reconcile pass waits for kopf's watch to deliver this process's own last status
 # write before it goes on from the body it has (stale_body).
 STALE_BODY_WAIT = 30.0
+
+
+def cancel_outcome(progress: Progress) -> str:
+    """What a cancel did: the moves in flight rolled back, apart from those it kept from
+    starting (saying "5000 moves rolled back" when 4,500 never started misleads)."""
+    return (f"{counted(progress.rolled_back, 'move')} rolled back, "
+            f"{counted(progress.never_started, 'move')} never started, "
+            f"{progress.done:,} had completed")
 
 
 def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
@@ -345,7 +354,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             st.phase = "DryRunComplete"
             eta = ("unthrottled" if report.estimated_seconds is None
                    else f"~{report.estimated_seconds:.0f}s at the throttle")
-            msg = (f"dry run: {report.partitions_moving} partitions would move "
+            msg = (f"dry run: {counted(report.partitions_moving, 'partition')} would move "
                    f"({report.replica_moves} replicas, {report.bytes_to_move} bytes, {eta}), "
                    f"{report.leader_moves} leader moves; nothing was moved")
             set_cond(st, SUCCEEDED, "True", "DryRunComplete", msg, gen)
@@ -389,8 +398,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                 return None
             st.started_at = now_rfc3339()
             st.batches_completed = 0
-            outbox.add("Started", f"reassignment of {len(plan.moves)} partitions started "
-                       f"({executor.state.bytes_total} bytes to move)")
+            outbox.add("Started", f"reassignment of {counted(len(plan.moves), 'partition')} "
+                       f"started ({executor.state.bytes_total} bytes to move)")
             st.warnings = plan_warnings(spec, executor)
             for warning in st.warnings:
                 outbox.add("PlanWarning", warning, warning=True)
@@ -422,7 +431,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             st.phase = "Completed"
             elected = (f"; {executor.state.elected} preferred leaders elected"
                        if executor.state.elected is not None else "")
-            msg = f"{progress.done} partitions moved ({progress.bytes_moved} bytes){elected}"
+            msg = (f"{counted(progress.done, 'partition')} moved ({progress.bytes_moved} bytes)"
+                   f"{elected}")
             set_cond(st, SUCCEEDED, "True", "Completed", msg, gen)
             set_cond(st, PROGRESSING, "False", "Completed", msg, gen)
             if was is not Phase.COMPLETED:
@@ -432,8 +442,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                 outbox.add("Completed", msg)
         elif phase is Phase.CANCELLED:
             st.phase = "Cancelled"
-            msg = (f"cancelled: {progress.cancelled} moves rolled back or not started, "
-                   f"{progress.done} had completed")
+            msg = f"cancelled: {cancel_outcome(progress)}"
             set_cond(st, SUCCEEDED, "False", "Cancelled", msg, gen)
             set_cond(st, PROGRESSING, "False", "Cancelled", msg, gen)
             if was is not Phase.CANCELLED:
@@ -441,7 +450,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                 outbox.add("Cancelled", msg)
         elif phase is Phase.FAILED:
             st.phase = "Failed"
-            msg = progress.message or f"{progress.failed} partitions failed"
+            msg = progress.message or f"{counted(progress.failed, 'partition')} failed"
             set_cond(st, SUCCEEDED, "False", "Failed", msg, gen)
             set_cond(st, PROGRESSING, "False", "Failed", msg, gen)
             degrade(st, "PartitionsFailed", msg + "; see status.partitions", gen)
@@ -500,8 +509,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             raise Waiting(f"rolling back: {progress.moving} moves still in flight",
                           delay=max(rt.tick, 1.0))
         forget(uid)
-        emit(body, "Cancelled", f"deleted: {progress.cancelled} moves rolled back, "
-             f"{progress.done} had completed")
+        emit(body, "Cancelled", f"deleted: {cancel_outcome(progress)}")
 
     def forget(uid: str) -> None:
         live.pop(uid, None)
