@@ -218,6 +218,7 @@ class Observed:
     annotation: str | None = None
     cluster_known: bool = True
     job: JobState = "missing"
+    job_failure: str = ""  # the failed Job's reason and message (DeadlineExceeded: ...)
     proposal: Proposal | None = None
     steps: Sequence[RebalanceStep] | str | None = None  # str: why the parts are unusable
     current: tuple[str, str, str] | None = None
@@ -280,9 +281,6 @@ def decide(st: KafkaRebalanceStatus, obs: Observed, now: str) -> Decision:
     phase = s.phase
     if phase != "Rebalancing" and (s.proposal_id == 0 or phase == "Invalid"
                                    or s.plan_digest != digest or action == "refresh"):
-        if action == "refresh" and phase == "PendingProposal" and s.plan_digest == digest:
-            p.d.remove_annotation = True  # a proposal for this spec is being computed
-            return _pending(p)
         p.d.remove_annotation = action == "refresh"
         return _new_proposal(p, digest, "refresh" if action == "refresh" else
                              "spec" if s.proposal_id else "created")
@@ -374,8 +372,9 @@ def _pending(p: _Pass) -> Decision:
         if obs.steps is not None:
             return _proposal_ready(p, proposal.figures, list(obs.steps))
     if obs.job == "failed":
+        why = f" ({obs.job_failure})" if obs.job_failure else ""
         return _failed(p, "PlannerFailed", (
-            f"planner Job {s.job} failed without writing its proposal (ConfigMap "
+            f"planner Job {s.job} failed{why} without writing its proposal (ConfigMap "
             f"{s.proposal_config_map}); see `kubectl logs -n {obs.planner_namespace} "
             f"job/{job_name(obs.name, s.proposal_id)}`; annotate {ANNOTATION}=refresh to plan "
             "again"),

@@ -32,9 +32,10 @@ from kraftsman.handlers.common import (
     parse_spec,
     publish,
     resource,
+    set_cond,
 )
 from kraftsman.handlers.runtime import Runtime
-from kraftsman.planner_job_spec import PlannerUnavailable, job_state, planner_job
+from kraftsman.planner_job_spec import PlannerUnavailable, job_failure, job_state, planner_job
 from kraftsman.proposal import LABEL_PROPOSAL, LABEL_REBALANCE, owner_reference
 from kraftsman.rebalance_flow import (
     ANNOTATION,
@@ -54,7 +55,7 @@ from kraftsman.rebalance_flow import (
     steps_of,
 )
 from kraftsman.resources import API_VERSION, KafkaRebalanceSpec, PartitionReassignmentSpec
-from kraftsman.status import KafkaRebalanceStatus, RebalanceStep, now_rfc3339, read_status
+from kraftsman.status import READY, KafkaRebalanceStatus, RebalanceStep, now_rfc3339, read_status
 
 KIND = "KafkaRebalance"
 PREAS = "partitionreassignments"
@@ -117,6 +118,11 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             reason = {PlannerUnavailable: "PlannerUnavailable",
                       ProposalError: "ProposalInvalid"}.get(type(e), "ApiError")
             degrade(st, reason, str(e), gen)
+            if isinstance(e, PlannerUnavailable) and st.phase is None:
+                # No proposal could start: say so in the phase `kubectl get` shows; the next
+                # pass (a fixed operator) starts proposal 1 from here.
+                st.phase = "Unavailable"
+                set_cond(st, READY, "False", "PlannerUnavailable", str(e), gen)
             publish(patch, status, st, gen)
             return
         for event in decision.events:
@@ -177,7 +183,7 @@ class _Io:
         jns, jname = obs.planner_namespace, job_name(self.name, st.proposal_id)
         job = await kube.get(kube.url("batch/v1", "jobs", jns, jname), f"Job {jns}/{jname}",
                              self.settings, self.logger)
-        state = job_state(job)
+        state, failure = job_state(job), job_failure(job)
         index = index_name(self.name, st.proposal_id)
         cm = await self._cm(index)
         proposal: Proposal | None = None if cm is None else parse_index(
@@ -202,7 +208,8 @@ class _Io:
                     f"ConfigMap {self.namespace}/{index}: summary.json counts {expected} "
                     f"reassignments but its parts hold {len(found)}; annotate "
                     f"{ANNOTATION}=refresh to plan again")
-        return dataclasses.replace(obs, job=state, proposal=proposal, steps=steps)
+        return dataclasses.replace(obs, job=state, job_failure=failure, proposal=proposal,
+                                   steps=steps)
 
     async def current(self, st: KafkaRebalanceStatus) -> tuple[str, str, str] | None:
         running = next((s for s in st.steps if s.state == "Created"), None)
