@@ -727,3 +727,36 @@ async def test_a_pass_on_a_body_older_than_its_own_last_write_writes_nothing(
 
 def cond(obj: dict[str, Any], type_: str) -> str:
     return str(condition(obj, type_)["status"])
+
+
+async def test_a_plan_colliding_with_another_resource_s_moves_waits_naming_it(
+        d: Driver) -> None:
+    """It was Invalid for good, naming the other resource's partition as spec.partitions[?]."""
+    first = d.create("PartitionReassignment", "first", {**REF, "partitions": MOVES[:2],
+                                                        "maxConcurrentMoves": 1})
+    await d.tick(first, 0.01)  # a move takes the embedded cluster 1 s
+    assert first["status"]["phase"] == "Moving"
+    second = d.create("PartitionReassignment", "second", {**REF, "partitions": MOVES[4:5]})
+    await d.tick(second, 0.01)
+    assert second["status"]["phase"] == "Waiting", second["status"]
+    progressing = conds(second)["Progressing"]
+    assert progressing[:2] == ("True", "WaitingForReassignments")
+    assert progressing[2] == ("waiting for PartitionReassignment/first to finish before "
+                              "starting; or set spec.additional: true to move on top of them")
+    assert conds(second)["Degraded"][0] == "False" and "[?]" not in str(second["status"])
+    await run_until(d, first, {"Completed"})
+    await run_until(d, second, {"Moving", "Completed"})
+    await run_until(d, second, {"Completed"})
+    assert [r for r, _, _ in outbox(second)][0] == "Started"
+
+
+async def test_a_plan_waits_for_a_reassignment_started_outside_kraftsman(d: Driver) -> None:
+    await d.ready_cluster()
+    cluster = d.rt.clusters[("default", "demo")].cluster
+    cluster.alter_partition_reassignments({TopicPartition("orders", 5): [3, 4, 5]})
+    pr = d.create("PartitionReassignment", "mine", {**REF, "partitions": MOVES[:1]})
+    await d.tick(pr, 0.01)
+    assert pr["status"]["phase"] == "Waiting"
+    assert conds(pr)["Progressing"][2].startswith(
+        "waiting for a reassignment of orders-5 started outside kraftsman's resources to "
+        "finish before starting")

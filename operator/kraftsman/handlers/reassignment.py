@@ -16,7 +16,7 @@ from typing import Any
 import kopf
 
 from controller_core.admin import ClusterAdmin
-from controller_core.errors import KafkaApiError
+from controller_core.errors import REASSIGNMENT_IN_PROGRESS, KafkaApiError
 from controller_core.model import TopicPartition
 from controller_core.orchestration.reassignment import (
     DryRunReport,
@@ -176,6 +176,39 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     live: dict[str, tuple[dict[str, Any], ReassignmentExecutor | None]] = {}
     specs: dict[str, tuple[int, Any]] = {}  # uid -> (generation, what parsed() made of it)
     saved_at: dict[str, float] = {}  # uid -> when this process last saved a state (monotonic)
+    names: dict[str, tuple[str, str]] = {}  # uid -> (namespace, name), to name a blocker
+
+    def movers(cluster: ClusterAdmin, namespace: str, ref: str, me: str) -> tuple[
+            list[str], list[TopicPartition]]:
+        """The other PartitionReassignments (on this cluster, in this namespace) whose moves
+        are in flight, and the partitions in flight that none of them moves (another tool's)."""
+        ongoing = set(cluster.list_partition_reassignments())
+        found: set[str] = set()
+        claimed: set[TopicPartition] = set()
+        for uid, (doc, _) in list(live.items()):
+            if uid == me or names.get(uid, ("", ""))[0] != namespace or \
+                    doc.get("cluster") != ref:
+                continue
+            mine = {TopicPartition(t, p) for t, p in doc.get("inFlight") or []} & ongoing
+            if mine:
+                found.add(f"{KIND}/{names[uid][1]}")
+                claimed |= mine
+        return sorted(found), sorted(ongoing - claimed)
+
+    def wait_for_others(cluster: ClusterAdmin, namespace: str, spec: PartitionReassignmentSpec,
+                        me: str, st: PartitionReassignmentStatus, gen: int) -> None:
+        """A new plan that is not additional waits while reassignments it did not start are
+        in flight (as ReassignPartitionsCommand refuses it), naming what it waits for."""
+        others, foreign = movers(cluster, namespace, spec.cluster_ref.name, me)
+        what = others + ([f"a reassignment of {', '.join(str(tp) for tp in foreign[:3])}"
+                          f"{' and more' if len(foreign) > 3 else ''} started outside "
+                          "kraftsman's resources"] if foreign else [])
+        msg = (f"waiting for {' and '.join(what) or 'reassignments in flight'} to finish "
+               "before starting; or set spec.additional: true to move on top of them")
+        st.phase = "Waiting"
+        set_cond(st, PROGRESSING, "True", "WaitingForReassignments", msg, gen)
+        set_cond(st, SUCCEEDED, "Unknown", "Pending", "not started", gen)
+        healthy(st, gen)
 
     def stale_body(uid: str, status: Any) -> bool:
         """kopf runs a timer on the last body its watch delivered, which may predate this
@@ -239,6 +272,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         if not finalized(meta) or stale_body(uid, status):
             return
         gen = generation(meta)
+        names[uid] = (namespace, str(meta.get("name") or ""))
         st = read_status(PartitionReassignmentStatus, status)
         if not st.conditions:  # first visit: every condition is set at once
             set_cond(st, SUCCEEDED, "Unknown", "Pending", "not started", gen)
@@ -280,7 +314,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             # must not start them again (nothing would ever cancel them then).
             if meta.get("deletionTimestamp"):
                 return False, None
-            return True, step(cluster, model, digest, plan, st, gen, doc, cached, outbox)
+            return True, step(cluster, model, digest, plan, st, gen, doc, cached, outbox,
+                              namespace, uid)
 
         try:
             stepped, executor = await rt.run(opened, unless_deleted)
@@ -330,8 +365,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
 
     def step(cluster: ClusterAdmin, spec: PartitionReassignmentSpec, digest: str,
              planned: tuple[Any, list[PlanProblem]], st: PartitionReassignmentStatus, gen: int,
-             saved: dict[str, Any], cached: ReassignmentExecutor | None, outbox: Outbox
-             ) -> ReassignmentExecutor | None:
+             saved: dict[str, Any], cached: ReassignmentExecutor | None, outbox: Outbox,
+             namespace: str, uid: str) -> ReassignmentExecutor | None:
         """One reconcile pass (in a worker thread, under the cluster's lock). Updates the
         operation state ``saved`` in place; milestones go to the outbox."""
         plan, problems = planned
@@ -391,6 +426,9 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                 set_cond(st, PROGRESSING, "False", "Cancelled", "", gen)
                 return None
             problems = executor.start()
+            if problems and all(p.error == REASSIGNMENT_IN_PROGRESS for p in problems):
+                wait_for_others(cluster, namespace, spec, uid, st, gen)
+                return None  # not started: the next pass tries again
             if problems:
                 st.phase = "Invalid"
                 degrade(st, problems_reason(problems), problem_messages(spec, problems), gen)
@@ -515,6 +553,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         live.pop(uid, None)
         specs.pop(uid, None)
         saved_at.pop(uid, None)
+        names.pop(uid, None)
         rt.forget_op(uid)  # a state file of an older version
 
 
