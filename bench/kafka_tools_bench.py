@@ -36,14 +36,14 @@ from tests.real.kafka import (  # noqa: E402 (the repository's own test code)
     RealKafka,
     install,
     java,
-    run_tool,
 )
 
 BIN = Path(sys.executable).parent / "kraftsman"
 
 
 def load() -> str:
-    return "load %.1f/%.1f/%.1f" % os.getloadavg()
+    one, five, fifteen = os.getloadavg()
+    return f"load {one:.1f}/{five:.1f}/{fifteen:.1f}"
 
 
 def timed(cmd: list[str], **kw: object) -> tuple[float, subprocess.CompletedProcess[str]]:
