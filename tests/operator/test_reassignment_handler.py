@@ -747,7 +747,7 @@ async def test_a_plan_colliding_with_another_resource_s_moves_waits_naming_it(
     await run_until(d, first, {"Completed"})
     await run_until(d, second, {"Moving", "Completed"})
     await run_until(d, second, {"Completed"})
-    assert [r for r, _, _ in outbox(second)][0] == "Started"
+    assert outbox(second)[0][0] == "Started"
 
 
 async def test_a_plan_waits_for_a_reassignment_started_outside_kraftsman(d: Driver) -> None:
