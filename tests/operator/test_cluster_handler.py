@@ -457,7 +457,8 @@ async def test_voters_of_a_bootstrap_servers_cluster_are_checked_against_its_nod
     assert kq["status"]["phase"] == "Invalid"
     assert conds(kq)["Ready"] == (
         "False", "UnknownNode", "spec.voters: unknown node id(s) [42]; nodes are [0, 1, 2, 3, "
-        "4, 5]; set spec.voters to live node ids (current voters: [0, 1, 2])")
+        "4, 5] (a new controller must be running and fetching the metadata log first); set "
+        "spec.voters to live node ids (current voters: [0, 1, 2])")
     d.set_spec(kq, {"voters": [0, 1]})
     await d.call(kq, "reconcile")
     st = kq["status"]
