@@ -68,6 +68,16 @@ def figures_words(st: KafkaClusterStatus) -> str:
             f"{counted(st.partitions or 0, 'partition')}")
 
 
+def announce_new_id(body: Any, status: Any, st: KafkaClusterStatus) -> None:
+    """A Warning when the cluster reached is not the one reached before (spec.bootstrapServers
+    repointed, an embedded cluster recreated after its state was lost)."""
+    was = (status or {}).get("clusterId")
+    if was and st.cluster_id and was != st.cluster_id:
+        emit(body, "ClusterIdChanged", f"now reaches cluster {st.cluster_id}, not {was} as "
+             f"before: operations started on {was} are not carried over to it (each waits "
+             "for your decision, phase ClusterChanged)", warning=True)
+
+
 def kafka_reason(e: KafkaApiError) -> str:
     return KAFKA_REASONS.get(e.error, "ClusterUnavailable")
 
@@ -123,6 +133,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             set_cond(st, READY, "False", "StateDirectoryBusy", str(e), gen)
             publish(patch, status, st, gen)
             return
+        announce_new_id(body, status, st)
         st.phase = "Ready"
         message = (f"{figures_words(st)}, "
                    f"{st.under_replicated_partitions} under-replicated")
@@ -169,6 +180,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                 emit(body, reason, message, warning=True)
             return
         rt.backoff.succeeded(bkey)
+        announce_new_id(body, status, st)
         st.phase = "Ready"
         message = (f"{figures_words(st)}, "
                    f"{st.under_replicated_partitions} under-replicated "

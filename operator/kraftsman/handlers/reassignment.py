@@ -195,6 +195,26 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                 claimed |= mine
         return sorted(found), sorted(ongoing - claimed)
 
+    def cluster_changed(spec: PartitionReassignmentSpec, bound: str, now_id: str,
+                        saved: dict[str, Any], st: PartitionReassignmentStatus, gen: int,
+                        outbox: Outbox) -> None:
+        """The KafkaCluster now reaches another cluster (spec.bootstrapServers repointed, an
+        embedded cluster recreated under a new id): the run is bound to the cluster it started
+        on, so nothing is re-issued on the new one, and the user decides."""
+        ref = spec.cluster_ref.name
+        moving = len(saved.get("inFlight") or [])
+        msg = (f"KafkaCluster {ref} now reaches cluster {now_id}, but this reassignment started "
+               f"on cluster {bound}: nothing is done on {now_id}. Its "
+               f"{counted(moving, 'move')} in flight and the throttles it placed stay on "
+               f"{bound}: point KafkaCluster {ref} back at that cluster to finish or roll them "
+               f"back, or delete this resource (nothing is rolled back on {now_id}) and cancel "
+               f"them there (kraftsman reassignments cancel --bootstrap-server ...)")
+        if st.phase != "ClusterChanged":
+            outbox.add("ClusterChanged", msg, warning=True)
+        st.phase = "ClusterChanged"
+        degrade(st, "ClusterIdChanged", msg, gen)
+        set_cond(st, PROGRESSING, "True", "WaitingForDecision", msg, gen)
+
     def wait_for_others(cluster: ClusterAdmin, namespace: str, spec: PartitionReassignmentSpec,
                         me: str, st: PartitionReassignmentStatus, gen: int) -> None:
         """A new plan that is not additional waits while reassignments it did not start are
@@ -315,7 +335,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             if meta.get("deletionTimestamp"):
                 return False, None
             return True, step(cluster, model, digest, plan, st, gen, doc, cached, outbox,
-                              namespace, uid)
+                              namespace, uid, opened.cluster_id_of())
 
         try:
             stepped, executor = await rt.run(opened, unless_deleted)
@@ -366,7 +386,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     def step(cluster: ClusterAdmin, spec: PartitionReassignmentSpec, digest: str,
              planned: tuple[Any, list[PlanProblem]], st: PartitionReassignmentStatus, gen: int,
              saved: dict[str, Any], cached: ReassignmentExecutor | None, outbox: Outbox,
-             namespace: str, uid: str) -> ReassignmentExecutor | None:
+             namespace: str, uid: str, cluster_id: str) -> ReassignmentExecutor | None:
         """One reconcile pass (in a worker thread, under the cluster's lock). Updates the
         operation state ``saved`` in place; milestones go to the outbox."""
         plan, problems = planned
@@ -402,6 +422,10 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         state: ExecutorState | None = None
         if saved.get("executor") is not None and not saved.get("dryRun"):
             state = ExecutorState.model_validate(saved["executor"])
+            bound = saved.get("clusterId")
+            if not state.phase.terminal and bound and bound != cluster_id:
+                cluster_changed(spec, bound, cluster_id, saved, st, gen, outbox)
+                return cached  # nothing is done on a cluster this run did not start on
             if state.phase.terminal and saved.get("digest") == digest:
                 return cached  # finished; its status was published when it finished
             if state.phase.terminal and saved.get("digest") != digest and not spec.cancel:
@@ -436,6 +460,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                 return None
             st.started_at = now_rfc3339()
             st.batches_completed = 0
+            saved["clusterId"] = cluster_id  # the run is bound to the cluster it started on
             outbox.add("Started", f"reassignment of {counted(len(plan.moves), 'partition')} "
                        f"started ({executor.state.bytes_total} bytes to move)")
             st.warnings = plan_warnings(spec, executor)
@@ -455,6 +480,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         done_before = executor.progress().done if was is not Phase.PENDING else 0
         progress = executor.step()
         saved.update(digest=digest, dryRun=False, cluster=spec.cluster_ref.name,
+                     clusterId=saved.get("clusterId") or cluster_id,
                      throttle=spec.throttle_bytes_per_second,
                      executor=executor.state.model_dump(mode="json"),
                      inFlight=sorted([tp.topic, tp.partition] for tp in executor.moving))
@@ -531,8 +557,12 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             emit(body, "RollbackSkipped", f"KafkaCluster {ref} no longer exists", warning=True)
             return
         plan, _ = plan_of(model, additional=True)
+        bound = saved.get("clusterId")
 
-        def cancel(cluster: ClusterAdmin) -> Progress:
+        def cancel(cluster: ClusterAdmin) -> Progress | str:
+            now_id = opened.cluster_id_of()
+            if bound and bound != now_id:
+                return now_id  # started on another cluster: nothing of it is here
             executor = ReassignmentExecutor(cluster, plan, state)
             executor.start()
             executor.cancel()
@@ -543,6 +573,13 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             return progress
 
         progress = await rt.run(opened, cancel)
+        if isinstance(progress, str):
+            forget(uid)
+            emit(body, "RollbackSkipped", f"started on cluster {bound}, but KafkaCluster {ref} "
+                 f"now reaches cluster {progress}: nothing was rolled back; its moves in flight "
+                 f"and throttles on {bound} are left as they were (cancel them there: kraftsman "
+                 "reassignments cancel --bootstrap-server ...)", warning=True)
+            return
         if not progress.phase.terminal:
             raise Waiting(f"rolling back: {progress.moving} moves still in flight",
                           delay=max(rt.tick, 1.0))
