@@ -63,6 +63,7 @@ def test_waiting_is_said_once_at_info_and_failures_keep_their_level(
     demo.error("Handler 'teardown' failed temporarily: connection refused")  # no waiting
     demo.info("Handler 'teardown' succeeded.")
     assert captured.lines == [
+        ("INFO", "Timer 'reconcile' succeeded."),  # once per object: who acts stays visible
         ("INFO", f"Handler 'teardown' waits: {wait}"),
         ("INFO", f"Handler 'teardown' waits: {wait}"),
         ("ERROR", "Handler 'teardown' failed temporarily: connection refused"),

@@ -6,7 +6,8 @@ deletion waits for the operations that use it, a reassignment rolling back — a
 1-2 s ("failed temporarily"), and posts each as an Event. Waiting is normal: a handler raises
 :class:`Waiting` (a kopf TemporaryError), and :class:`QuietLogs`, on kopf's per-object logger,
 says it at INFO once per object until the message changes, then at DEBUG; a timer's success
-goes to DEBUG. Real failures keep kopf's own level.
+is said once per object and timer (which replica acts on what stays visible), then goes to
+DEBUG. Real failures keep kopf's own level.
 """
 
 from __future__ import annotations
@@ -42,13 +43,16 @@ class QuietLogs(logging.Filter):
     def __init__(self) -> None:
         super().__init__()
         self._said: dict[str, str] = {}  # object uid (or name) -> the waiting message said
+        self._ticked: OrderedDict[str, None] = OrderedDict()  # (object, timer) said once
 
     def filter(self, record: logging.LogRecord) -> bool:
         msg = record.getMessage()
         ref = getattr(record, "k8s_ref", None) or {}
         who = str(ref.get("uid") or ref.get("name") or "")
         if msg.startswith("Timer ") and msg.endswith(" succeeded."):
-            return self._demote(record, logging.DEBUG)
+            first = f"{who} {msg}" not in self._ticked
+            _remember(self._ticked, f"{who} {msg}")
+            return True if first else self._demote(record, logging.DEBUG)
         if _TEMPORARY in msg:
             reason = msg.split(_TEMPORARY, 1)[1]
             if reason in _waiting:
