@@ -42,8 +42,7 @@ BIN = Path(sys.executable).parent / "kraftsman"
 
 
 def load() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"load {one:.1f}/{five:.1f}/{fifteen:.1f}"
+    return "load {:.1f}/{:.1f}/{:.1f}".format(*os.getloadavg())
 
 
 def timed(cmd: list[str], **kw: object) -> tuple[float, subprocess.CompletedProcess[str]]:

@@ -22,6 +22,9 @@ UNKNOWN_BROKER = "unknown broker"
 NOT_HOSTED = "broker does not host this partition"
 OFFLINE = "offline: the broker is fenced"  # not in sync, whatever its log end says
 UNREACHABLE = "unreachable: the broker did not answer"  # down, not fenced yet
+# The partition has no leader: no log to measure a replica's lag against (a real broker
+# reports a lag of 0 against its own high watermark, which would read as "in sync").
+LEADERLESS = "leaderless: no leader to copy from"
 
 
 def behind(messages: int) -> str:

@@ -67,6 +67,10 @@ class EmbeddedClusterSpec(CamelModel):
     controllers: list[BrokerId] = Field(
         default_factory=list,
         description="Initial quorum.voters. Empty: the first (up to) three broker ids.")
+    spare_controllers: list[BrokerId] = Field(
+        default_factory=list,
+        description="Controllers formatted with --no-initial-controllers: running observers "
+                    "of the metadata quorum that a voter change (AddRaftVoter) can promote.")
     topics: list[TopicSpec] = Field(default_factory=list, description="Topics to create.")
     replication_bytes_per_second: float = Field(
         default=100_000_000.0, gt=0, description="Default fetch bandwidth per broker.")
@@ -96,6 +100,10 @@ class EmbeddedClusterSpec(CamelModel):
             raise ValueError(f"brokers: duplicate broker id(s) {dup}; every id must be unique")
         if len(set(self.controllers)) != len(self.controllers):
             raise ValueError("controllers: duplicate node ids")
+        both = sorted(set(self.spare_controllers) & set(self.voters))
+        if both or len(set(self.spare_controllers)) != len(self.spare_controllers):
+            raise ValueError(f"spareControllers: {both or 'duplicate node ids'}: a spare "
+                             "controller is listed once and is not an initial voter")
         names = [t.name for t in self.topics]
         dupt = sorted({n for n in names if names.count(n) > 1})
         if dupt:

@@ -44,6 +44,7 @@ from kafka.record import MemoryRecords, MemoryRecordsBuilder
 from controller_core import errors
 from controller_core.admin import (
     IN_SYNC,
+    LEADERLESS,
     MARKER_TOPIC_ACLS,
     MARKER_TOPIC_CONFIGS,
     NOT_HOSTED,
@@ -353,6 +354,11 @@ class KafkaAdmin:
                     out.append(ReplicaStatus(tp, b, OFFLINE, time_ms=now))
                 elif b in unreachable:
                     out.append(ReplicaStatus(tp, b, UNREACHABLE, time_ms=now))
+                elif parts[tp].leader_id < 0:
+                    mine = dirs.get(b, {}).get(tp)
+                    out.append(ReplicaStatus(
+                        tp, b, LEADERLESS, size_bytes=None if mine is None
+                        else int(mine.partition_size), time_ms=now))
                 else:
                     mine = dirs.get(b, {}).get(tp)
                     lead = dirs.get(parts[tp].leader_id, {}).get(tp)

@@ -23,6 +23,7 @@ import orjson
 from controller_core import errors
 from controller_core.admin import (
     IN_SYNC,
+    LEADERLESS,
     LEGACY_MARKER_CONFIG,
     MARKER_TOPIC_CONFIGS,
     NOT_HOSTED,
@@ -42,7 +43,7 @@ from controller_core.admin import (
     marker_replication_factor,
 )
 from controller_core.config import EmbeddedClusterSpec, TopicSpec
-from controller_core.errors import NOT_LEADER_OR_FOLLOWER, ApiResult, KafkaApiError
+from controller_core.errors import NOT_LEADER_OR_FOLLOWER, OK, ApiResult, KafkaApiError
 from controller_core.metadata.controller import Controller, is_sensitive_config
 from controller_core.metadata.image import MetadataImage
 from controller_core.metadata.partition_change import ControllerFault
@@ -142,7 +143,7 @@ class EmbeddedCluster:
         self.quorum = MetadataQuorum(
             self.state_dir / "quorum", self.spec.voters, cluster_id=cluster_id,
             seed=self.spec.seed, now_s=self.now, link_delay_ms=self.spec.controller_link_delay_ms,
-            fsync=self._fsync)
+            fsync=self._fsync, spare=self.spec.spare_controllers)
         for node in sorted(self.down_controllers):
             if self.quorum.alive(node):
                 self.quorum.crash(node, lose_unflushed=False)
@@ -209,12 +210,20 @@ class EmbeddedCluster:
                 if not (stalled or incomplete or topic_stalled):
                     continue
                 tp = TopicPartition(name, i)
-                if data.base(tp).stalled != stalled:
-                    data.bases[tp] = LogBase(data.leader_leo(tp, now), now, stalled)
                 lagging = data.lagging.get(tp, {})
+                if data.base(tp).stalled != stalled:
+                    end = data.leader_leo(tp, now)
+                    if stalled and lagging and all(r in lagging for r in p.replicas):
+                        # The log has no fence time for the dead leader, only the checkpoint's
+                        # replica logs: the partition holds no more than its longest one.
+                        end = min(end, max(lag.leo for lag in lagging.values()))
+                    data.bases[tp] = LogBase(end, now, stalled)
                 for r in p.replicas:
                     if r not in p.isr and r not in lagging:
-                        data._lag(tp, r, 0.0, now)
+                        # A replica the log added since the checkpoint is empty; one in the
+                        # (last known) ELR left the ISR since, holding everything committed.
+                        held = r in p.elr or r in p.last_known_elr
+                        data._lag(tp, r, data.leader_leo(tp, now) if held else 0.0, now)
         for tp, base in list(data.bases.items()):
             p = image.partition(tp)
             assert p is not None
@@ -621,6 +630,11 @@ class EmbeddedCluster:
                 lag = max(0, int(self.data.leader_leo(tp, self.now)) - int(leo))
                 # A fenced (dead) broker's replica is never "in sync", even with nothing new
                 # to fetch (no producer): the controller took it out of the ISR (KIP-179).
+                if p.leader == NO_LEADER and not self.image.brokers[broker].fenced:
+                    # no leader's log to measure a lag against (as on a real cluster)
+                    out.append(ReplicaStatus(tp, broker, LEADERLESS, None, None,
+                                             int(leo * topic.message_bytes), now_ms))
+                    continue
                 word = (OFFLINE if self.image.brokers[broker].fenced
                         else IN_SYNC if lag == 0 else behind(lag))
                 out.append(ReplicaStatus(
@@ -764,9 +778,10 @@ class EmbeddedCluster:
         self._require_controller()
         current = self.quorum.describe().current_voters
         if node_id in current:
+            voters = ", ".join(self._replica_key(v) for v in sorted(current))
             return ApiResult(errors.DUPLICATE_VOTER,
-                             f"The voter id for ReplicaKey(id={node_id}) is already part of the "
-                             f"set of voters {sorted(current)}.")
+                             f"The voter id for {self._replica_key(node_id)} is already part "
+                             f"of the set of voters [{voters}].")
         return self._change_voters([*current, node_id])
 
     def remove_raft_voter(self, node_id: int) -> ApiResult:
@@ -774,10 +789,18 @@ class EmbeddedCluster:
         self._require_controller()
         current = self.quorum.describe().current_voters
         if node_id not in current:
-            return ApiResult(errors.VOTER_NOT_FOUND,
-                             f"Cannot remove voter ReplicaKey(id={node_id}) from the set of "
-                             f"voters {sorted(current)}")
+            # A client learns a voter's directory id from DescribeQuorum; for a node that is
+            # no voter it sends none, and Kafka refuses that before looking the voter up.
+            return ApiResult(errors.INVALID_REQUEST,
+                             "Remove voter request didn't include a valid voter")
         return self._change_voters([n for n in current if n != node_id])
+
+    def _replica_key(self, node: int) -> str:
+        """Kafka's ReplicaKey: the node and its metadata log directory's id (KIP-853), here
+        derived from the cluster id, as a real directory's is random at format time."""
+        raw = uuid.uuid5(uuid.NAMESPACE_OID, f"{self._cluster_id}/{node}").bytes
+        directory = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        return f"ReplicaKey(id={node}, directoryId={directory})"
 
     def _change_voters(self, voters: list[int]) -> ApiResult:
         result = self.alter_quorum(voters)
@@ -789,7 +812,7 @@ class EmbeddedCluster:
             try:
                 q = self.quorum.describe()
                 if set(q.current_voters) == want and q.target_voters is None:
-                    return result
+                    return OK  # Kafka answers a committed change with no message
             except KafkaApiError:
                 pass  # an election is under way (the leader removed itself)
             self.advance(QUORUM_POLL)

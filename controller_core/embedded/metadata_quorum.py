@@ -25,11 +25,12 @@ from controller_core.raft.snapshot import RaftSnapshot
 
 class MetadataQuorum:
     def __init__(self, directory: Path, voters: Sequence[int], *, cluster_id: str, seed: int,
-                 now_s: float, link_delay_ms: float, fsync: bool = True) -> None:
+                 now_s: float, link_delay_ms: float, fsync: bool = True,
+                 spare: Sequence[int] = ()) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         existing = sorted(int(p.name.removeprefix("node-")) for p in directory.glob("node-*")
                           if p.name.removeprefix("node-").isdigit())
-        observers = [n for n in existing if n not in voters]
+        observers = sorted({*existing, *spare} - set(voters))
         self.q = SimulatedQuorum(
             list(voters), observers, seed=seed, data_dir=directory, cluster_id=cluster_id,
             network=NetworkConfig(one_way_delay_ms=link_delay_ms), storage_fsync=fsync)

@@ -250,8 +250,7 @@ class Controller:
                              f"Unable to find partition {tp.topic}:{tp.partition}.")
         if target is None:
             if not p.is_reassigning:
-                return ApiResult(errors.NO_REASSIGNMENT_IN_PROGRESS,
-                                 "No partition reassignment is in progress.")
+                return ApiResult(errors.NO_REASSIGNMENT_IN_PROGRESS, "")  # see partition_change
             return OK
         problem = pc.manual_assignment_problem(target, self.image.brokers)
         if problem is not None:

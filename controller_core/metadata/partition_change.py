@@ -276,8 +276,9 @@ def cancel_reassignment(tp: TopicPartition, p: PartitionRegistration, acceptable
     the adding ones; refused when that ISR is empty, unless the topic allows an unclean
     election (then its first original replica is the ISR)."""
     if not p.is_reassigning:
-        return ApiResult(errors.NO_REASSIGNMENT_IN_PROGRESS,
-                         "No partition reassignment is in progress.")
+        # Kafka throws NoReassignmentInProgressException with the error's default message,
+        # and ApiError.fromThrowable drops a message equal to the default one: none is sent.
+        return ApiResult(errors.NO_REASSIGNMENT_IN_PROGRESS, "")
     adding = set(p.adding)
     original = [r for r in p.replicas if r not in adding]
     isr = [r for r in p.isr if r not in adding]

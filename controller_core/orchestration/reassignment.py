@@ -41,6 +41,9 @@ MAX_DETAILS = 100  # per-partition lines in a progress report: failures first
 # sizes say: on a real cluster retention or compaction can shrink a partition mid-move, and a
 # finished move whose new replicas hold less than the partition did at its start must still end.
 FULL_CHECK_MS = 10_000
+# How long a broker's metadata may trail the controller's list of reassignments before a
+# move that left that list with replicas other than its target is taken as ended elsewhere.
+METADATA_PROPAGATION_MS = 30_000
 
 
 class Phase(StrEnum):
@@ -289,6 +292,7 @@ class ReassignmentExecutor:
         self.pending: deque[TopicPartition] = deque()
         self.moving: dict[TopicPartition, tuple[int, ...]] = {}
         self.done: set[TopicPartition] = set()
+        self._lagging_metadata: dict[TopicPartition, int] = {}  # first seen trailing, ms
         self.failed: set[TopicPartition] = set()
         self.cancelled: set[TopicPartition] = set()
         self.retarget: list[TopicPartition] = []  # in flight elsewhere, to re-target at once
@@ -437,9 +441,19 @@ class ReassignmentExecutor:
                                "tool; kraftsman leaves it alone")
         if ended:
             current = _describe(self.admin, ended)
+            now = self.admin.now_ms()
             for tp in ended:
-                target = self.moving.pop(tp)
+                target = self.moving[tp]
                 d = current.get(tp)
+                if (d is not None and d.replicas != target and set(d.replicas) > set(target)
+                        and now - self._lagging_metadata.setdefault(tp, now)
+                        < METADATA_PROPAGATION_MS):
+                    # The controller lists the move as ended, but the broker that described
+                    # the partition still has the replicas of the move in flight (a broker's
+                    # metadata trails the controller's log): ask again next pass.
+                    continue
+                self._lagging_metadata.pop(tp, None)
+                del self.moving[tp]
                 if d is not None and d.replicas == target:
                     self.done.add(tp)
                     self.state.bytes_done += self.move_bytes[tp]

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from controller_core import errors
 from controller_core.embedded.cluster import EmbeddedCluster
-from controller_core.errors import KafkaApiError
+from controller_core.errors import ApiResult, KafkaApiError
 from controller_core.orchestration.voters import VoterChangeWalker, WalkPhase
 from tests.helpers import cluster, run_until, spec, tp
 
@@ -109,3 +110,47 @@ def test_dedicated_controllers_share_the_id_space(tmp_path: Path) -> None:
     assert c.quorum_node_ids() >= {0, 1, 2, 3, 4, 5, 100, 101, 102}
     with pytest.raises(ValueError, match="not a controller"):
         c.fail_controller(7)
+
+
+def test_a_spare_controller_observes_until_a_voter_change_promotes_it(tmp_path: Path) -> None:
+    """spec.spareControllers: controllers formatted with --no-initial-controllers. They
+    fetch as observers from the start (DescribeQuorum lists them), so the walker's catch-up
+    check passes and AddRaftVoter promotes one; a restart keeps the voters the log holds."""
+    c = cluster(tmp_path, controllers=[100, 101, 102], spareControllers=[103])
+    run_until(c, lambda: any(r.replica_id == 103 and r.status == "Observer" and r.lag == 0
+                             for r in c.describe_quorum().replicas))
+    walker = VoterChangeWalker(c, [101, 102, 103])
+    for _ in range(100):
+        if walker.step().phase is WalkPhase.COMPLETED:
+            break
+        c.advance(0.5)
+    assert sorted(c.describe_quorum().current_voters) == [101, 102, 103]
+    c.close()
+    again = EmbeddedCluster.open(tmp_path, c.spec, fsync=False)
+    assert sorted(again.describe_quorum().current_voters) == [101, 102, 103]
+
+
+@pytest.mark.parametrize("spare, problem", [
+    ([101], "spareControllers: [101]: a spare controller is listed once and is not an initial "
+            "voter"),
+    ([103, 103], "spareControllers: duplicate node ids"),
+])
+def test_a_spare_controller_is_no_initial_voter(spare: list[int], problem: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        spec(controllers=[100, 101, 102], spareControllers=spare)
+
+
+def test_voter_refusals_answer_in_kafkas_words(tmp_path: Path) -> None:
+    """As Kafka 4.4 answers kraftsman's requests (tests/diff, scenario 'voters'): a voter
+    added twice is DUPLICATE_VOTER naming ReplicaKeys with directory ids; removing a node that
+    is no voter sends no directory id, which Kafka refuses as an invalid request."""
+    c = cluster(tmp_path, controllers=[100, 101, 102])
+    dup = c.add_raft_voter(101)
+    assert dup.error == errors.DUPLICATE_VOTER
+    assert re.fullmatch(r"The voter id for ReplicaKey\(id=101, directoryId=[\w-]{22}\) is "
+                        r"already part of the set of voters \[ReplicaKey\(id=100, directoryId="
+                        r"[\w-]{22}\), ReplicaKey\(id=101, .*\), ReplicaKey\(id=102, .*\)\]\.",
+                        dup.message), dup.message
+    assert c.remove_raft_voter(104) == ApiResult(
+        errors.INVALID_REQUEST, "Remove voter request didn't include a valid voter")
+    assert sorted(c.describe_quorum().current_voters) == [100, 101, 102]

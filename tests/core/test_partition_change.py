@@ -96,8 +96,7 @@ def test_a_cancel_keeps_the_current_order_minus_the_adding_replicas() -> None:
     c = apply(p, pc.cancel_reassignment(TP, p, ALL, RULES))
     assert (c.replicas, c.isr, c.leader, c.leader_epoch) == ((1, 2, 0), (2, 0, 1), 2, 1)
     again = pc.cancel_reassignment(TP, c, ALL, RULES)
-    assert again == ApiResult(errors.NO_REASSIGNMENT_IN_PROGRESS,
-                              "No partition reassignment is in progress.")
+    assert again == ApiResult(errors.NO_REASSIGNMENT_IN_PROGRESS, "")
 
 
 def test_a_cancel_that_needs_an_unclean_election_is_refused_unless_the_topic_allows_it() -> None:

@@ -17,6 +17,7 @@ lifts it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -45,6 +46,14 @@ class Target(Protocol):
     def kill_broker(self, broker: int) -> None: ...
 
     def start_broker(self, broker: int) -> None: ...
+
+    def start_controller(self, node: int) -> None:
+        """Start a controller formatted with --no-initial-controllers (an observer)."""
+        ...
+
+    def add_voter(self, node: int) -> Any:
+        """AddRaftVoter for ``node``, with its controller endpoint where the cluster needs one."""
+        ...
 
     def settle(self, what: str, done: Callable[[], bool], timeout: float) -> None:
         """Let the cluster run until ``done()``; fail naming ``what`` if it never is."""
@@ -128,6 +137,41 @@ def throttle(rate: int | None, topics: Sequence[str], brokers: Sequence[int]
     return act
 
 
+def voters_are(*nodes: int) -> Check:
+    return lambda a: sorted(a.describe_quorum().current_voters) == sorted(nodes)
+
+
+def observing(node: int) -> Check:
+    return lambda a: any(r.replica_id == node for r in a.describe_quorum().replicas)
+
+
+def _voter_words(message: str) -> str:
+    """A metadata log directory's id is random at format time, and Kafka lists a voter set
+    in its hash order: both are masked (ids) and sorted (the ReplicaKeys of a list)."""
+    masked = re.sub(r"directoryId=[A-Za-z0-9_-]{22}", "directoryId=*", message)
+    return re.sub(r"\[(ReplicaKey\(.*?\)(?:, ReplicaKey\(.*?\))*)\]",
+                  lambda m: "[" + ", ".join(sorted(re.findall(r"ReplicaKey\(.*?\)",
+                                                              m.group(1)))) + "]", masked)
+
+
+def add_voter(node: int) -> Callable[[Target], Any]:
+    def act(t: Target) -> Any:
+        r = t.add_voter(node)
+        return [r.error.name, _voter_words(r.message)]
+    return act
+
+
+def remove_voter(node: int) -> Callable[[Target], Any]:
+    def act(t: Target) -> Any:
+        r = t.admin.remove_raft_voter(node)
+        return [r.error.name, _voter_words(r.message)]
+    return act
+
+
+def start_controller(node: int) -> Callable[[Target], Any]:
+    return lambda t: t.start_controller(node)
+
+
 def kill(broker: int) -> Callable[[Target], Any]:
     return lambda t: t.kill_broker(broker)
 
@@ -151,7 +195,9 @@ def observe(admin: ClusterAdmin, topics: Sequence[str]) -> dict[str, Any]:
     status = {f"{s.tp}@{s.broker}": s.status.split(":")[0]
               for s in admin.replica_status([(tp, r) for tp, o in ongoing.items()
                                              for r in o.replicas])}
-    return {"partitions": parts, "reassignments": listing, "replicaStatus": status}
+    voters = sorted(admin.describe_quorum().current_voters)
+    return {"partitions": parts, "reassignments": listing, "replicaStatus": status,
+            "voters": voters}
 
 
 @dataclass(frozen=True)
@@ -201,7 +247,7 @@ def differences(twin: list[dict[str, Any]], real: list[dict[str, Any]],
     """Human-readable differences, step by step (empty: the twin predicted Kafka)."""
     out: list[str] = []
     for a, b in zip(twin, real, strict=True):
-        for key in ("result", "partitions", "reassignments", "replicaStatus"):
+        for key in ("result", "partitions", "reassignments", "replicaStatus", "voters"):
             if key in ignore:
                 continue
             if a[key] != b[key]:

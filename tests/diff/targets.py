@@ -16,7 +16,7 @@ from controller_core.errors import KafkaApiError
 from controller_core.model import TopicPartition
 from tests.diff.scenario import Topic
 from tests.real.fixtures import Session
-from tests.real.kafka import BROKERS, CONTROLLERS, RACKS
+from tests.real.kafka import BROKERS, CONTROLLERS, RACKS, SPARE_CONTROLLERS
 
 MESSAGE_BYTES = 10_000
 SESSION_TIMEOUT_MS = 9_000  # broker.session.timeout.ms of the real cluster
@@ -31,6 +31,7 @@ class Twin:
         spec = EmbeddedClusterSpec.model_validate({
             "brokers": [{"id": b, "rack": RACKS[b]} for b in BROKERS],
             "controllers": list(CONTROLLERS),
+            "spareControllers": list(SPARE_CONTROLLERS),
             "brokerSessionTimeoutMs": SESSION_TIMEOUT_MS,
             "replicationBytesPerSecond": 50_000_000,
             "topics": [{"name": t.name, "partitions": len(t.assignment),
@@ -54,6 +55,12 @@ class Twin:
             self.cluster.restore_broker(broker)
         except KafkaApiError as e:
             self.refused.append(str(e))
+
+    def start_controller(self, node: int) -> None:
+        """The twin's spare controllers run from the start (spec.spareControllers)."""
+
+    def add_voter(self, node: int) -> Any:
+        return self.cluster.add_raft_voter(node)
 
     def settle(self, what: str, done: Callable[[], bool], timeout: float) -> None:
         start = self.cluster.now
@@ -90,6 +97,12 @@ class Real:
 
     def start_broker(self, broker: int) -> None:
         self.cluster.start(broker)
+
+    def start_controller(self, node: int) -> None:
+        self.cluster.start(node)
+
+    def add_voter(self, node: int) -> Any:
+        return self.admin.add_raft_voter(node, [self.cluster.controller_endpoint(node)])
 
     def settle(self, what: str, done: Callable[[], bool], timeout: float) -> None:
         """Until ``done()`` holds and every live broker serves the same metadata for the

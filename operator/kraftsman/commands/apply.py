@@ -22,7 +22,7 @@ import yaml
 
 from controller_core.config import EmbeddedClusterSpec
 from controller_core.embedded.cluster import EmbeddedCluster
-from controller_core.model import ElectionType
+from controller_core.model import ElectionType, TopicPartition
 from controller_core.orchestration.election import leader_imbalance
 from controller_core.orchestration.reassignment import (
     DryRunReport,
@@ -188,6 +188,9 @@ class Known:
     partitions: dict[str, int] = field(default_factory=dict)  # topic -> partition count
     nodes: set[int] = field(default_factory=set)  # brokers and controllers: possible voters
     fenced: set[int] = field(default_factory=set)  # registered but offline
+    # targets of the moves in flight (read only when a broker is fenced): a resumed run may
+    # name a fenced broker its move is already heading for
+    heading: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
 
 
 def _known(spec: EmbeddedClusterSpec) -> Known:
@@ -198,8 +201,11 @@ def _known(spec: EmbeddedClusterSpec) -> Known:
 def known_of(c: RealCluster) -> Known:
     """What a real cluster holds, read through the kafka backend."""
     brokers = c.describe_cluster().brokers
-    return Known({b.id for b in brokers}, c.partition_counts(), c.quorum_node_ids(),
-                 {b.id for b in brokers if b.fenced})
+    fenced = {b.id for b in brokers if b.fenced}
+    heading = ({tp: o.target for tp, o in c.list_partition_reassignments().items()}
+               if fenced else {})
+    return Known({b.id for b in brokers}, c.partition_counts(), c.quorum_node_ids(), fenced,
+                 heading)
 
 
 def validate(resources: list[Resource], store: LocalStore, problems: list[str] | None = None,
@@ -292,7 +298,8 @@ def _reassignment_problems(key: str, cluster: str, moves: Iterable[tuple[int, Pa
             problems.append(f"{where}.replicas: unknown broker id(s) {unknown}; cluster "
                             f"{cluster!r} has brokers {sorted(k.brokers)}")
         fenced = sorted(set(m.replicas) & k.fenced)
-        if fenced:  # as kafka-reassign-partitions: only brokers DescribeCluster lists
+        resumed = k.heading.get(TopicPartition(m.topic, m.partition)) == tuple(m.replicas)
+        if fenced and not resumed:  # as kafka-reassign-partitions: only listed brokers
             problems.append(f"{where}.replicas: broker(s) {fenced} are fenced (offline) in "
                             f"cluster {cluster!r}; a replica there cannot catch up — bring them "
                             f"back or choose from the live brokers {sorted(k.brokers - k.fenced)}")
