@@ -20,3 +20,8 @@ def format_duration(s: float | None) -> str:
     h, rem = divmod(whole, 3600)
     m, sec = divmod(rem, 60)
     return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 partition``, ``2 partitions`` (thousands separated: ``4,500 moves``)."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"

@@ -113,6 +113,7 @@ class ExecutorState(BaseModel):
     elected: int | None = None
     election_failed: int | None = None
     cancelled: int = 0
+    never_started: int = 0  # of the cancelled: pending when the cancel came
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +139,12 @@ class Progress:
     rate_bytes_per_second: float | None
     message: str
     details: tuple[MoveDetail, ...] = ()  # failures first, capped
+    never_started: int = 0  # of ``cancelled``: still pending when the cancel came
+
+    @property
+    def rolled_back(self) -> int:
+        """Of ``cancelled``: moves that were in flight and were rolled back."""
+        return max(0, self.cancelled - self.never_started)
 
     @property
     def percent(self) -> float:
@@ -552,6 +559,8 @@ class ReassignmentExecutor:
         return set(self.plan.moves[tp]) ^ set(self.original[tp])
 
     def _cancel_in_flight(self) -> None:
+        if self.state.phase is not Phase.CANCELLING:  # the first pass of the cancel
+            self.state.never_started = len(self.pending)
         self.state.phase = Phase.CANCELLING
         self.cancelled.update(self.pending)
         self.pending.clear()
@@ -655,7 +664,8 @@ class ReassignmentExecutor:
             self.state.phase, len(self.plan.moves), len(self.done), len(self.moving),
             len(self.pending), max(len(self.failed), self.state.failed_count),
             len(self.cancelled) or self.state.cancelled, self.state.bytes_total,
-            bytes_moved, eta, rate, self.state.message, tuple(details))
+            bytes_moved, eta, rate, self.state.message, tuple(details),
+            self.state.never_started)
 
     def _bytes_moved(self, sizes: Mapping[tuple[TopicPartition, int], int] | None = None) -> int:
         moved = self.state.bytes_done

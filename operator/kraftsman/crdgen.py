@@ -158,8 +158,12 @@ FIELD_EXTRAS: dict[tuple[str, str], dict[str, Any]] = {
     ("EmbeddedClusterSpec", "topics"): {"x-kubernetes-list-type": "map",
                                         "x-kubernetes-list-map-keys": ["name"]},
     ("PartitionMove", "replicas"): _SET,
+    # A plan's partition lists are atomic, not list-maps: the API server records every key of
+    # a list-map in metadata.managedFields (~130 bytes per partition, 2.4x the spec itself),
+    # and every write of the object pays for decoding, validating and encoding it (see
+    # docs/operator.md "Size limits"). A partition listed twice is refused by the operator.
     ("PartitionReassignmentSpec", "partitions"): {
-        "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["topic", "partition"],
+        "x-kubernetes-list-type": "atomic",
         # One more would be stored only to have the operator's first status write refused
         # (etcd's 1.5 MiB object limit): refused at admission instead, saying what to do.
         "x-kubernetes-validations": [{
@@ -169,8 +173,7 @@ FIELD_EXTRAS: dict[tuple[str, str], dict[str, Any]] = {
                        "1.5 MiB per object, and every write of a larger one costs the API "
                        "server seconds); split the plan into several resources that run one "
                        "after another (kraftsman plan --max-partitions-per-resource does)"}]},
-    ("LeaderElectionSpec", "partitions"): {
-        "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["topic", "partition"]},
+    ("LeaderElectionSpec", "partitions"): {"x-kubernetes-list-type": "atomic"},
     ("LeaderElectionSpec", "topics"): _SET,
     ("*", "conditions"): {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     # An operation acts on one cluster: moving it mid-way would leave the first cluster

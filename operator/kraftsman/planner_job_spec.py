@@ -56,6 +56,8 @@ _SCALE = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei":
           "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
 
 
+DEFAULT_ACTIVE_DEADLINE_SECONDS = 3600  # a planner Job's pod: pulled, scheduled and done
+
 def quantity_bytes(text: str) -> int:
     """A memory quantity in bytes (``3Gi``, ``3000M``, ``3e9``); the text matches QUANTITY."""
     match = re.fullmatch(r"([+-]?[0-9.]+)([eE][+-]?[0-9.]+|[KMGTPE]i|[numkMGTPE])?", text)
@@ -135,9 +137,21 @@ class PlannerConfig:
         default_factory=lambda: copy.deepcopy(DEFAULT_RESOURCES))
     image_pull_secrets: tuple[str, ...] = ()  # the operator's own (the image is the same)
     problem: str | None = None  # a --planner-* setting the operator could not use
+    # A Job whose pod never runs (an image that cannot be pulled, no node fits) fails after
+    # this long instead of leaving its KafkaRebalance in PendingProposal for good.
+    active_deadline_seconds: int = DEFAULT_ACTIVE_DEADLINE_SECONDS
 
     def job_namespace(self, rebalance_namespace: str) -> str:
         return self.namespace or rebalance_namespace
+
+
+def job_failure(job: dict[str, Any] | None) -> str:
+    """Why the job controller failed a Job (its Failed condition: ``DeadlineExceeded: Job was
+    active longer than specified deadline``), or ""."""
+    for c in ((job or {}).get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Failed" and c.get("status") == "True":
+            return ": ".join(str(x) for x in (c.get("reason"), c.get("message")) if x)
+    return ""
 
 
 class PlannerUnavailable(Exception):
@@ -220,7 +234,8 @@ def planner_job(config: PlannerConfig, *, name: str, namespace: str, uid: str,
         meta["ownerReferences"] = [owner_reference(name, uid)]
     return {
         "apiVersion": "batch/v1", "kind": "Job", "metadata": meta,
-        "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": labels}, "spec": pod}},
+        "spec": {"backoffLimit": 0, "activeDeadlineSeconds": config.active_deadline_seconds,
+                 "template": {"metadata": {"labels": labels}, "spec": pod}},
     }
 
 

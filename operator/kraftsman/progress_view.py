@@ -9,7 +9,7 @@ from controller_core import errors
 from controller_core.model import ElectionType
 from controller_core.orchestration.election import ElectionReport
 from controller_core.orchestration.reassignment import DryRunReport, Limits, Progress
-from controller_core.units import format_bytes
+from controller_core.units import counted, format_bytes
 from controller_core.units import format_duration as format_seconds
 
 PLAIN_EVERY_PERCENT = 10.0
@@ -94,8 +94,8 @@ class ProgressView:
             self.line(progress_line(key, p, now))
         if p.phase.terminal:
             verb = {"Completed": "completed", "Cancelled": "cancelled", "Failed": "failed"}
-            self.line(f"{key} {verb[p.phase.value]}: {p.done} moved, {p.cancelled} rolled back "
-                      f"or not started, {p.failed} failed; "
+            self.line(f"{key} {verb[p.phase.value]}: {p.done} moved, {p.rolled_back} rolled back"
+                      f", {p.never_started} never started, {p.failed} failed; "
                       f"{format_bytes(p.bytes_moved)} copied")
         elif p.phase.value == "Paused" and not p.moving:
             self.line(f"{key} paused, {p.pending} pending ({p.done} done); set spec.paused: "
@@ -118,7 +118,7 @@ class ProgressView:
                       if limits.max_concurrent_moves_per_broker else "")
         est = (format_seconds(r.estimated_seconds) if r.estimated_seconds is not None
                else "not estimated")
-        self.line(f"{key} (dry run): {r.partitions_moving} partitions would move "
+        self.line(f"{key} (dry run): {counted(r.partitions_moving, 'partition')} would move "
                   f"({r.partitions_unchanged} already in place): {r.replica_moves} replicas "
                   f"added, {r.replicas_removed} removed, {r.leader_moves} leader moves, "
                   f"{format_bytes(r.bytes_to_move)} to copy, estimated {est} "

@@ -218,6 +218,7 @@ class Observed:
     annotation: str | None = None
     cluster_known: bool = True
     job: JobState = "missing"
+    job_failure: str = ""  # the failed Job's reason and message (DeadlineExceeded: ...)
     proposal: Proposal | None = None
     steps: Sequence[RebalanceStep] | str | None = None  # str: why the parts are unusable
     current: tuple[str, str, str] | None = None
@@ -275,14 +276,11 @@ def decide(st: KafkaRebalanceStatus, obs: Observed, now: str) -> Decision:
                   f"{action!r}; use approve, refresh or reject (or remove the annotation)")
         action = None
     else:
-        p.cond(DEGRADED, "False", "AsExpected")
+        _degraded_as_the_phase_says(p)
     digest = plan_digest(spec)
     phase = s.phase
     if phase != "Rebalancing" and (s.proposal_id == 0 or phase == "Invalid"
                                    or s.plan_digest != digest or action == "refresh"):
-        if action == "refresh" and phase == "PendingProposal" and s.plan_digest == digest:
-            p.d.remove_annotation = True  # a proposal for this spec is being computed
-            return _pending(p)
         p.d.remove_annotation = action == "refresh"
         return _new_proposal(p, digest, "refresh" if action == "refresh" else
                              "spec" if s.proposal_id else "created")
@@ -304,6 +302,22 @@ def decide(st: KafkaRebalanceStatus, obs: Observed, now: str) -> Decision:
         p.event("AnnotationIgnored", f"{ANNOTATION}={action}: nothing to {action} in phase "
                 f"{phase}; annotate {ANNOTATION}=refresh for a new proposal", warning=True)
     return p.d
+
+
+def _degraded_as_the_phase_says(p: _Pass) -> None:
+    """Degraded once a pass went well: a Stale or Failed rebalance stays Degraded (as the
+    phase's own conditions say) until a refresh or a spec change, whatever annotation comes
+    meanwhile (Argo CD would show Progressing, and a sync wave wait instead of stopping); any
+    other phase is as expected (an API error or an unknown annotation of an earlier pass is
+    over)."""
+    s = p.st
+    stale, progressing = s.condition(STALE), s.condition(PROGRESSING)
+    if s.phase == "Stale" and stale is not None and stale.status == "True":
+        p.degrade("StaleProposal", stale.message)
+    elif s.phase == "Failed" and progressing is not None and progressing.status == "False":
+        p.degrade(progressing.reason, progressing.message)
+    else:
+        p.cond(DEGRADED, "False", "AsExpected")
 
 
 def _spec_problem(obs: Observed) -> tuple[str, str] | None:
@@ -358,8 +372,9 @@ def _pending(p: _Pass) -> Decision:
         if obs.steps is not None:
             return _proposal_ready(p, proposal.figures, list(obs.steps))
     if obs.job == "failed":
+        why = f" ({obs.job_failure})" if obs.job_failure else ""
         return _failed(p, "PlannerFailed", (
-            f"planner Job {s.job} failed without writing its proposal (ConfigMap "
+            f"planner Job {s.job} failed{why} without writing its proposal (ConfigMap "
             f"{s.proposal_config_map}); see `kubectl logs -n {obs.planner_namespace} "
             f"job/{job_name(obs.name, s.proposal_id)}`; annotate {ANNOTATION}=refresh to plan "
             "again"),

@@ -8,12 +8,13 @@ kafka-leader-election), so a user's plan files carry over.
 from __future__ import annotations
 
 import difflib
+import re
 import types
 import typing
 from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from controller_core.config import TOPIC_NAME_PATTERN, BrokerId, CamelModel, EmbeddedClusterSpec
 from controller_core.metadata.controller import MAX_THROTTLE_RATE
@@ -32,15 +33,35 @@ class ObjectRef(CamelModel):
     name: str = Field(pattern=K8S_NAME_PATTERN, description="Name of a resource in this namespace.")
 
 
+# HOST:PORT[,HOST:PORT...] with a numeric port (a host name, an IPv4 address or a bracketed IPv6
+# one): what the CRD admits; the model also refuses a port over 65535, saying what to write.
+_HOST = r"(\[[0-9A-Fa-f:.]+\]|[^\s,:/\[\]]+)"
+BOOTSTRAP_SERVERS_PATTERN = rf"^{_HOST}:[0-9]{{1,5}}(, *{_HOST}:[0-9]{{1,5}})*$"
+
+
 class KafkaClusterSpec(CamelModel):
     """How to reach a cluster: exactly one of `embedded` or `bootstrapServers`."""
 
     embedded: EmbeddedClusterSpec | None = Field(
         default=None, description="An in-process cluster (demos, tests, rehearsals).")
     bootstrap_servers: str | None = Field(
-        default=None, min_length=1, description="host:port[,host:port] of a real cluster.")
+        default=None, min_length=1, description="host:port[,host:port] of a real cluster.",
+        json_schema_extra={"pattern": BOOTSTRAP_SERVERS_PATTERN})
     auth_secret_ref: ObjectRef | None = Field(
         default=None, description="Secret with TLS/SASL settings for bootstrapServers.")
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _host_ports(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        bad = [s.strip() for s in v.split(",") if not re.match(
+            rf"^{_HOST}:[0-9]{{1,5}}$", s.strip()) or int(s.rsplit(":", 1)[1]) > 65535]
+        if bad or not re.match(BOOTSTRAP_SERVERS_PATTERN, v):
+            raise ValueError(
+                f"{', '.join(repr(b) for b in bad) or repr(v)} is not HOST:PORT with a numeric "
+                "port (0-65535); write HOST:PORT[,HOST:PORT...], e.g. kafka-0:9092,kafka-1:9092")
+        return v
 
     @model_validator(mode="after")
     def _exactly_one(self) -> KafkaClusterSpec:

@@ -21,7 +21,7 @@ import kopf
 from kopf._core.engines import posting  # kopf's Event queue (set up by kopf.operator)
 
 from kraftsman.handlers import Runtime, build_registry
-from kraftsman.handlers.common import PLURALS
+from kraftsman.handlers.common import FINALIZER, PLURALS
 from kraftsman.handlers.opstate import encode, saved_state
 from kraftsman.resources import API_VERSION
 
@@ -81,7 +81,8 @@ class Driver:
     def create(self, kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
         obj = {"apiVersion": API_VERSION, "kind": kind,
                "metadata": {"name": name, "namespace": "default", "uid": f"uid-{kind}-{name}",
-                            "generation": 1}, "spec": dict(spec), "status": {}}
+                            "generation": 1, "finalizers": [FINALIZER]},  # as kopf adds it
+               "spec": dict(spec), "status": {}}
         self.objects[(kind, name)] = obj
         return obj
 

@@ -240,7 +240,7 @@ def test_parse_spec_offers_the_fix_and_the_known_fields() -> None:
     _, problems = parse_spec("KafkaQuorum", {"clusterRef": {"name": "d"}, "voters": [1],
                                              "votrs": [2]})
     assert problems == ["spec.votrs: unknown field; did you mean 'voters'? "
-                        "(fields here: clusterRef, voters)"]
+                        "(fields here: clusterRef, voters, controllers)"]
 
 
 def test_settled_stops_the_timer_of_a_finished_resource_once_its_events_are_out() -> None:

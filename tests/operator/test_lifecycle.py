@@ -218,7 +218,9 @@ async def test_a_partition_dropped_mid_flight_is_cancelled_and_its_throttles_rem
         assert asyncio.get_running_loop().time() < deadline, (ongoing, now)
         await asyncio.sleep(0.1)
     d = await on_cluster(op, lambda c: c.describe_partitions(topics=["orders"])[1])
-    assert d.replicas == (1, 2, 0)  # rolled back to where it was
+    # rolled back to the replicas it had; Kafka 4.4 keeps the removing ones sorted while a
+    # move runs, so the order may differ (KIP-455), as tests/cli/test_cli.py says
+    assert sorted(d.replicas) == [0, 1, 2]
     assert TopicPartition("orders", 0) in ongoing  # the partition still named moves on
 
 

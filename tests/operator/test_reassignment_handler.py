@@ -279,7 +279,7 @@ async def test_a_dry_run_without_a_throttle_says_unthrottled(d: Driver) -> None:
                                                       "partitions": MOVES[:1]})
     await d.tick(pr)
     assert pr["status"]["plan"]["estimatedSeconds"] is None
-    assert conds(pr)["Succeeded"] == ("True", "DryRunComplete", "dry run: 1 partitions would "
+    assert conds(pr)["Succeeded"] == ("True", "DryRunComplete", "dry run: 1 partition would "
                                       "move (3 replicas, 3000000 bytes, unthrottled), 1 leader "
                                       "moves; nothing was moved")
 
@@ -313,7 +313,8 @@ async def test_cancel_in_flight_rolls_back_and_says_how_many(d: Driver) -> None:
     assert (pr["status"]["done"], pr["status"]["moving"]) == (2, 2)
     d.set_spec(pr, {"cancel": True})
     await run_until(d, pr, {"Cancelled"})
-    msg = "cancelled: 4 moves rolled back or not started, 2 had completed"
+    # the 2 in flight were rolled back; the 2 pending never started (not "4 rolled back")
+    msg = "cancelled: 2 moves rolled back, 2 moves never started, 2 had completed"
     assert conds(pr)["Succeeded"] == ("False", "Cancelled", msg)
     assert conds(pr)["Progressing"] == ("False", "Cancelled", msg)
     assert pr["status"]["completedAt"] and pr["status"]["counts"]["cancelled"] == 4
@@ -550,6 +551,17 @@ async def test_an_operator_restart_resumes_from_the_status_without_repeating_eve
     assert reasons == ["Started", "BatchDone", "BatchDone", "Completed"]
 
 
+async def test_deleting_says_what_was_rolled_back_and_what_never_started(d: Driver) -> None:
+    """A deployed operator said "5000 moves rolled back" when 4,500 of them never started."""
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES,
+                                                    "maxConcurrentMoves": 1})
+    await d.tick(pr)
+    await d.call(pr, "rollback")
+    assert d.events[-1] == ("Normal", "Cancelled",
+                            "deleted: 1 move rolled back, 5 moves never started, 0 had "
+                            "completed")
+
+
 async def test_deleting_an_in_flight_reassignment_rolls_it_back(d: Driver) -> None:
     pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES,
                                                     "maxConcurrentMoves": 6})
@@ -559,7 +571,8 @@ async def test_deleting_an_in_flight_reassignment_rolls_it_back(d: Driver) -> No
     await d.call(pr, "rollback")  # KIP-455 cancellation: back to the original replicas
     assert cluster.list_partition_reassignments() == {}
     assert d.events[-1] == ("Normal", "Cancelled",
-                            "deleted: 6 moves rolled back, 0 had completed")
+                            "deleted: 6 moves rolled back, 0 moves never started, 0 had "
+                            "completed")
     parts = {p.tp: p.replicas for p in cluster.describe_partitions()}
     assert parts[TP0] == (0, 1, 2)
 
@@ -714,3 +727,36 @@ async def test_a_pass_on_a_body_older_than_its_own_last_write_writes_nothing(
 
 def cond(obj: dict[str, Any], type_: str) -> str:
     return str(condition(obj, type_)["status"])
+
+
+async def test_a_plan_colliding_with_another_resource_s_moves_waits_naming_it(
+        d: Driver) -> None:
+    """It was Invalid for good, naming the other resource's partition as spec.partitions[?]."""
+    first = d.create("PartitionReassignment", "first", {**REF, "partitions": MOVES[:2],
+                                                        "maxConcurrentMoves": 1})
+    await d.tick(first, 0.01)  # a move takes the embedded cluster 1 s
+    assert first["status"]["phase"] == "Moving"
+    second = d.create("PartitionReassignment", "second", {**REF, "partitions": MOVES[4:5]})
+    await d.tick(second, 0.01)
+    assert second["status"]["phase"] == "Waiting", second["status"]
+    progressing = conds(second)["Progressing"]
+    assert progressing[:2] == ("True", "WaitingForReassignments")
+    assert progressing[2] == ("waiting for PartitionReassignment/first to finish before "
+                              "starting; or set spec.additional: true to move on top of them")
+    assert conds(second)["Degraded"][0] == "False" and "[?]" not in str(second["status"])
+    await run_until(d, first, {"Completed"})
+    await run_until(d, second, {"Moving", "Completed"})
+    await run_until(d, second, {"Completed"})
+    assert outbox(second)[0][0] == "Started"
+
+
+async def test_a_plan_waits_for_a_reassignment_started_outside_kraftsman(d: Driver) -> None:
+    await d.ready_cluster()
+    cluster = d.rt.clusters[("default", "demo")].cluster
+    cluster.alter_partition_reassignments({TopicPartition("orders", 5): [3, 4, 5]})
+    pr = d.create("PartitionReassignment", "mine", {**REF, "partitions": MOVES[:1]})
+    await d.tick(pr, 0.01)
+    assert pr["status"]["phase"] == "Waiting"
+    assert conds(pr)["Progressing"][2].startswith(
+        "waiting for a reassignment of orders-5 started outside kraftsman's resources to "
+        "finish before starting")

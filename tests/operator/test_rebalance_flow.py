@@ -391,6 +391,33 @@ def test_a_spec_change_makes_a_new_proposal() -> None:
     assert d.status.phase == "PendingProposal"
 
 
+@pytest.mark.parametrize("second", ["approve", "reject", "bogus"])
+def test_a_stale_rebalance_stays_degraded_whatever_annotation_comes_next(second: str) -> None:
+    """Argo CD reads Degraded: a Stale rebalance that lost it showed Progressing, and a sync
+    wave waited instead of stopping."""
+    stale = step(proposal_ready(), obs(annotation="approve", fingerprint="b" * 64)).status
+    was = cond(stale, "Degraded")
+    assert was[:2] == ("True", "StaleProposal")
+    d = step(stale, obs(annotation=second))
+    assert d.status.phase == "Stale" and d.actions == []
+    if second == "bogus":
+        assert cond(d.status, "Degraded")[:2] == ("True", "UnknownAnnotation")
+        d = step(d.status, obs(annotation="approve"))  # then a known one
+    assert cond(d.status, "Degraded") == was
+    assert cond(d.status, "Ready")[:2] == ("False", "Stale")
+
+
+def test_a_failed_rebalance_stays_degraded_when_annotated() -> None:
+    first = step(KafkaRebalanceStatus(), obs()).status
+    failed = step(first, obs(job="failed")).status
+    assert failed.phase == "Failed"
+    was = cond(failed, "Degraded")
+    assert was[:2] == ("True", "PlannerFailed")
+    d = step(failed, obs(annotation="approve"))
+    assert d.events[0].reason == "AnnotationIgnored"
+    assert cond(d.status, "Degraded") == was
+
+
 def test_approve_after_the_end_is_ignored_with_a_warning() -> None:
     st = rebalancing()
     st = step(st, obs(current=("Completed", "100%", ""))).status
@@ -426,6 +453,8 @@ def test_the_planner_job_follows_the_contract() -> None:
     assert (meta["name"], meta["namespace"]) == ("rb-plan-3", "kraftsman-system")
     assert "ownerReferences" not in meta  # never across namespaces
     assert job["spec"]["backoffLimit"] == 0 and pod["restartPolicy"] == "Never"
+    # a pod that never runs (image not pullable, no node) fails the Job within the hour
+    assert job["spec"]["activeDeadlineSeconds"] == 3600
     assert pod["serviceAccountName"] == "kraftsman-planner"
     (c,) = pod["containers"]
     assert c["image"] == CONFIG.image and c["command"] == ["kraftsman"]
@@ -606,22 +635,33 @@ def test_a_new_proposal_sets_every_condition_and_clears_the_last_run() -> None:
     assert "(spec)" in again.condition("Ready").message  # type: ignore[union-attr]
 
 
-def test_refresh_while_the_proposal_for_this_spec_is_computed_only_drops_the_annotation(
-        ) -> None:
+def test_refresh_while_the_planner_runs_starts_a_new_proposal() -> None:
+    """A planner Job that never runs (an image that cannot be pulled, no node) left the
+    rebalance in PendingProposal, and refresh was dropped without effect or Event: it now
+    replaces the Job with a new proposal, and says so."""
     st = step(KafkaRebalanceStatus(), obs()).status
     d = step(st, obs(annotation="refresh", job="running"))
-    assert d.remove_annotation is True and d.actions == [] and d.events == []
-    computing = "planner Job kraftsman-system/rb-plan-1 is computing proposal 1"
-    assert conditions(d.status)["ProposalReady"] == ("False", "Planning", computing)
-    assert conditions(d.status)["Progressing"] == ("True", "Planning", computing)
-    assert d.status.cluster == "demo"
-    assert d.status.proposal_id == 1
+    assert d.remove_annotation is True
+    assert d.actions == [DeleteProposal(1), CreateJob(2)]
+    assert d.status.phase == "PendingProposal" and d.status.proposal_id == 2
+    assert d.events[0].message == ("proposal 2 requested (refresh): planner Job "
+                                   "kraftsman-system/rb-plan-2 started")
     assert conditions(d.status)["Degraded"] == ("False", "AsExpected", "")
     # after a proposal is ready, refresh makes proposal 2 and says why
     d = step(proposal_ready(), obs(annotation="refresh"))
     assert d.remove_annotation is True and d.status.proposal_id == 2
     assert d.actions == [DeleteProposal(1), CreateJob(2)]
     assert d.events[0].message.startswith("proposal 2 requested (refresh)")
+
+
+def test_a_planner_job_past_its_deadline_fails_the_rebalance_saying_so() -> None:
+    st = step(KafkaRebalanceStatus(), obs()).status
+    d = step(st, obs(job="failed", job_failure="DeadlineExceeded: Job was active longer "
+                                               "than specified deadline"))
+    assert d.status.phase == "Failed"
+    assert cond(d.status, "Degraded")[2].startswith(
+        "planner Job kraftsman-system/rb-plan-1 failed (DeadlineExceeded: Job was active "
+        "longer than specified deadline) without writing its proposal")
 
 
 def test_an_invalid_rebalance_plans_afresh_once_fixed() -> None:

@@ -159,16 +159,24 @@ async def test_the_planner_job_is_created_and_waited_for_then_its_proposal_is_re
     assert ("Normal", "ProposalReady") in [(t, r) for t, r, _ in env.d.events]
 
 
-async def test_a_planner_job_that_cannot_be_built_keeps_the_phase_and_says_why(
+async def test_a_planner_job_that_cannot_be_built_is_unavailable_and_says_why(
         env: Env) -> None:
+    """A KafkaRebalance whose first Job cannot be built had no phase at all (kubectl get
+    showed an empty PHASE): it is Unavailable, and goes on once the operator is fixed."""
     env.d.rt.planner = PlannerConfig(image="kraftsman:test")  # state on an emptyDir
     rb = rebalance(env.d)
     await env.d.call(rb, "reconcile")
-    assert rb["status"].get("phase") is None
+    assert rb["status"].get("phase") == "Unavailable"
     degraded = condition(rb, "Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", "PlannerUnavailable")
     assert "install the chart with state.type=persistentVolumeClaim" in degraded["message"]
+    assert condition(rb, "Ready")["reason"] == "PlannerUnavailable"
     assert await env.get(f"{JOBS}/rb-plan-1") is None
+    env.d.rt.planner = PlannerConfig(image="kraftsman:test", state_claim="kraftsman-state")
+    await env.d.call(rb, "reconcile")
+    assert rb["status"]["phase"] == "PendingProposal"
+    assert condition(rb, "Degraded")["status"] == "False"
+    assert await env.get(f"{JOBS}/rb-plan-1") is not None
 
 
 async def test_a_proposal_part_not_written_yet_is_waited_for_while_the_job_runs(

@@ -14,6 +14,7 @@ import kopf
 from kraftsman.handlers import cluster, election, quorum, reassignment, rebalance
 from kraftsman.handlers.common import FINALIZER
 from kraftsman.handlers.diffbase import DigestDiffBaseStorage
+from kraftsman.handlers.logfilter import install as quiet_logs
 from kraftsman.handlers.runtime import Runtime
 from kraftsman.resources import GROUP
 
@@ -42,6 +43,7 @@ def configure(settings: kopf.OperatorSettings, rt: Runtime) -> None:
     settings.networking.request_timeout = 60
     settings.execution.max_workers = 8
     settings.background.cancellation_polling = TIMER_EXIT_POLL_SECONDS
+    quiet_logs()  # no line per timer tick; waiting at INFO, once (logfilter.py)
 
 
 def build_registry(rt: Runtime) -> kopf.OperatorRegistry:

@@ -20,9 +20,11 @@ from controller_core.admin import ClusterAdmin
 from controller_core.backends import SecretError
 from controller_core.backends.kafka_admin import NETWORK_EXCEPTION, SASL_AUTHENTICATION_FAILED
 from controller_core.errors import ErrorCode, KafkaApiError
+from controller_core.units import counted
 from kraftsman.handlers.common import (
     degrade,
     emit,
+    finalized,
     generation,
     healthy,
     parse_spec,
@@ -30,6 +32,7 @@ from kraftsman.handlers.common import (
     resource,
     set_cond,
 )
+from kraftsman.handlers.logfilter import Waiting
 from kraftsman.handlers.runtime import ClusterBusy, OpenCluster, Runtime, spec_digest
 from kraftsman.handlers.secrets import SecretUnavailable, read_secret
 from kraftsman.resources import KafkaClusterSpec
@@ -60,6 +63,21 @@ def figures(cluster: ClusterAdmin, st: KafkaClusterStatus) -> None:
     st.cluster_id = desc.cluster_id
 
 
+def figures_words(st: KafkaClusterStatus) -> str:
+    return (f"{counted(st.brokers or 0, 'broker')}, {counted(st.topics or 0, 'topic')}, "
+            f"{counted(st.partitions or 0, 'partition')}")
+
+
+def announce_new_id(body: Any, status: Any, st: KafkaClusterStatus) -> None:
+    """A Warning when the cluster reached is not the one reached before (spec.bootstrapServers
+    repointed, an embedded cluster recreated after its state was lost)."""
+    was = (status or {}).get("clusterId")
+    if was and st.cluster_id and was != st.cluster_id:
+        emit(body, "ClusterIdChanged", f"now reaches cluster {st.cluster_id}, not {was} as "
+             f"before: operations started on {was} are not carried over to it (each waits "
+             "for your decision, phase ClusterChanged)", warning=True)
+
+
 def kafka_reason(e: KafkaApiError) -> str:
     return KAFKA_REASONS.get(e.error, "ClusterUnavailable")
 
@@ -73,6 +91,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     @kopf.timer(**resource(KIND), interval=rt.tick, registry=registry, id="reconcile")
     async def reconcile(spec: Any, status: Any, meta: Any, body: Any, patch: Any, uid: str,
                         name: str, namespace: str, logger: logging.Logger, **_: Any) -> None:
+        if not finalized(meta):
+            return
         gen = generation(meta)
         st = read_status(KafkaClusterStatus, status)
         model, problems = parse_spec(KIND, spec)
@@ -113,8 +133,9 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             set_cond(st, READY, "False", "StateDirectoryBusy", str(e), gen)
             publish(patch, status, st, gen)
             return
+        announce_new_id(body, status, st)
         st.phase = "Ready"
-        message = (f"{st.brokers} brokers, {st.topics} topics, {st.partitions} partitions, "
+        message = (f"{figures_words(st)}, "
                    f"{st.under_replicated_partitions} under-replicated")
         set_cond(st, READY, "True", "ClusterReady", message, gen)
         set_cond(st, PROGRESSING, "False", "Idle", "", gen)
@@ -159,8 +180,9 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                 emit(body, reason, message, warning=True)
             return
         rt.backoff.succeeded(bkey)
+        announce_new_id(body, status, st)
         st.phase = "Ready"
-        message = (f"{st.brokers} brokers, {st.topics} topics, {st.partitions} partitions, "
+        message = (f"{figures_words(st)}, "
                    f"{st.under_replicated_partitions} under-replicated "
                    f"(via {model.bootstrap_servers})")
         set_cond(st, READY, "True", "ClusterReady", message, gen)
@@ -210,7 +232,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             set_cond(st, READY, "False", "InUse", msg, gen)
             degrade(st, "DeletionBlocked", msg, gen)
             publish(patch, status, st, gen)
-            raise kopf.TemporaryError(msg, delay=max(rt.tick, 1.0))
+            raise Waiting(msg, delay=max(rt.tick, 1.0))
         opened = rt.clusters.get(key)
         kafka = (opened is not None and not opened.embedded) or bool(
             (body.get("spec") or {}).get("bootstrapServers"))

@@ -91,6 +91,15 @@ def emit(body: Any, reason: str, message: str, *, warning: bool = False) -> None
         kopf.info(body, reason=reason, message=message)
 
 
+def finalized(meta: Any) -> bool:
+    """Whether kopf's finalizer is stored. kopf spawns timers at once, while it is still
+    adding its finalizer (its own JSON patch, guarded by the resourceVersion), so every timer
+    pass waits for it: a status write racing that patch makes it fail (422) and be made again
+    (on a real API server a write of a large PartitionReassignment costs seconds), and an
+    operation started before its finalizer could be deleted with nothing rolled back."""
+    return FINALIZER in (meta.get("finalizers") or ())
+
+
 def settled(*phases: str, continuous_ok: bool = False) -> Any:
     """A kopf `when=` filter: false once the resource sits in one of `phases` for its current
     generation and its milestone Events are posted. kopf stops the timer of a resource that

@@ -23,6 +23,7 @@ from controller_core.orchestration.election import (
 )
 from kraftsman.handlers.common import (
     degrade,
+    finalized,
     generation,
     healthy,
     parse_spec,
@@ -30,6 +31,7 @@ from kraftsman.handlers.common import (
     resource,
     set_cond,
 )
+from kraftsman.handlers.logfilter import Waiting
 from kraftsman.handlers.opstate import Outbox, bump, saved_state
 from kraftsman.handlers.runtime import Runtime, spec_digest
 from kraftsman.reconcile import election_of
@@ -88,8 +90,10 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     async def le_users(namespace: str, name: str, spec: Any, status: Any, **_: Any) -> Any:
         ref = (spec.get("clusterRef") or {}).get("name")
         phase = (status or {}).get("phase")
-        if not ref or (spec.get("mode") != "Continuous" and phase in ("Completed", "Failed",
-                                                                      "Invalid")):
+        # An invalid election (continuous or not) never acts on the cluster: it does not hold
+        # a KafkaCluster's deletion; a finished one-shot election neither.
+        if not ref or phase == "Invalid" or parse_spec(KIND, spec)[0] is None or (
+                spec.get("mode") != "Continuous" and phase in ("Completed", "Failed")):
             return {}  # not None: kopf keeps an object's old entries when given None
         return {(namespace, ref): f"{KIND}/{name}"}
 
@@ -115,8 +119,9 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     # per object polling every tick.
     @kopf.timer(**resource(KIND), interval=rt.tick, registry=registry, id="reconcile",
                 when=continuous_mode)
-    async def reconcile(**kw: Any) -> None:
-        await attempt(**kw)
+    async def reconcile(meta: Any, **kw: Any) -> None:
+        if finalized(meta):
+            await attempt(meta=meta, **kw)
 
     @kopf.on.resume(**resource(KIND), registry=registry, id="resume", when=one_shot_mode)
     @kopf.on.create(**resource(KIND), registry=registry, id="run", when=one_shot_mode)
@@ -125,7 +130,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     async def run(**kw: Any) -> None:
         delay = await attempt(**kw)
         if delay is not None:
-            raise kopf.TemporaryError("waiting; trying again", delay=delay)
+            raise Waiting("waiting; trying again", delay=delay)
 
     async def attempt(spec: Any, status: Any, meta: Any, body: Any, patch: Any, uid: str,
                       namespace: str, kafkaclusters: Any, logger: Any, **_: Any

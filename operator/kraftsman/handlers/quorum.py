@@ -28,6 +28,7 @@ from controller_core.raft.describe import QuorumStatus
 from kraftsman.handlers.common import (
     degrade,
     emit,
+    finalized,
     generation,
     healthy,
     parse_spec,
@@ -144,13 +145,20 @@ def milestones(old: KafkaQuorumStatus, done: Pass,
 
 def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     @kopf.index(**resource(KIND), registry=registry, id="kq_users")
-    async def kq_users(namespace: str, name: str, spec: Any, **_: Any) -> Any:
+    async def kq_users(namespace: str, name: str, spec: Any, status: Any, **_: Any) -> Any:
+        """(namespace, cluster) -> this quorum, while it may act on the cluster: an invalid
+        one (a bad spec, or Invalid for its cluster) does not hold a KafkaCluster's deletion."""
         ref = (spec.get("clusterRef") or {}).get("name")
-        return {(namespace, ref): f"{KIND}/{name}"} if ref else None
+        if not ref or (status or {}).get("phase") == "Invalid" or \
+                parse_spec(KIND, spec)[0] is None:
+            return {}  # not None: kopf keeps an object's old entries when given None
+        return {(namespace, ref): f"{KIND}/{name}"}
 
     @kopf.timer(**resource(KIND), interval=rt.tick, registry=registry, id="reconcile")
     async def reconcile(spec: Any, status: Any, meta: Any, body: Any, patch: Any, uid: str,
                         namespace: str, kafkaclusters: Any, **_: Any) -> None:
+        if not finalized(meta):
+            return
         gen = generation(meta)
         old = read_status(KafkaQuorumStatus, status)
         st = read_status(KafkaQuorumStatus, status)

@@ -16,7 +16,7 @@ from typing import Any
 import kopf
 
 from controller_core.admin import ClusterAdmin
-from controller_core.errors import KafkaApiError
+from controller_core.errors import REASSIGNMENT_IN_PROGRESS, KafkaApiError
 from controller_core.model import TopicPartition
 from controller_core.orchestration.reassignment import (
     DryRunReport,
@@ -27,9 +27,11 @@ from controller_core.orchestration.reassignment import (
     ReassignmentExecutor,
     dry_run,
 )
+from controller_core.units import counted
 from kraftsman.handlers.common import (
     degrade,
     emit,
+    finalized,
     generation,
     healthy,
     parse_spec,
@@ -38,6 +40,7 @@ from kraftsman.handlers.common import (
     set_cond,
     settled,
 )
+from kraftsman.handlers.logfilter import Waiting
 from kraftsman.handlers.opstate import Outbox, bump, saved_state
 from kraftsman.handlers.runtime import Runtime, spec_digest
 from kraftsman.reconcile import limits_of, plan_of
@@ -157,6 +160,14 @@ def summary(report: DryRunReport) -> ReassignmentPlanSummary:
 STALE_BODY_WAIT = 30.0
 
 
+def cancel_outcome(progress: Progress) -> str:
+    """What a cancel did: the moves in flight rolled back, apart from those it kept from
+    starting (saying "5000 moves rolled back" when 4,500 never started misleads)."""
+    return (f"{counted(progress.rolled_back, 'move')} rolled back, "
+            f"{counted(progress.never_started, 'move')} never started, "
+            f"{progress.done:,} had completed")
+
+
 def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     # The newest operation state of each resource this process works on, with its live
     # executor (it keeps what it noticed between passes). The API server holds the same state
@@ -165,6 +176,59 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     live: dict[str, tuple[dict[str, Any], ReassignmentExecutor | None]] = {}
     specs: dict[str, tuple[int, Any]] = {}  # uid -> (generation, what parsed() made of it)
     saved_at: dict[str, float] = {}  # uid -> when this process last saved a state (monotonic)
+    names: dict[str, tuple[str, str]] = {}  # uid -> (namespace, name), to name a blocker
+
+    def movers(cluster: ClusterAdmin, namespace: str, ref: str, me: str) -> tuple[
+            list[str], list[TopicPartition]]:
+        """The other PartitionReassignments (on this cluster, in this namespace) whose moves
+        are in flight, and the partitions in flight that none of them moves (another tool's)."""
+        ongoing = set(cluster.list_partition_reassignments())
+        found: set[str] = set()
+        claimed: set[TopicPartition] = set()
+        for uid, (doc, _) in list(live.items()):
+            if uid == me or names.get(uid, ("", ""))[0] != namespace or \
+                    doc.get("cluster") != ref:
+                continue
+            mine = {TopicPartition(t, p) for t, p in doc.get("inFlight") or []} & ongoing
+            if mine:
+                found.add(f"{KIND}/{names[uid][1]}")
+                claimed |= mine
+        return sorted(found), sorted(ongoing - claimed)
+
+    def cluster_changed(spec: PartitionReassignmentSpec, bound: str, now_id: str,
+                        saved: dict[str, Any], st: PartitionReassignmentStatus, gen: int,
+                        outbox: Outbox) -> None:
+        """The KafkaCluster now reaches another cluster (spec.bootstrapServers repointed, an
+        embedded cluster recreated under a new id): the run is bound to the cluster it started
+        on, so nothing is re-issued on the new one, and the user decides."""
+        ref = spec.cluster_ref.name
+        moving = len(saved.get("inFlight") or [])
+        msg = (f"KafkaCluster {ref} now reaches cluster {now_id}, but this reassignment started "
+               f"on cluster {bound}: nothing is done on {now_id}. Its "
+               f"{counted(moving, 'move')} in flight and the throttles it placed stay on "
+               f"{bound}: point KafkaCluster {ref} back at that cluster to finish or roll them "
+               f"back, or delete this resource (nothing is rolled back on {now_id}) and cancel "
+               f"them there (kraftsman reassignments cancel --bootstrap-server ...)")
+        if st.phase != "ClusterChanged":
+            outbox.add("ClusterChanged", msg, warning=True)
+        st.phase = "ClusterChanged"
+        degrade(st, "ClusterIdChanged", msg, gen)
+        set_cond(st, PROGRESSING, "True", "WaitingForDecision", msg, gen)
+
+    def wait_for_others(cluster: ClusterAdmin, namespace: str, spec: PartitionReassignmentSpec,
+                        me: str, st: PartitionReassignmentStatus, gen: int) -> None:
+        """A new plan that is not additional waits while reassignments it did not start are
+        in flight (as ReassignPartitionsCommand refuses it), naming what it waits for."""
+        others, foreign = movers(cluster, namespace, spec.cluster_ref.name, me)
+        what = others + ([f"a reassignment of {', '.join(str(tp) for tp in foreign[:3])}"
+                          f"{' and more' if len(foreign) > 3 else ''} started outside "
+                          "kraftsman's resources"] if foreign else [])
+        msg = (f"waiting for {' and '.join(what) or 'reassignments in flight'} to finish "
+               "before starting; or set spec.additional: true to move on top of them")
+        st.phase = "Waiting"
+        set_cond(st, PROGRESSING, "True", "WaitingForReassignments", msg, gen)
+        set_cond(st, SUCCEEDED, "Unknown", "Pending", "not started", gen)
+        healthy(st, gen)
 
     def stale_body(uid: str, status: Any) -> bool:
         """kopf runs a timer on the last body its watch delivered, which may predate this
@@ -225,9 +289,10 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                 when=settled(*TERMINAL_PHASES))
     async def reconcile(spec: Any, status: Any, meta: Any, body: Any, patch: Any, uid: str,
                         namespace: str, kafkaclusters: Any, logger: Any, **_: Any) -> None:
-        if stale_body(uid, status):
+        if not finalized(meta) or stale_body(uid, status):
             return
         gen = generation(meta)
+        names[uid] = (namespace, str(meta.get("name") or ""))
         st = read_status(PartitionReassignmentStatus, status)
         if not st.conditions:  # first visit: every condition is set at once
             set_cond(st, SUCCEEDED, "Unknown", "Pending", "not started", gen)
@@ -269,7 +334,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             # must not start them again (nothing would ever cancel them then).
             if meta.get("deletionTimestamp"):
                 return False, None
-            return True, step(cluster, model, digest, plan, st, gen, doc, cached, outbox)
+            return True, step(cluster, model, digest, plan, st, gen, doc, cached, outbox,
+                              namespace, uid, opened.cluster_id_of())
 
         try:
             stepped, executor = await rt.run(opened, unless_deleted)
@@ -319,8 +385,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
 
     def step(cluster: ClusterAdmin, spec: PartitionReassignmentSpec, digest: str,
              planned: tuple[Any, list[PlanProblem]], st: PartitionReassignmentStatus, gen: int,
-             saved: dict[str, Any], cached: ReassignmentExecutor | None, outbox: Outbox
-             ) -> ReassignmentExecutor | None:
+             saved: dict[str, Any], cached: ReassignmentExecutor | None, outbox: Outbox,
+             namespace: str, uid: str, cluster_id: str) -> ReassignmentExecutor | None:
         """One reconcile pass (in a worker thread, under the cluster's lock). Updates the
         operation state ``saved`` in place; milestones go to the outbox."""
         plan, problems = planned
@@ -343,7 +409,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             st.phase = "DryRunComplete"
             eta = ("unthrottled" if report.estimated_seconds is None
                    else f"~{report.estimated_seconds:.0f}s at the throttle")
-            msg = (f"dry run: {report.partitions_moving} partitions would move "
+            msg = (f"dry run: {counted(report.partitions_moving, 'partition')} would move "
                    f"({report.replica_moves} replicas, {report.bytes_to_move} bytes, {eta}), "
                    f"{report.leader_moves} leader moves; nothing was moved")
             set_cond(st, SUCCEEDED, "True", "DryRunComplete", msg, gen)
@@ -356,6 +422,10 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         state: ExecutorState | None = None
         if saved.get("executor") is not None and not saved.get("dryRun"):
             state = ExecutorState.model_validate(saved["executor"])
+            bound = saved.get("clusterId")
+            if not state.phase.terminal and bound and bound != cluster_id:
+                cluster_changed(spec, bound, cluster_id, saved, st, gen, outbox)
+                return cached  # nothing is done on a cluster this run did not start on
             if state.phase.terminal and saved.get("digest") == digest:
                 return cached  # finished; its status was published when it finished
             if state.phase.terminal and saved.get("digest") != digest and not spec.cancel:
@@ -380,6 +450,9 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                 set_cond(st, PROGRESSING, "False", "Cancelled", "", gen)
                 return None
             problems = executor.start()
+            if problems and all(p.error == REASSIGNMENT_IN_PROGRESS for p in problems):
+                wait_for_others(cluster, namespace, spec, uid, st, gen)
+                return None  # not started: the next pass tries again
             if problems:
                 st.phase = "Invalid"
                 degrade(st, problems_reason(problems), problem_messages(spec, problems), gen)
@@ -387,8 +460,9 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                 return None
             st.started_at = now_rfc3339()
             st.batches_completed = 0
-            outbox.add("Started", f"reassignment of {len(plan.moves)} partitions started "
-                       f"({executor.state.bytes_total} bytes to move)")
+            saved["clusterId"] = cluster_id  # the run is bound to the cluster it started on
+            outbox.add("Started", f"reassignment of {counted(len(plan.moves), 'partition')} "
+                       f"started ({executor.state.bytes_total} bytes to move)")
             st.warnings = plan_warnings(spec, executor)
             for warning in st.warnings:
                 outbox.add("PlanWarning", warning, warning=True)
@@ -406,6 +480,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         done_before = executor.progress().done if was is not Phase.PENDING else 0
         progress = executor.step()
         saved.update(digest=digest, dryRun=False, cluster=spec.cluster_ref.name,
+                     clusterId=saved.get("clusterId") or cluster_id,
                      throttle=spec.throttle_bytes_per_second,
                      executor=executor.state.model_dump(mode="json"),
                      inFlight=sorted([tp.topic, tp.partition] for tp in executor.moving))
@@ -420,7 +495,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             st.phase = "Completed"
             elected = (f"; {executor.state.elected} preferred leaders elected"
                        if executor.state.elected is not None else "")
-            msg = f"{progress.done} partitions moved ({progress.bytes_moved} bytes){elected}"
+            msg = (f"{counted(progress.done, 'partition')} moved ({progress.bytes_moved} bytes)"
+                   f"{elected}")
             set_cond(st, SUCCEEDED, "True", "Completed", msg, gen)
             set_cond(st, PROGRESSING, "False", "Completed", msg, gen)
             if was is not Phase.COMPLETED:
@@ -430,8 +506,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                 outbox.add("Completed", msg)
         elif phase is Phase.CANCELLED:
             st.phase = "Cancelled"
-            msg = (f"cancelled: {progress.cancelled} moves rolled back or not started, "
-                   f"{progress.done} had completed")
+            msg = f"cancelled: {cancel_outcome(progress)}"
             set_cond(st, SUCCEEDED, "False", "Cancelled", msg, gen)
             set_cond(st, PROGRESSING, "False", "Cancelled", msg, gen)
             if was is not Phase.CANCELLED:
@@ -439,7 +514,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                 outbox.add("Cancelled", msg)
         elif phase is Phase.FAILED:
             st.phase = "Failed"
-            msg = progress.message or f"{progress.failed} partitions failed"
+            msg = progress.message or f"{counted(progress.failed, 'partition')} failed"
             set_cond(st, SUCCEEDED, "False", "Failed", msg, gen)
             set_cond(st, PROGRESSING, "False", "Failed", msg, gen)
             degrade(st, "PartitionsFailed", msg + "; see status.partitions", gen)
@@ -476,14 +551,18 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         opened = rt.clusters.get((namespace, ref))
         if opened is None:
             if (namespace, ref) in kafkaclusters:
-                raise kopf.TemporaryError(f"waiting for KafkaCluster {ref} to roll back",
-                                          delay=max(rt.tick, 1.0))
+                raise Waiting(f"waiting for KafkaCluster {ref} to roll back",
+                              delay=max(rt.tick, 1.0))
             forget(uid)  # the cluster is gone: nothing left to roll back
             emit(body, "RollbackSkipped", f"KafkaCluster {ref} no longer exists", warning=True)
             return
         plan, _ = plan_of(model, additional=True)
+        bound = saved.get("clusterId")
 
-        def cancel(cluster: ClusterAdmin) -> Progress:
+        def cancel(cluster: ClusterAdmin) -> Progress | str:
+            now_id = opened.cluster_id_of()
+            if bound and bound != now_id:
+                return now_id  # started on another cluster: nothing of it is here
             executor = ReassignmentExecutor(cluster, plan, state)
             executor.start()
             executor.cancel()
@@ -494,17 +573,24 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             return progress
 
         progress = await rt.run(opened, cancel)
+        if isinstance(progress, str):
+            forget(uid)
+            emit(body, "RollbackSkipped", f"started on cluster {bound}, but KafkaCluster {ref} "
+                 f"now reaches cluster {progress}: nothing was rolled back; its moves in flight "
+                 f"and throttles on {bound} are left as they were (cancel them there: kraftsman "
+                 "reassignments cancel --bootstrap-server ...)", warning=True)
+            return
         if not progress.phase.terminal:
-            raise kopf.TemporaryError(f"rolling back: {progress.moving} moves still in flight",
-                                      delay=max(rt.tick, 1.0))
+            raise Waiting(f"rolling back: {progress.moving} moves still in flight",
+                          delay=max(rt.tick, 1.0))
         forget(uid)
-        emit(body, "Cancelled", f"deleted: {progress.cancelled} moves rolled back, "
-             f"{progress.done} had completed")
+        emit(body, "Cancelled", f"deleted: {cancel_outcome(progress)}")
 
     def forget(uid: str) -> None:
         live.pop(uid, None)
         specs.pop(uid, None)
         saved_at.pop(uid, None)
+        names.pop(uid, None)
         rt.forget_op(uid)  # a state file of an older version
 
 

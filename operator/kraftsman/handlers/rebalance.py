@@ -24,9 +24,18 @@ from pydantic import ValidationError
 from controller_core.errors import KafkaApiError
 from controller_core.planning.fingerprint import admin_fingerprint
 from kraftsman.handlers import kube
-from kraftsman.handlers.common import degrade, emit, generation, parse_spec, publish, resource
+from kraftsman.handlers.common import (
+    degrade,
+    emit,
+    finalized,
+    generation,
+    parse_spec,
+    publish,
+    resource,
+    set_cond,
+)
 from kraftsman.handlers.runtime import Runtime
-from kraftsman.planner_job_spec import PlannerUnavailable, job_state, planner_job
+from kraftsman.planner_job_spec import PlannerUnavailable, job_failure, job_state, planner_job
 from kraftsman.proposal import LABEL_PROPOSAL, LABEL_REBALANCE, owner_reference
 from kraftsman.rebalance_flow import (
     ANNOTATION,
@@ -46,7 +55,7 @@ from kraftsman.rebalance_flow import (
     steps_of,
 )
 from kraftsman.resources import API_VERSION, KafkaRebalanceSpec, PartitionReassignmentSpec
-from kraftsman.status import KafkaRebalanceStatus, RebalanceStep, now_rfc3339, read_status
+from kraftsman.status import READY, KafkaRebalanceStatus, RebalanceStep, now_rfc3339, read_status
 
 KIND = "KafkaRebalance"
 PREAS = "partitionreassignments"
@@ -72,6 +81,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     async def reconcile(spec: Any, status: Any, meta: Any, body: Any, patch: Any, uid: str,
                         name: str, namespace: str, kafkaclusters: Any, logger: Any,
                         **_: Any) -> None:
+        if not finalized(meta):
+            return
         gen = generation(meta)
         st = read_status(KafkaRebalanceStatus, status)
         model, problems = parse_spec(KIND, spec)
@@ -107,6 +118,11 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             reason = {PlannerUnavailable: "PlannerUnavailable",
                       ProposalError: "ProposalInvalid"}.get(type(e), "ApiError")
             degrade(st, reason, str(e), gen)
+            if isinstance(e, PlannerUnavailable) and st.phase is None:
+                # No proposal could start: say so in the phase `kubectl get` shows; the next
+                # pass (a fixed operator) starts proposal 1 from here.
+                st.phase = "Unavailable"
+                set_cond(st, READY, "False", "PlannerUnavailable", str(e), gen)
             publish(patch, status, st, gen)
             return
         for event in decision.events:
@@ -167,7 +183,7 @@ class _Io:
         jns, jname = obs.planner_namespace, job_name(self.name, st.proposal_id)
         job = await kube.get(kube.url("batch/v1", "jobs", jns, jname), f"Job {jns}/{jname}",
                              self.settings, self.logger)
-        state = job_state(job)
+        state, failure = job_state(job), job_failure(job)
         index = index_name(self.name, st.proposal_id)
         cm = await self._cm(index)
         proposal: Proposal | None = None if cm is None else parse_index(
@@ -192,7 +208,8 @@ class _Io:
                     f"ConfigMap {self.namespace}/{index}: summary.json counts {expected} "
                     f"reassignments but its parts hold {len(found)}; annotate "
                     f"{ANNOTATION}=refresh to plan again")
-        return dataclasses.replace(obs, job=state, proposal=proposal, steps=steps)
+        return dataclasses.replace(obs, job=state, job_failure=failure, proposal=proposal,
+                                   steps=steps)
 
     async def current(self, st: KafkaRebalanceStatus) -> tuple[str, str, str] | None:
         running = next((s for s in st.steps if s.state == "Created"), None)

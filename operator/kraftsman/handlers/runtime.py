@@ -71,6 +71,15 @@ class OpenCluster:
     opened_at: float = 0.0
     # An embedded cluster's state directory, held (flock) while it is open here.
     dir_lock: StateLock | None = None
+    cluster_id: str | None = None  # what this connection reaches (cluster_id_of)
+
+    def cluster_id_of(self) -> str:
+        """The id of the cluster this connection reaches, asked once (in a worker thread,
+        under the lock): a KafkaCluster repointed, or an embedded one recreated under a new
+        id, is a new OpenCluster."""
+        if self.cluster_id is None:
+            self.cluster_id = self.cluster.describe_cluster().cluster_id
+        return self.cluster_id
 
     @property
     def embedded(self) -> bool:

@@ -243,6 +243,11 @@ async def test_stale_proposal_refresh_and_gitops_approval(api: Api, kubelet: Kub
                          and annotation_gone(o))
     assert cond_is("Degraded", "True", "StaleProposal")(obj)
     assert await preas_of(api) == {}
+    # A second annotation is ignored with a warning and the rebalance stays Degraded: Argo CD
+    # showed Progressing (and a sync wave waited) once it lost Degraded.
+    await annotate(api, "rb", "approve")
+    obj = await api.wait("KafkaRebalance", "rb", annotation_gone)
+    assert phase("Stale")(obj) and cond_is("Degraded", "True", "StaleProposal")(obj)
 
     await annotate(api, "rb", "refresh")  # a new proposal; the old Job goes
     obj = await propose(api, kubelet, "rb-plan-2", 2)
