@@ -272,7 +272,7 @@ class EmbeddedCluster:
         """Persist the data plane and the clock (the metadata log is always durable)."""
         self._flush()
         try:
-            self._last_quorum = self.quorum.describe()
+            self._last_quorum = self._with_broker_observers(self.quorum.describe())
         except KafkaApiError:
             self._last_quorum = None  # no leader: read-only views say so
         doc = {"now": self.now, "offset": self.log.next_offset, "data": self.data.to_json(),
@@ -748,7 +748,8 @@ class EmbeddedCluster:
         caught-up observer; naming it in a voter change starts it as a quorum node, which
         then catches up through the quorum's own fetches before it is promoted."""
         started = set(self.quorum.nodes())
-        now_ms = int(self.now * 1000)
+        now_ms = next((r.last_fetch_timestamp for r in q.replicas if r.replica_id == q.leader_id),
+                      int(self.now * 1000))  # the quorum's clock, as the leader's row
         rows = tuple(QuorumReplica(b, q.high_watermark, 0, 0, "Observer", False, now_ms, now_ms)
                      for b in sorted(self.image.brokers)
                      if b not in started and self.alive(b))
