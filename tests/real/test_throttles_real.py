@@ -323,7 +323,9 @@ def test_two_runs_share_a_broker_and_a_run_resumed_without_its_state_cleans_up_i
     c = real_kafka.cluster
     t = real_kafka.topic("shared")
     create_topic(c, t, {0: [0], 1: [2], 2: [3]})
-    produce(c, t, {0: 200_000, 1: 8 * MB, 2: 100_000})
+    # B must outlast all of run A, which on a busy machine took most of a minute (CI, load
+    # ~7): 24 MB at SLOW keep it in flight for minutes
+    produce(c, t, {0: 200_000, 1: 24 * MB, 2: 100_000})
     with c.admin() as a:  # the operator's own throttles, on what kraftsman does not move
         assert all(r.ok for r in a.incremental_alter_configs({
             ("BROKER", "3"): {LEADER_RATE: "4444444"},
@@ -332,7 +334,8 @@ def test_two_runs_share_a_broker_and_a_run_resumed_without_its_state_cleans_up_i
     cli.apply("b", [(t, 1, [1])], SLOW, "--no-wait")
     applied(c, "TOPIC", t, {LEADER: "1:2,2:3", FOLLOWER: "1:1"})  # before A reads them
     cli.apply("a", [(t, 0, [1])], SLOW, "--tick", "0.5", additional=True)  # to the end
-    assert replicas(c, t)[0] == [1] and moving(c) == {f"{t}-1"}
+    now = replicas(c, t), moving(c), kafka_configs_both(c, t)
+    assert now[0][0] == [1] and now[1] == {f"{t}-1"}, now
 
     def shared() -> None:
         brokers, topics = kafka_configs_both(c, t)
