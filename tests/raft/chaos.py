@@ -394,3 +394,18 @@ def run_chaos(seed: int, events: int = 3000, *, shapes: bool | Sequence[str] = T
     return ChaosReport(seed, events, faults, sim.committed_end, len(chk.leaders), changes,
                        dict(shaper.fired) if shaper is not None else {},
                        sim.snapshots_taken, sim.snapshots_installed, chk.max_leaderless_ms)
+
+
+def leader_removes_itself_held(q: SimulatedQuorum) -> tuple[int, int]:
+    """Of 2 voters, the elected leader L appends the step that removes it while the other, K,
+    is kept from fetching it (its FetchResponses carrying that step are held). Returns (L, K)."""
+    lid = q.run_until_leader()
+    assert lid is not None
+    other = 1 - lid
+    q.advance(1000)
+    q.hold(lambda e: e.src == lid and isinstance(e.body, FetchResponse) and any(
+        isinstance(b.control, VoterAssignment) and b.control.current_voters == (other,)
+        for b in e.body.batches))
+    assert q.alter_quorum([other]).ok
+    assert q.run_until(lambda: q.node(lid).voters() == (other,), 10_000)
+    return lid, other

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from chaos import leader_removes_itself_held
 
 from controller_core.raft.invariants import InvariantChecker, InvariantViolation
-from controller_core.raft.messages import Envelope, FetchResponse, VoteRequest
+from controller_core.raft.messages import Envelope, VoteRequest
 from controller_core.raft.node import RaftNode, Ready, majority
 from controller_core.raft.quorum import SimulatedQuorum
-from controller_core.raft.records import VoterAssignment
 from controller_core.raft.state import QuorumState
 
 
@@ -55,15 +55,7 @@ def self_removal_with_restart() -> None:
     """2 voters; the leader removes itself and restarts before the other has the record."""
     q = SimulatedQuorum([0, 1], seed=12, cluster_id="k")
     InvariantChecker(q)
-    lid = q.run_until_leader()
-    assert lid is not None
-    other = 1 - lid
-    q.advance(1000)
-    q.hold(lambda e: e.src == lid and isinstance(e.body, FetchResponse) and any(
-        isinstance(b.control, VoterAssignment) and b.control.current_voters == (other,)
-        for b in e.body.batches))
-    assert q.alter_quorum([other]).ok
-    assert q.run_until(lambda: q.node(lid).voters() == (other,), 10_000)
+    lid, other = leader_removes_itself_held(q)
     q.crash(lid, lose_unflushed=False)
     q.held.clear()
     q.release()
@@ -91,15 +83,7 @@ def self_removal_with_a_change_on_top(*, check_at_once: bool) -> None:
     q = SimulatedQuorum([0, 1], seed=12, cluster_id="k")
     chk = InvariantChecker(q)
     q.observers_of_events.append(chk.check)
-    lid = q.run_until_leader()
-    assert lid is not None
-    other = 1 - lid
-    q.advance(1000)
-    q.hold(lambda e: e.src == lid and isinstance(e.body, FetchResponse) and any(
-        isinstance(b.control, VoterAssignment) and b.control.current_voters == (other,)
-        for b in e.body.batches))
-    assert q.alter_quorum([other]).ok
-    assert q.run_until(lambda: q.node(lid).voters() == (other,), 10_000)
+    lid, other = leader_removes_itself_held(q)
     q.alter_quorum([0, 1])
     if check_at_once:
         chk.check()

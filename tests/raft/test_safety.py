@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from chaos import ISSUE_12_SHAPES, run_chaos
+from chaos import ISSUE_12_SHAPES, leader_removes_itself_held, run_chaos
 
 from controller_core import errors
 from controller_core.raft.invariants import InvariantChecker
@@ -127,13 +127,7 @@ def test_a_leader_that_removes_itself_and_restarts() -> None:
     of that configuration; the other grants (its log is shorter). It then commits the removal
     and hands over."""
     q = SimulatedQuorum([0, 1], seed=12, cluster_id="k")
-    lid = q.run_until_leader()
-    assert lid is not None
-    other = 1 - lid
-    q.advance(1000)
-    q.hold(lambda e: e.src == lid and _is_config_for(e, lambda c: c.current_voters == (other,)))
-    assert q.alter_quorum([other]).ok
-    assert q.run_until(lambda: q.node(lid).voters() == (other,), 10_000)
+    lid, other = leader_removes_itself_held(q)
     assert q.node(other).voters() == (0, 1)
     q.crash(lid, lose_unflushed=False)
     q.held.clear()  # the dead incarnation's messages are gone
@@ -158,13 +152,7 @@ def test_a_leader_that_removes_itself_and_restarts_with_a_change_asked_on_top() 
     q = SimulatedQuorum([0, 1], seed=12, cluster_id="k")
     chk = InvariantChecker(q)
     q.observers_of_events.append(chk.check)
-    lid = q.run_until_leader()
-    assert lid is not None
-    other = 1 - lid
-    q.advance(1000)
-    q.hold(lambda e: e.src == lid and _is_config_for(e, lambda c: c.current_voters == (other,)))
-    assert q.alter_quorum([other]).ok
-    assert q.run_until(lambda: q.node(lid).voters() == (other,), 10_000)
+    lid, other = leader_removes_itself_held(q)
     on_top = q.alter_quorum([0, 1])
     q.crash(lid, lose_unflushed=False)
     q.held.clear()
