@@ -175,10 +175,17 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
                 continue  # "*" or junk written by someone else: not ours to edit
             mine_drop = {(e.partition, e.broker) for e in drop if e.topic == t and e.side == side}
             mine_want = {(e.partition, e.broker) for e in want if e.topic == t and e.side == side}
+            # A broker answers DescribeConfigs from its copy of the metadata, which may not
+            # have another run's latest entries yet: what the markers claim and a movement
+            # still needs is written back whatever this read says, never dropped by it.
+            mine_keep = {(e.partition, e.broker) for e in owned & keep
+                         if e.topic == t and e.side == side}
             added = mine_want - current
             new_owned |= {Entry(t, p, b, side) for p, b in added}
-            merged = (current - mine_drop) | mine_want
-            if merged != current:
+            merged = (current - mine_drop) | mine_want | mine_keep
+            # ... and an entry to drop is written away even if the read no longer shows it:
+            # skipped, a stale read on the last pass would leave it for good, unclaimed
+            if merged != current or mine_drop:
                 changes.setdefault(("TOPIC", t), {})[key] = (
                     format_throttled_replicas(merged) or None)
     rate_str = str(rate)  # used for the wanted brokers only: with no rate, none is wanted

@@ -71,6 +71,54 @@ def test_two_executors_sharing_a_broker_with_equal_rates_keep_it_throttled_until
     assert throttles_in(c) == {}, "no throttle outlives the last movement"
 
 
+class _StaleTopicConfigs:
+    """The embedded cluster, describing topic configs as a broker whose copy of the
+    metadata has not yet reached the latest change would: as they were at ``freeze()``."""
+
+    def __init__(self, c: EmbeddedCluster) -> None:
+        self.c = c
+        self.frozen: dict[tuple[str, str], dict[str, str]] = {}
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.c, name)
+
+    def freeze(self, topic: str) -> None:
+        self.frozen = self.c.describe_configs([("TOPIC", topic)])
+
+    def describe_configs(self, resources: Any) -> dict[tuple[str, str], dict[str, str]]:
+        fresh = self.c.describe_configs(resources)
+        return {r: dict(self.frozen.get(r, v)) for r, v in fresh.items()}
+
+
+def test_a_stale_read_of_the_topic_configs_never_drops_another_runs_entries(
+        tmp_path: Path) -> None:
+    """Run B's entries were committed, but the broker answering run A's DescribeConfigs has
+    not caught up: A's read-modify-write used to write the list without them, so B moved
+    unthrottled (CI, real Kafka under load). The markers say the entries are B's and B
+    still moves: they are written back whatever the read says."""
+    c = cluster(tmp_path)
+    stale = _StaleTopicConfigs(c)
+    stale.freeze("orders")  # before B placed anything
+    b = ReassignmentExecutor(c, plan_of({tp("orders", 1): [3, 2, 0]}, Limits(2_000_000, 1)))
+    assert b.start() == []
+    b.step()
+    placed_by_b = c.describe_configs([("TOPIC", "orders")])[("TOPIC", "orders")]
+    assert "1:3" in placed_by_b[FOLLOWER].split(",")
+    a = ReassignmentExecutor(stale, plan_of({tp("orders", 0): [3, 1, 2]}, Limits(2_000_000, 1),
+                                            additional=True))
+    assert a.start() == []
+    a.step()
+    now = c.describe_configs([("TOPIC", "orders")])[("TOPIC", "orders")]
+    for key in (LEADER, FOLLOWER):
+        assert set(placed_by_b[key].split(",")) <= set(now[key].split(",")), (key, now)
+    assert {"0:3", "1:3"} <= set(now[FOLLOWER].split(","))
+    assert b.moving and rate(c, 3) == "2000000"
+    while not a.step().phase.terminal:
+        c.advance(1)
+    assert drive(c, b).phase is Phase.COMPLETED
+    assert throttles_in(c) == {}
+
+
 def test_crash_between_placing_rates_and_the_first_state_save_leaks_nothing(
         tmp_path: Path) -> None:
     """Row 4. The run places rates (over an operator's 777 on broker 0) and starts its moves,

@@ -20,6 +20,10 @@ from tests.real.kafka import BROKERS, CONTROLLERS, RACKS, SPARE_CONTROLLERS
 
 MESSAGE_BYTES = 10_000
 SESSION_TIMEOUT_MS = 9_000  # broker.session.timeout.ms of the real cluster
+# How long the brokers' view must stay the same at a settle point: a broker holding the
+# newest records may learn they are committed only with its next fetch, which the leader
+# answers within 500 ms when nothing new comes (KafkaRaftClient's fetch max wait).
+STABLE_S = 0.6
 
 
 class Twin:
@@ -105,25 +109,40 @@ class Real:
         return self.admin.add_raft_voter(node, [self.cluster.controller_endpoint(node)])
 
     def settle(self, what: str, done: Callable[[], bool], timeout: float) -> None:
-        """Until ``done()`` holds and every live broker serves the same metadata for the
-        scenario's topics as the controller lists (brokers learn metadata a moment after
-        the controller commits it, so one describe could mix two moments)."""
+        """Until ``done()`` holds and the brokers serve the metadata the controller has
+        committed, the same for a while (see :meth:`view`): brokers learn metadata a moment
+        after the controller commits it — seconds on a busy machine — so a describe right
+        after ``done()`` could show an earlier moment (CI saw a finished move's old replicas
+        with the controller listing nothing)."""
         deadline = time.monotonic() + timeout
+        seen: tuple[float, Any] | None = None  # since when, what
         while True:
             try:
-                if done() and self.quiet():
-                    return
+                view = self.view() if done() else None
             except Exception as e:  # a node restarting: ask again
-                last = f"{type(e).__name__}: {e}"
+                view, last = None, f"{type(e).__name__}: {e}"
             else:
-                last = "condition false"
-            if time.monotonic() > deadline:
+                last = "condition false" if view is None else "metadata still changing"
+            now = time.monotonic()
+            if view is None or seen is None or seen[1] != view:
+                seen = None if view is None else (now, view)
+            elif now - seen[0] >= STABLE_S:
+                return
+            if now > deadline:
                 raise AssertionError(f"real: {what}: not reached within {timeout} s ({last})")
             time.sleep(0.2)
 
-    def quiet(self) -> bool:
+    def view(self) -> Any:
+        """What every live broker serves for the scenario's topics, once each has fetched
+        all the controller has committed and they agree with each other and with the
+        controller's listing of moves; None before."""
         from kafka.protocol.metadata import MetadataRequest
+        listing = self.admin.list_partition_reassignments()
+        quorum = self.admin.describe_quorum()  # its high watermark covers the listing
+        fetched = {r.replica_id: r.log_end_offset for r in quorum.replicas}
         live = [b.id for b in self.admin.describe_cluster().brokers if not b.fenced]
+        if any(fetched.get(b, -1) < quorum.high_watermark for b in live):
+            return None
         request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=t)
                                           for t in self.topics], allow_auto_topic_creation=False)
         views = []
@@ -135,13 +154,13 @@ class Real:
                                  tuple(p.isr_nodes), p.leader_id, p.leader_epoch)
                                 for t in r.topics for p in t.partitions))
         if any(v != views[0] for v in views):
-            return False
-        listing = self.admin.list_partition_reassignments()
+            return None
         for topic, part, replicas, *_ in views[0] if views else ():
             moving = listing.get(TopicPartition(topic, part))
             if moving is not None and moving.replicas != replicas:
-                return False
-        return True
+                return None
+        return (tuple(live), tuple(views[0]) if views else (),
+                tuple(sorted((str(tp), tuple(o.replicas)) for tp, o in listing.items())))
 
     def close(self) -> None:
         self._admin_cm.close()
