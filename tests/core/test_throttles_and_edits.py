@@ -241,6 +241,41 @@ def test_a_pass_writes_only_the_throttle_configs_that_change(tmp_path: Path) -> 
     assert {("BROKER", "1"), ("BROKER", "4"), ("BROKER", "0"), ("BROKER", "3")} <= changed
 
 
+class _MarkerReads(_ConfigWrites):
+    """... and counting the reads of the throttle markers (one per throttle sync)."""
+
+    def __init__(self, c: EmbeddedCluster) -> None:
+        super().__init__(c)
+        self.reads = 0
+
+    def read_throttle_markers(self) -> dict[int, str]:
+        self.reads += 1
+        return self.c.read_throttle_markers()
+
+
+def test_an_unthrottled_run_syncs_throttles_once_at_the_start_and_once_at_the_end(
+        tmp_path: Path) -> None:
+    """Without a limit the moves in flight change nothing a throttle sync would write: it
+    ran on every pass where a move ended or started (DescribeConfigs of every broker, the
+    marker topic read — a second a pass at 1,000 moves on real Kafka). Now once to remove
+    what an earlier limit left, once at the end; a limit set mid-run still places at once."""
+    c = cluster(tmp_path)
+    admin = _MarkerReads(c)
+    ex = ReassignmentExecutor(admin, plan_of(  # type: ignore[arg-type]
+        {tp("orders", p): [3, 4, 5] for p in range(3)}, Limits(None, 1)))
+    assert ex.start() == []
+    passes = 0
+    while len(ex.done) < 2:
+        ex.step()
+        c.advance(1)
+        passes += 1
+    assert passes > 2 and admin.reads == 1 and admin.writes == [], (passes, admin.reads)
+    ex.set_limits(Limits(1_000_000, 1))
+    assert admin.reads == 2 and rate(c, 3) == "1000000"
+    assert drive(c, ex).phase is Phase.COMPLETED
+    assert throttles_in(c) == {} and admin.reads >= 3
+
+
 def test_second_plan_while_one_is_in_flight_is_refused_unless_additional(
         tmp_path: Path) -> None:
     """Row 5. ReassignPartitionsCommand refuses to execute while any reassignment is in

@@ -22,7 +22,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -34,6 +33,8 @@ from typing import IO, Any
 import aiohttp
 import helm_python as helm
 import yaml
+
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "kraftsman"
@@ -145,11 +146,6 @@ def write_kubeconfig(path: Path, server: str, *, namespace: str = NAMESPACE) -> 
                                                    "namespace": namespace}}]}))
     return path
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _console_script(name: str) -> str:

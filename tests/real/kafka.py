@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 POM = Path(__file__).with_name("pom.xml")
@@ -108,11 +109,6 @@ def classpath() -> str:
                              "`tools/real-kafka install` (Maven, tests/real/pom.xml)")
     return str(LIBS / "*")
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def run_tool(tool: str, *args: str, check: bool = True, timeout: float = 120,
@@ -346,9 +342,13 @@ class RealKafka:
             nodes[c].directory_id = self._meta_directory_id(c)
         self.layout.save(storage)
         storage.rename(self.layout_path)
-        for node_id in (*CONTROLLERS, *BROKERS):
-            self.start(node_id)
-        self.wait_ready(timeout=timeout)
+        try:
+            for node_id in (*CONTROLLERS, *BROKERS):
+                self.start(node_id)
+            self.wait_ready(timeout=timeout)
+        except BaseException:
+            self.down()  # no JVM outlives a failed start; the logs stay in the directory
+            raise
         return self
 
     def _pki(self) -> None:
@@ -448,6 +448,7 @@ class RealKafka:
     def wait_ready(self, timeout: float = 180.0, brokers: Sequence[int] | None = None) -> None:
         """Until every broker asked (default: all that run) is registered and unfenced and the
         quorum has a leader; a node that died while starting is reported with its log."""
+        from controller_core.backends.kafka_admin import RetryPolicy
         want = set(self.brokers if brokers is None else brokers)
         deadline = time.monotonic() + timeout
         last = "no answer yet"
@@ -457,8 +458,8 @@ class RealKafka:
                     raise RealKafkaError(f"node {node_id} exited while starting; its log: "
                                          f"{self.log(node_id)}\n{_tail(self.log(node_id))}"
                                          f"{_tail(self.node_dir(node_id) / 'stdout.log')}")
-            try:
-                with self.admin() as a:
+            try:  # briefly: a node that died is looked for between the attempts
+                with self.admin(retry=RetryPolicy(total_seconds=5.0)) as a:
                     d = a.describe_cluster()
                     unfenced = {b.id for b in d.brokers if not b.fenced}
                     q = a.describe_quorum()

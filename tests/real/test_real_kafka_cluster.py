@@ -5,9 +5,15 @@ SASL_SSL/SCRAM-SHA-512 listeners — checked with Kafka's own tools, not kraftsm
 from __future__ import annotations
 
 import json
+import socket
+from itertools import count
+from pathlib import Path
 
+import pytest
+
+from tests.real import kafka
 from tests.real.fixtures import Session
-from tests.real.kafka import BROKERS, CONTROLLERS, RACKS, run_tool
+from tests.real.kafka import BROKERS, CONTROLLERS, RACKS, RealKafka, RealKafkaError, run_tool
 
 
 def test_the_quorum_is_dynamic_with_three_voters(real_kafka: Session) -> None:
@@ -38,3 +44,25 @@ def test_four_brokers_with_racks_on_both_listeners(real_kafka: Session) -> None:
     assert {(b.id, b.rack, b.fenced) for b in d.brokers} == {
         (b, RACKS[b], False) for b in BROKERS}
     assert d.cluster_id == c.cluster_id
+
+
+@pytest.mark.slow  # half a minute: formatting and starting a second cluster (run with --soak)
+def test_a_node_that_cannot_start_stops_every_node_started(real_kafka: Session, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Broker 0's port is taken (as a client connection once took one the kernel had handed
+    out): the start fails naming the node and its log, and no JVM of the cluster is left
+    running — before, the controllers and the other brokers ran on after the failure."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        calls = count()
+        real_pick = kafka.free_port
+        # five controllers (100-104) pick first, then broker 0's PLAINTEXT listener
+        monkeypatch.setattr(kafka, "free_port", lambda: taken.getsockname()[1]
+                            if next(calls) == len(CONTROLLERS) + 2 else real_pick())
+        c = RealKafka(tmp_path / "cluster")
+        with pytest.raises(RealKafkaError, match=r"node 0 exited while starting"):
+            c.up(timeout=120)
+    running = [n for n in (*CONTROLLERS, *BROKERS) if c.running(n)]
+    c.down()  # (were the test to fail: not left running either)
+    assert running == [], f"still running after the failed start: {running}"

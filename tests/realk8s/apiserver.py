@@ -21,7 +21,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import time
@@ -33,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from tests.ports import free_port
 from tests.tls_certs import make_pki, write_private_key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,11 +76,6 @@ def missing_binaries(directory: Path | None = None) -> list[str]:
     directory = directory or bin_dir()
     return [b for b in BINARIES if not os.access(directory / b, os.X_OK)]
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _b64(path: Path) -> str:
