@@ -146,8 +146,11 @@ class DataPlane:
             return
         # The new leader was behind (an unclean election, or an in-sync replica that had not
         # fetched the uncommitted tail): its log becomes the partition's; others truncate.
+        self._adopt_log_of(tp, after.leader, lag, now)
+
+    def _adopt_log_of(self, tp: TopicPartition, leader: int, lag: Lagging, now: float) -> None:
         self.bases[tp] = LogBase(lag.leo, now)
-        self._unlag(tp, after.leader)
+        self._unlag(tp, leader)
         for other in self.lagging.get(tp, {}).values():
             other.leo = min(other.leo, lag.leo)
 
@@ -166,10 +169,17 @@ class DataPlane:
         if self.down.pop(broker, None) is None:
             return
         for tp, p in self.image.partitions_on(broker):
-            if p.leader == broker:
+            lag = self.lagging.get(tp, {}).get(broker)
+            if p.leader == broker and lag is not None:
+                # Elected while it was still down (its restart took it out of the ISR, then
+                # the controller chose it again): the leader change found it down and left
+                # its replica log aside; now it leads, that log is the partition's. Left as a
+                # lagging replica of itself, it held the high watermark back for good.
+                self._adopt_log_of(tp, broker, lag, now)
+            elif p.leader == broker:
                 base = self.base(tp)
                 self.bases[tp] = LogBase(base.offset, now, stalled=False)
-            elif broker in self.lagging.get(tp, {}):
+            elif lag is not None:
                 self.lagging[tp][broker].caught_up_at = now
 
     # -- fetching -----------------------------------------------------------------------------

@@ -134,18 +134,16 @@ def wanted_entries(moves: Mapping[TopicPartition, Move]) -> set[Entry]:
 
 
 def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | None,
-         scope: Set[TopicPartition] = frozenset()) -> list[str]:
+         scope: Set[TopicPartition] = frozenset(), *, legacy_check: bool = True) -> list[str]:
     """Throttle ``moves`` at ``rate`` (None: not at all) and remove every kraftsman throttle
     no movement needs any more. ``scope``: the partitions of the caller's plan — its entries
     there go as soon as the caller stops moving them, even if the cluster still lists a
-    reassignment (someone else's) for the partition. Returns the problems the cluster
+    reassignment (someone else's) for the partition. ``legacy_check``: also look for an
+    older kraftsman's broker-config marker when there is nothing else to do (it costs a
+    DescribeConfigs of every broker — most of a second at the start of an unthrottled run
+    on a busy real cluster — so a run does it at its end). Returns the problems the cluster
     reported, if any (the next call tries again)."""
     want = wanted_entries(moves) if rate is not None else set()
-    # A fenced broker's configs can be neither read nor changed (Kafka takes a broker's
-    # own configs only on that broker): its throttles are looked at once it is back.
-    brokers = [b.id for b in admin.describe_cluster().brokers if not b.fenced]
-    broker_cfg = admin.describe_configs([("BROKER", str(b)) for b in brokers])
-    legacy = {b for b in brokers if LEGACY_MARKER_KEY in broker_cfg[("BROKER", str(b))]}
     try:
         stored = admin.read_throttle_markers()
     except KafkaApiError as refused:
@@ -157,6 +155,13 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
         # written any: an unthrottled run does not need the marker topic.
         stored = {}
     markers = _decoded(stored)
+    if not want and not markers and not legacy_check:
+        return []  # nothing to place, and no marker claims anything
+    # A fenced broker's configs can be neither read nor changed (Kafka takes a broker's
+    # own configs only on that broker): its throttles are looked at once it is back.
+    brokers = [b.id for b in admin.describe_cluster().brokers if not b.fenced]
+    broker_cfg = admin.describe_configs([("BROKER", str(b)) for b in brokers])
+    legacy = {b for b in brokers if LEGACY_MARKER_KEY in broker_cfg[("BROKER", str(b))]}
     if not want and not markers and not legacy:
         return []  # nothing to place, and nothing of kraftsman's in the cluster
     owned = {e for m in markers.values() for e in m.entries}

@@ -181,3 +181,34 @@ def test_an_unclean_reverts_last_known_leader_breaks_a_restart_only_while_it_is_
         (0,), (0,), 0, ())
     assert not c.image.brokers[0].fenced
     c.close()
+
+
+def test_a_leader_elected_while_it_restarts_does_not_hold_the_high_watermark_back(
+        tmp_path: Path) -> None:
+    """Shrunk from TestClusterHistories (seed-free: the history is the test). Broker 1 leads
+    alone; it crashes and comes back within the session timeout, so its restart takes it out
+    of the ISR and the controller elects it again while the data plane still has it down.
+    Its replica log was left aside as a lagging replica of itself: once it led again, the
+    high watermark stayed at that log's end while the partition's grew, and after the next
+    crash and ELR election it went back (102 -> 101)."""
+    c = EmbeddedCluster.open(tmp_path, _spec(
+        [0, 1], [[1, 0]], eligibleLeaderReplicas=True,
+        topic={"produceBytesPerSecond": 20_000}), fsync=False)
+    c.fail_broker(0)
+    c.advance(1.0)  # broker 0 fenced: 1 leads alone
+    c.fail_broker(1)
+    c.advance(0.05)
+    c.restore_broker(1)  # back before its session ended
+    p = c.image.partition(T0)
+    assert p is not None and (p.leader, p.isr) == (1, (1,))
+    back = c.high_watermark(T0)
+    c.advance(0.5)
+    grown = c.high_watermark(T0)
+    assert grown >= back + 90, "200 messages/s go on, and the high watermark with them"
+    c.fail_broker(1)
+    c.advance(45.0)  # fenced: leaderless, 1 in the ELR
+    c.restore_broker(1)
+    p = c.image.partition(T0)
+    assert p is not None and p.leader == 1
+    assert c.high_watermark(T0) >= grown
+    c.close()

@@ -14,6 +14,7 @@ from handler_driver import CLUSTER, REF, Driver, condition, deliver_events, outb
 from controller_core import errors
 from controller_core.errors import ApiResult
 from controller_core.model import TopicPartition
+from controller_core.orchestration.reassignment import METADATA_PROPAGATION_MS
 from kraftsman.handlers import reassignment as reassignment_handlers
 from kraftsman.handlers.opstate import saved_state
 from kraftsman.reconcile import plan_of
@@ -119,11 +120,14 @@ async def test_a_move_that_keeps_some_replicas_adds_and_removes_only_the_others(
 
 async def test_a_restarted_operator_still_reports_a_partition_that_failed_before(
         d: Driver, tmp_path: Path) -> None:
-    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES[:2]})
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES[:2],
+                                                    "throttleBytesPerSecond": 50_000})
     await d.tick(pr)
     cluster = d.rt.clusters[("default", "demo")].cluster
     cluster.alter_partition_reassignments({TP0: None})  # someone cancels one move
-    await d.tick(pr, 0.1)
+    await d.tick(pr, 0.1)  # (a broker trailing the controller could show the same a while)
+    assert (pr["status"]["phase"], pr["status"]["counts"]["failed"]) == ("Moving", 0)
+    await d.tick(pr, METADATA_PROPAGATION_MS / 1000)
     assert (pr["status"]["phase"], pr["status"]["counts"]["failed"]) == ("Moving", 1)
     d.exit()
     fresh = Driver(tmp_path)  # a new operator process: the executor is rebuilt from status
