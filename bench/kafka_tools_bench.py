@@ -5,7 +5,9 @@ For each size N (partitions of RF 3 on brokers 0-2):
 * reassign: every partition's replica on broker 0 moves to broker 3. kraftsman: `kraftsman
   apply -f plan.yaml` (it waits until done). Kafka: `kafka-reassign-partitions --execute`,
   then `--verify` every second until it says every reassignment is complete (the loop a user
-  runs). Each side moves its own, identical topic.
+  runs). Each side moves its own, identical topic; ``--rounds`` rounds (default 3) alternate
+  which side goes first, and print the CPU seconds of each side's processes beside the wall
+  time — the cluster's own time to complete the moves dominates and drifts with load.
 * elect: every partition's replicas are reordered so the leader is not the preferred replica
   (a reorder moves no data), then `kraftsman elect --all-topic-partitions` against
   `kafka-leader-election --election-type PREFERRED --all-topic-partitions`.
@@ -15,7 +17,7 @@ For each size N (partitions of RF 3 on brokers 0-2):
 Wall seconds from command to exit (and to "complete" for the verify loop); the machine's load
 average is printed beside them, as other work on a shared machine changes wall times.
 
-    .venv/bin/python bench/kafka_tools_bench.py [--sizes 100,1000] [--dir DIR]
+    .venv/bin/python bench/kafka_tools_bench.py [--sizes 100,1000] [--rounds 3] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -104,17 +108,28 @@ def kafka_plan(path: Path, name: str, moves: dict[int, list[int]]) -> Path:
     return path
 
 
-def bench_reassign(c: RealKafka, work: Path, n: int) -> tuple[float, float]:
-    ours, theirs = f"k-{n}", f"t-{n}"
-    for name in (ours, theirs):
-        make_topic(c, name, n)
-    moves = {p: [3 if r == 0 else r for r in rs] for p, rs in assignment(c, ours).items()}
-    state = work / f"state-{n}"
-    t_ours, _ = timed([str(BIN), "apply", "-f", str(kraftsman_plan(work / f"k{n}.yaml", ours,
-                                                                     moves)),
-                       "--bootstrap-server", c.bootstrap(), "--state-dir", str(state)])
-    assert assignment(c, ours) == moves, "kraftsman's moves did not land"
-    plan = kafka_plan(work / f"t{n}.json", theirs, moves)
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def reassign_ours(c: RealKafka, work: Path, name: str, moves: dict[int, list[int]]
+                  ) -> tuple[float, float]:
+    """kraftsman's apply, to its exit (it returns once every move is complete): wall, CPU s."""
+    cpu = _children_cpu()
+    elapsed, _ = timed([str(BIN), "apply", "-f", str(kraftsman_plan(work / f"{name}.yaml", name,
+                                                                      moves)),
+                        "--bootstrap-server", c.bootstrap(), "--state-dir",
+                        str(work / f"state-{name}")])
+    assert assignment(c, name) == moves, "kraftsman's moves did not land"
+    return elapsed, _children_cpu() - cpu
+
+
+def reassign_theirs(c: RealKafka, work: Path, name: str, moves: dict[int, list[int]]
+                    ) -> tuple[float, float]:
+    """--execute, then --verify every second until complete: wall, CPU s (the tool's JVMs)."""
+    plan = kafka_plan(work / f"{name}.json", name, moves)
+    cpu = _children_cpu()
     start = time.monotonic()
     timed(tool_cmd("kafka-reassign-partitions", "--bootstrap-server", c.bootstrap(),
                    "--reassignment-json-file", str(plan), "--execute"))
@@ -125,15 +140,38 @@ def bench_reassign(c: RealKafka, work: Path, n: int) -> tuple[float, float]:
         if "is still in progress" not in done.stdout:
             break
         time.sleep(1)
-    t_theirs = time.monotonic() - start
+    elapsed, used = time.monotonic() - start, _children_cpu() - cpu
     # --verify asks the controller; the brokers' metadata shows the final replicas a moment
     # later (kraftsman's apply waits for that too: it counts in its figure, not in this one)
     deadline = time.monotonic() + 60
-    while assignment(c, theirs) != moves:
+    while assignment(c, name) != moves:
         if time.monotonic() > deadline:
             raise SystemExit("Kafka's tool's moves did not land")
         time.sleep(0.2)
-    return t_ours, t_theirs
+    return elapsed, used
+
+
+def bench_reassign(c: RealKafka, work: Path, n: int, rounds: int) -> None:
+    """``rounds`` rounds on fresh topics, the side that goes first alternating (a busy
+    cluster's speed drifts); each round and the medians are printed."""
+    walls: dict[str, list[float]] = {"ours": [], "theirs": []}
+    for i in range(rounds):
+        names = {"ours": f"k{i}-{n}", "theirs": f"t{i}-{n}"}
+        for name in names.values():
+            make_topic(c, name, n)
+        moves = {p: [3 if r == 0 else r for r in rs]
+                 for p, rs in assignment(c, names["ours"]).items()}
+        order = ("ours", "theirs") if i % 2 == 0 else ("theirs", "ours")
+        got = {}
+        for side in order:
+            run = reassign_ours if side == "ours" else reassign_theirs
+            got[side] = run(c, work, names[side], moves)
+            walls[side].append(got[side][0])
+        print(f"{f'reassign {n}, round {i + 1} ({order[0]} first)':<34}"
+              f"{got['ours'][0]:>12.1f}{got['theirs'][0]:>14.1f}   "
+              f"CPU s {got['ours'][1]:.1f} / {got['theirs'][1]:.1f}, {load()}", flush=True)
+    print(f"{f'reassign {n} partitions, median':<34}{statistics.median(walls['ours']):>12.1f}"
+          f"{statistics.median(walls['theirs']):>14.1f}", flush=True)
 
 
 def bench_elect(c: RealKafka, work: Path, n: int) -> tuple[float, float]:
@@ -192,6 +230,8 @@ def bench_voters(c: RealKafka, work: Path) -> tuple[tuple[float, float], tuple[f
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100,1000")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="reassignment rounds per size, alternating who goes first")
     parser.add_argument("--dir", type=Path, default=None,
                         help="where the cluster and the plans go (default: a temporary dir)")
     args = parser.parse_args()
@@ -203,9 +243,7 @@ def main() -> int:
     try:
         print(f"{'step':<34}{'kraftsman s':>12}{'Kafka tool s':>14}   {'':<18}", flush=True)
         for n in (int(x) for x in args.sizes.split(",")):
-            ours, theirs = bench_reassign(cluster, work, n)
-            print(f"{f'reassign {n} partitions':<34}{ours:>12.1f}{theirs:>14.1f}   {load()}",
-                  flush=True)
+            bench_reassign(cluster, work, n, args.rounds)
             ours, theirs = bench_elect(cluster, work, n)
             print(f"{f'preferred election, {n} partitions':<34}{ours:>12.1f}{theirs:>14.1f}"
                   f"   {load()}", flush=True)
