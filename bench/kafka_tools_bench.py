@@ -75,6 +75,27 @@ def make_topic(c: RealKafka, name: str, n: int) -> None:
     wait_in_sync(c, name, n)
 
 
+def drop_topics(c: RealKafka, names: list[str]) -> None:
+    """Each round's topics go after it: the brokers' small heaps (tests/real/kafka.py) hold a
+    few thousand replicas, and a cluster kept growing round by round slows down (GC) until
+    it stops answering — which was measured instead of the tools."""
+    from kafka.admin import KafkaAdminClient
+    admin = KafkaAdminClient(bootstrap_servers=c.bootstrap())
+    try:
+        admin.delete_topics(names, timeout_ms=120_000)
+    finally:
+        admin.close()
+    deadline = time.monotonic() + 120
+    while True:
+        with c.admin() as a:
+            left = {d.tp.topic for d in a.describe_partitions(topics=None)} & set(names)
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"topics {sorted(left)} not deleted within 120 s")
+        time.sleep(0.5)
+
+
 def wait_in_sync(c: RealKafka, name: str, n: int) -> None:
     deadline = time.monotonic() + 300
     while True:
@@ -89,8 +110,16 @@ def wait_in_sync(c: RealKafka, name: str, n: int) -> None:
 
 
 def assignment(c: RealKafka, name: str) -> dict[int, list[int]]:
-    with c.admin() as a:
-        return {d.tp.partition: list(d.replicas) for d in a.describe_partitions(topics=[name])}
+    """The topic's replicas as the brokers describe them; a broker that does not know a new
+    topic yet describes nothing, so an empty answer is asked again."""
+    deadline = time.monotonic() + 60
+    while True:
+        with c.admin() as a:
+            got = {d.tp.partition: list(d.replicas)
+                   for d in a.describe_partitions(topics=[name])}
+        if got or time.monotonic() > deadline:
+            return got
+        time.sleep(0.2)
 
 
 def kraftsman_plan(path: Path, name: str, moves: dict[int, list[int]]) -> Path:
@@ -167,6 +196,7 @@ def bench_reassign(c: RealKafka, work: Path, n: int, rounds: int) -> None:
             run = reassign_ours if side == "ours" else reassign_theirs
             got[side] = run(c, work, names[side], moves)
             walls[side].append(got[side][0])
+        drop_topics(c, list(names.values()))
         print(f"{f'reassign {n}, round {i + 1} ({order[0]} first)':<34}"
               f"{got['ours'][0]:>12.1f}{got['theirs'][0]:>14.1f}   "
               f"CPU s {got['ours'][1]:.1f} / {got['theirs'][1]:.1f}, {load()}", flush=True)
@@ -197,6 +227,7 @@ def bench_elect(c: RealKafka, work: Path, n: int) -> tuple[float, float]:
         with c.admin() as a:
             led = [d.leader == d.replicas[0] for d in a.describe_partitions(topics=[name])]
         assert all(led), f"{who}: not every partition is led by its preferred replica"
+        drop_topics(c, [name])
         results.append(elapsed)
     return results[0], results[1]
 
