@@ -201,7 +201,7 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
     claim: dict[int, Marker | None] = {}  # written before the configs change
     final: dict[int, Marker | None] = {}  # written after
     registered = set(brokers)
-    for b in sorted(registered | set(markers)):
+    for b in sorted(registered | set(markers) | set(by_broker)):  # fenced ones with entries too
         cfg = broker_cfg.get(("BROKER", str(b)), {})
         cur = markers.get(b)
         entries = by_broker.get(b, set())
@@ -213,7 +213,11 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
                 changes[("BROKER", str(b))] = out
             continue
         m = cur.copy() if cur is not None else Marker()
-        if b in wanted_brokers:
+        # A fenced broker's rate waits until it is back (its configs are served by it alone:
+        # a write would be retried against a dead broker for the whole retry budget — a
+        # minute of `kraftsman apply` per pass on Kafka 4.4 — and its rates before kraftsman
+        # cannot be read to record them). Its replica entries are placed like any other.
+        if b in wanted_brokers and b in registered:
             if m.rate is None:
                 m.previous = {k: cfg.get(k) for k in THROTTLE_RATE_KEYS}
             for k in THROTTLE_RATE_KEYS:

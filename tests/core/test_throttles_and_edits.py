@@ -411,3 +411,32 @@ def test_the_embedded_brokers_refuse_a_rate_kafka_refuses(tmp_path: Path, value:
                                               f"{RATE_KEYS[0]}={value!r}: {why}")
     assert rate(c, 0, RATE_KEYS[0]) == "1000"
     assert c.incremental_alter_configs({res: {RATE_KEYS[0]: str(MAX_LONG)}})[res].ok
+
+
+def test_a_fenced_brokers_rate_waits_until_it_is_back(tmp_path: Path) -> None:
+    """A broker holding a throttled move's data dies: its configs are served by it alone, so
+    a rate written there was retried against the dead broker for the whole retry budget — a
+    minute per `kraftsman apply` on Kafka 4.4 (tests/real). No pass writes a fenced broker's
+    configs; the rate is placed, and the operator's rate recorded, once it is back."""
+    c = cluster(tmp_path)
+    c.incremental_alter_configs({("BROKER", "1"): {RATE_KEYS[0]: "777"}})
+    admin = _ConfigWrites(c)
+    c.fail_broker(1)
+    c.advance(30)  # fenced
+    assert any(b.id == 1 and b.fenced for b in c.describe_cluster().brokers)
+    ex = ReassignmentExecutor(admin, plan_of(  # type: ignore[arg-type]
+        {tp("orders", 0): [3, 4, 5]}, Limits(1_000_000, 1)))
+    assert ex.start() == []
+    ex.step()
+    assert ex.moving and ex.state.message == "", ex.state.message
+    written = {r for w in admin.writes for r in w}
+    assert ("BROKER", "1") not in written and ("BROKER", "3") in written, written
+    assert throttles.placed(c)[1].rate is None
+    c.restore_broker(1)
+    c.advance(1)
+    ex.set_limits(Limits(2_000_000, 1))
+    assert rate(c, 1, RATE_KEYS[0]) == "2000000"
+    assert throttles.placed(c)[1].previous[RATE_KEYS[0]] == "777"
+    ex.cancel()
+    assert drive(c, ex).phase is Phase.CANCELLED
+    assert configs_in(c) == {("BROKER", "1"): {RATE_KEYS[0]: "777"}}
