@@ -12,7 +12,10 @@ For each size N (partitions of RF 3 on brokers 0-2):
   (a reorder moves no data), then `kraftsman elect --all-topic-partitions` against
   `kafka-leader-election --election-type PREFERRED --all-topic-partitions`.
 * voters: controller 103 added to the quorum, then removed: `kraftsman quorum alter` against
-  `kafka-metadata-quorum add-controller / remove-controller`.
+  `kafka-metadata-quorum add-controller / remove-controller`, ``--rounds`` times alternating
+  who goes first, each side's add timed only once 103 has caught up as an observer (Kafka's
+  leader refuses AddRaftVoter before that; kraftsman's walker waits for it, which an untimed
+  wait here keeps out of the figure).
 
 Wall seconds from command to exit (and to "complete" for the verify loop); the machine's load
 average is printed beside them, as other work on a shared machine changes wall times.
@@ -232,30 +235,52 @@ def bench_elect(c: RealKafka, work: Path, n: int) -> tuple[float, float]:
     return results[0], results[1]
 
 
-def bench_voters(c: RealKafka, work: Path) -> tuple[tuple[float, float], tuple[float, float]]:
-    c.start(103)
-    deadline = time.monotonic() + 120
+def _caught_up(c: RealKafka, node: int, timeout: float = 120.0) -> None:
+    """Both tools need ``node`` fetching as an observer and caught up: Kafka's leader refuses
+    AddRaftVoter before that, and kraftsman's walker waits for it. Time neither side's wait."""
+    deadline = time.monotonic() + timeout
     while True:
         with c.admin() as a:
-            if any(r.replica_id == 103 for r in a.describe_quorum().replicas):
-                break
+            replica = next((r for r in a.describe_quorum().replicas if r.replica_id == node),
+                           None)
+        if replica is not None and replica.lag == 0:
+            return
         if time.monotonic() > deadline:
-            raise SystemExit("controller 103 did not start fetching")
+            raise SystemExit(f"controller {node} did not catch up in {timeout:.0f} s")
         time.sleep(0.5)
+
+
+def bench_voters(c: RealKafka, work: Path, rounds: int
+                 ) -> tuple[list[float], list[float], list[float], list[float]]:
+    """Add controller 103 and remove it again, ``rounds`` times, alternating which tool goes
+    first; returns the wall seconds of (our adds, their adds, our removes, their removes)."""
+    c.start(103)
     state = work / "state-quorum"
-    add_ours, _ = timed([str(BIN), "quorum", "alter", "--voters", "100,101,102,103",
-                         "--controller", f"103={c.controller_endpoint(103)}",
-                         "--bootstrap-server", c.bootstrap(), "--state-dir", str(state)])
-    remove_ours, _ = timed([str(BIN), "quorum", "alter", "--voters", "100,101,102",
-                            "--bootstrap-server", c.bootstrap(), "--state-dir", str(state)])
     cfg = c.node_dir(103) / "server.properties"
-    add_theirs, _ = timed(tool_cmd("kafka-metadata-quorum", "--bootstrap-server", c.bootstrap(),
-                                   "--command-config", str(cfg), "add-controller"))
-    directory = c.node(103).directory_id
-    remove_theirs, _ = timed(tool_cmd("kafka-metadata-quorum", "--bootstrap-server",
-                                      c.bootstrap(), "remove-controller", "--controller-id",
-                                      "103", "--controller-directory-id", directory))
-    return (add_ours, add_theirs), (remove_ours, remove_theirs)
+    ours_add = [str(BIN), "quorum", "alter", "--voters", "100,101,102,103", "--controller",
+                f"103={c.controller_endpoint(103)}", "--bootstrap-server", c.bootstrap(),
+                "--state-dir", str(state)]
+    ours_remove = [str(BIN), "quorum", "alter", "--voters", "100,101,102",
+                   "--bootstrap-server", c.bootstrap(), "--state-dir", str(state)]
+    theirs_add = tool_cmd("kafka-metadata-quorum", "--bootstrap-server", c.bootstrap(),
+                          "--command-config", str(cfg), "add-controller")
+    theirs_remove = tool_cmd("kafka-metadata-quorum", "--bootstrap-server", c.bootstrap(),
+                             "remove-controller", "--controller-id", "103",
+                             "--controller-directory-id", c.node(103).directory_id)
+    times: dict[str, list[float]] = {"oa": [], "ta": [], "or": [], "tr": []}
+    for r in range(rounds):
+        sides = [("o", ours_add, ours_remove), ("t", theirs_add, theirs_remove)]
+        for side, add, remove in (sides if r % 2 == 0 else sides[::-1]):
+            _caught_up(c, 103)
+            elapsed, done = timed(add)
+            if done.returncode != 0:
+                raise SystemExit(f"add controller failed: {done.stdout}{done.stderr}")
+            times[side + "a"].append(elapsed)
+            elapsed, done = timed(remove)
+            if done.returncode != 0:
+                raise SystemExit(f"remove controller failed: {done.stdout}{done.stderr}")
+            times[side + "r"].append(elapsed)
+    return times["oa"], times["ta"], times["or"], times["tr"]
 
 
 def main() -> int:
@@ -278,9 +303,13 @@ def main() -> int:
             ours, theirs = bench_elect(cluster, work, n)
             print(f"{f'preferred election, {n} partitions':<34}{ours:>12.1f}{theirs:>14.1f}"
                   f"   {load()}", flush=True)
-        (add_ours, add_theirs), (rm_ours, rm_theirs) = bench_voters(cluster, work)
-        print(f"{'add controller 103':<34}{add_ours:>12.1f}{add_theirs:>14.1f}   {load()}")
-        print(f"{'remove controller 103':<34}{rm_ours:>12.1f}{rm_theirs:>14.1f}   {load()}")
+        add_ours, add_theirs, rm_ours, rm_theirs = bench_voters(cluster, work, args.rounds)
+        for step, ours_s, theirs_s in (("add controller 103", add_ours, add_theirs),
+                                       ("remove controller 103", rm_ours, rm_theirs)):
+            print(f"{step + ' (median)':<34}{statistics.median(ours_s):>12.1f}"
+                  f"{statistics.median(theirs_s):>14.1f}   {load()}; rounds: ours "
+                  f"{', '.join(f'{x:.1f}' for x in ours_s)} / theirs "
+                  f"{', '.join(f'{x:.1f}' for x in theirs_s)}", flush=True)
     finally:
         cluster.down()
     return 0

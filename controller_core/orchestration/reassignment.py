@@ -114,6 +114,20 @@ class ExecutorState(BaseModel):
     election_failed: int | None = None
     cancelled: int = 0
     never_started: int = 0  # of the cancelled: pending when the cancel came
+    # fenced brokers whose throttle rate waits until they are back (set, or restored)
+    throttles_waiting: list[int] = Field(default_factory=list)
+    # the final throttle cleanup is not done yet: a finished run keeps trying
+    cleanup_owed: bool = False
+
+
+def throttles_owed(state: ExecutorState) -> str:
+    """("; ..." or "") What a finished run still owes to brokers that were fenced when it ended."""
+    if not state.cleanup_owed:
+        return ""
+    if state.throttles_waiting:
+        return (f"; the throttle rate on broker(s) {state.throttles_waiting} is restored once "
+                "they are back")
+    return "; removing its throttles is retried"
 
 
 @dataclass(frozen=True, slots=True)
@@ -381,6 +395,8 @@ class ReassignmentExecutor:
 
     # -- the reconcile pass -----------------------------------------------------------------------
     def step(self) -> Progress:
+        if self.state.phase.terminal and self.state.cleanup_owed:
+            self.cleanup()  # a rate on a broker that was fenced when the run ended
         if self.state.phase.terminal or self.state.phase is Phase.PENDING:
             return self.progress()
         self._load()
@@ -622,8 +638,8 @@ class ReassignmentExecutor:
     def _sync_throttles(self, *, also: Iterable[TopicPartition] = (), final: bool = False) -> bool:
         """Throttles on exactly the moves in flight (and ``also``, about to start), at the
         current limit — on none once the run is over (``final``); a pass that changes
-        neither does not ask the cluster. False when the cluster refused some of it (the
-        message says what; the next pass tries again)."""
+        neither, with nothing owed to a fenced broker, does not ask the cluster. False when
+        the cluster refused some of it (the message says what; the next pass tries again)."""
         moving = frozenset(()) if final else frozenset((*self.moving, *also))
         rate = self.limits.throttle_bytes_per_second
         # Unthrottled, the moves in flight change nothing a sync would write (it places no
@@ -634,15 +650,19 @@ class ReassignmentExecutor:
         moves = {tp: throttles.Move(self.original[tp], self.adding[tp])
                  for tp in moving}
         try:
-            problems = throttles.sync(self.admin, moves, rate, scope=set(self.plan.moves),
-                                      legacy_check=final)
+            synced = throttles.sync(self.admin, moves, rate, scope=set(self.plan.moves),
+                                    legacy_check=final)
         except KafkaApiError as e:  # a broker that just died, not fenced yet: next pass
-            problems = [str(e)]
-        if problems:
-            self.state.message = "could not set throttles: " + "; ".join(problems[:5])
-            self._synced = None  # try again next pass
+            synced = throttles.Synced([str(e)])
+        if final:
+            self.state.cleanup_owed = not synced.settled
+        if not synced.problems:
+            self.state.throttles_waiting = list(synced.waiting)
+        # anything left undone: the next pass tries again
+        self._synced = key if synced.settled else None
+        if synced.problems:
+            self.state.message = "could not set throttles: " + "; ".join(synced.problems[:5])
             return False
-        self._synced = key
         return True
 
     # -- reporting --------------------------------------------------------------------------------

@@ -19,6 +19,11 @@ that claim more (a new entry, a new rate), then changes the configs, then writes
 that claim less (a tombstone for one that goes). A pass cut short anywhere leaves nothing
 unclaimed, and the next one finishes it.
 
+A fenced broker's configs can be neither read nor changed (Kafka serves a broker's own
+configs on that broker alone): its rate is set, or restored, once it is back. Until then its
+marker keeps what is owed, and :func:`sync` names the broker as waiting so that the caller
+syncs again — a finished run too, or the rate it wrote would stay on that broker for good.
+
 Older versions kept the marker in a broker config ``kraftsman.throttle``. A real broker
 accepts that name but hides it as sensitive (DescribeConfigs answers null), so it was never
 read back there, and what it claimed cannot be known: a pass that finds the key deletes it.
@@ -125,6 +130,19 @@ class Move(NamedTuple):
     adding: tuple[int, ...]  # replicas being added: throttled as followers
 
 
+class Synced(NamedTuple):
+    """What a sync left undone: ``problems`` the cluster reported, and the fenced brokers
+    whose rate waits until they are back (set, or restored to what it was before
+    kraftsman). Either way the caller syncs again later; the markers keep what is owed."""
+
+    problems: list[str]
+    waiting: tuple[int, ...] = ()
+
+    @property
+    def settled(self) -> bool:
+        return not self.problems and not self.waiting
+
+
 def wanted_entries(moves: Mapping[TopicPartition, Move]) -> set[Entry]:
     out: set[Entry] = set()
     for tp, move in moves.items():
@@ -134,15 +152,15 @@ def wanted_entries(moves: Mapping[TopicPartition, Move]) -> set[Entry]:
 
 
 def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | None,
-         scope: Set[TopicPartition] = frozenset(), *, legacy_check: bool = True) -> list[str]:
+         scope: Set[TopicPartition] = frozenset(), *, legacy_check: bool = True) -> Synced:
     """Throttle ``moves`` at ``rate`` (None: not at all) and remove every kraftsman throttle
     no movement needs any more. ``scope``: the partitions of the caller's plan — its entries
     there go as soon as the caller stops moving them, even if the cluster still lists a
     reassignment (someone else's) for the partition. ``legacy_check``: also look for an
     older kraftsman's broker-config marker when there is nothing else to do (it costs a
     DescribeConfigs of every broker — most of a second at the start of an unthrottled run
-    on a busy real cluster — so a run does it at its end). Returns the problems the cluster
-    reported, if any (the next call tries again)."""
+    on a busy real cluster — so a run does it at its end). Returns what is left undone (the
+    next call tries again)."""
     want = wanted_entries(moves) if rate is not None else set()
     try:
         stored = admin.read_throttle_markers()
@@ -150,20 +168,20 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
         if refused.error.code not in _REFUSALS:
             raise
         if want:
-            return [refused.message]
+            return Synced([refused.message])
         # Nothing to place, and a principal that may not read the markers could not have
         # written any: an unthrottled run does not need the marker topic.
         stored = {}
     markers = _decoded(stored)
     if not want and not markers and not legacy_check:
-        return []  # nothing to place, and no marker claims anything
+        return Synced([])  # nothing to place, and no marker claims anything
     # A fenced broker's configs can be neither read nor changed (Kafka takes a broker's
     # own configs only on that broker): its throttles are looked at once it is back.
     brokers = [b.id for b in admin.describe_cluster().brokers if not b.fenced]
     broker_cfg = admin.describe_configs([("BROKER", str(b)) for b in brokers])
     legacy = {b for b in brokers if LEGACY_MARKER_KEY in broker_cfg[("BROKER", str(b))]}
     if not want and not markers and not legacy:
-        return []  # nothing to place, and nothing of kraftsman's in the cluster
+        return Synced([])  # nothing to place, and nothing of kraftsman's in the cluster
     owned = {e for m in markers.values() for e in m.entries}
     elsewhere = sorted({e.tp for e in owned if e.tp not in scope})
     reassigning = set(admin.list_partition_reassignments(elsewhere))
@@ -201,6 +219,7 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
     claim: dict[int, Marker | None] = {}  # written before the configs change
     final: dict[int, Marker | None] = {}  # written after
     registered = set(brokers)
+    waiting: set[int] = set()
     for b in sorted(registered | set(markers) | set(by_broker)):  # fenced ones with entries too
         cfg = broker_cfg.get(("BROKER", str(b)), {})
         cur = markers.get(b)
@@ -217,7 +236,10 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
         # a write would be retried against a dead broker for the whole retry budget — a
         # minute of `kraftsman apply` per pass on Kafka 4.4 — and its rates before kraftsman
         # cannot be read to record them). Its replica entries are placed like any other.
-        if b in wanted_brokers and b in registered:
+        if b in wanted_brokers and b not in registered:
+            if m.rate != rate_str:
+                waiting.add(b)
+        elif b in wanted_brokers:
             if m.rate is None:
                 m.previous = {k: cfg.get(k) for k in THROTTLE_RATE_KEYS}
             for k in THROTTLE_RATE_KEYS:
@@ -229,13 +251,18 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
                     out[k] = rate_str
             m.rate = rate_str
         fin: Marker | None
-        if not entries and b not in wanted_brokers:
+        if not entries and b not in wanted_brokers and b not in registered and m.written():
+            # Nothing of ours moves through it, but the rate we wrote there can be restored
+            # only once it is back: the marker, its entries gone, keeps what to restore.
+            m.entries = set()
+            fin = m
+            waiting.add(b)
+        elif not entries and b not in wanted_brokers:
             # Nothing of kraftsman's moves through this broker any more: its rate goes back
             # to what it was, unless someone changed it after us (then it is theirs).
-            if b in registered:
-                for k in THROTTLE_RATE_KEYS:
-                    if cfg.get(k) in m.written():
-                        out[k] = m.previous.get(k)
+            for k in THROTTLE_RATE_KEYS:
+                if cfg.get(k) in m.written():
+                    out[k] = m.previous.get(k)
             fin = None
         else:
             m.entries = entries
@@ -249,14 +276,14 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
     # written before a marker claims it, and nothing stops being claimed before it is gone.
     problems = _write(admin, stored, claim)
     if problems:
-        return problems
+        return Synced(problems)
     written = {**stored, **{b: m.encode() for b, m in claim.items() if m is not None}}
     for kind in ("BROKER", "TOPIC"):
         batch = {r: c for r, c in changes.items() if r[0] == kind}
         problems = _problems(admin.incremental_alter_configs(batch))
         if problems:
-            return problems
-    return _write(admin, written, final)
+            return Synced(problems)
+    return Synced(_write(admin, written, final), tuple(sorted(waiting)))
 
 
 def _claiming(cur: Marker | None, fin: Marker | None) -> Marker | None:

@@ -85,3 +85,26 @@ def test_a_cancel_that_cannot_remove_the_markers_says_so_and_exits_1(
         # the throttles themselves are gone; the markers wait for someone who may remove them
         assert s.call(lambda: {r: v for r, v in s.cluster.image.configs.items()
                                if r[1] != "__kraftsman_throttles"}) == {}
+
+
+def test_a_rate_on_a_broker_fenced_at_the_end_is_owed_until_the_file_is_applied_again(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Broker 0 holds orders-0's data, is throttled, and dies mid-move; the move completes
+    from broker 1. Its rate cannot be restored while it is fenced: `apply` says so, and
+    applying the same file once it is back restores it."""
+    state = tmp_path / "state"
+    s = ["--state-dir", str(state)]
+    files = ["-f", write(tmp_path, "c.yaml", CLUSTER), "-f", write(tmp_path, "m.yaml", THROTTLED)]
+    assert main(["apply", *files, *s, "--no-wait"]) == 0
+    assert ("BROKER", "0") in _throttles(state)
+    assert main(["cluster", "fail-broker", "0", *s]) == 0
+    capsys.readouterr()
+    assert main(["apply", *files, *s]) == 0
+    out = capsys.readouterr().out
+    assert ("PartitionReassignment/move: the throttle rate on broker(s) [0] is restored once they are back: "
+            "apply the same file again then") in out, out
+    assert ("BROKER", "0") in _throttles(state)
+    assert main(["cluster", "restore-broker", "0", *s]) == 0
+    assert main(["apply", *files, *s]) == 0
+    assert "restored once" not in capsys.readouterr().out
+    assert _throttles(state) == {}

@@ -197,13 +197,13 @@ def test_a_rate_refused_after_its_marker_is_still_kraftsmans_on_the_next_pass(
     a = _Refusing(c)
     a.refuse_brokers = 1
     moves = {tp("orders", 0): throttles.Move((0, 1, 2), (3,))}
-    problems = throttles.sync(a, moves, 1_000_000)
+    problems = throttles.sync(a, moves, 1_000_000).problems
     assert problems and all(p.endswith(": no ALTER_CONFIGS") for p in problems), problems
     assert throttles.placed(c)[3].previous == {RATE_KEYS[0]: None, RATE_KEYS[1]: "777"}
     assert configs_in(c, [3], [])[("BROKER", "3")] == {RATE_KEYS[1]: "777"}
-    assert throttles.sync(a, moves, 1_000_000) == []
+    assert throttles.sync(a, moves, 1_000_000).problems == []
     assert configs_in(c, [3], [])[("BROKER", "3")] == dict.fromkeys(RATE_KEYS, "1000000")
-    assert throttles.sync(a, {}, None) == []
+    assert throttles.sync(a, {}, None).problems == []
     assert configs_in(c) == {("BROKER", "3"): {RATE_KEYS[1]: "777"}}
 
 
@@ -237,7 +237,7 @@ def test_without_access_to_the_markers_only_an_unthrottled_run_goes_on(tmp_path:
     assert free.start() == []
     p = free.step()
     assert p.moving == 1 and p.message == ""
-    assert throttles.sync(a, {}, None) == []  # `reassignments cancel` has nothing to say
+    assert throttles.sync(a, {}, None) == throttles.Synced([])  # `reassignments cancel`: nothing
     plan, _ = ReassignmentPlan.from_moves([(tp("orders", 1), [4, 2, 0])],
                                           limits=Limits(1000, 1), additional=True)
     held = ReassignmentExecutor(a, plan)
@@ -257,10 +257,10 @@ def test_a_sync_deletes_an_older_kraftsmans_broker_config_once(tmp_path: Path) -
     c.incremental_alter_configs({("BROKER", str(b)): {"kraftsman.throttle": "?"}
                                  for b in (1, 4)})
     writes = _Refusing(c)
-    assert throttles.sync(writes, {}, None) == []
+    assert throttles.sync(writes, {}, None).problems == []
     assert configs_in(c) == {}
     writes.refuse_brokers = 1  # a second sync must not write any broker config
-    assert throttles.sync(writes, {}, None) == [] and writes.refuse_brokers == 1
+    assert throttles.sync(writes, {}, None).problems == [] and writes.refuse_brokers == 1
 
 
 def test_an_unthrottled_run_deletes_an_older_kraftsmans_broker_config_at_its_end(

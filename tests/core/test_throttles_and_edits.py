@@ -431,12 +431,38 @@ def test_a_fenced_brokers_rate_waits_until_it_is_back(tmp_path: Path) -> None:
     assert ex.moving and ex.state.message == "", ex.state.message
     written = {r for w in admin.writes for r in w}
     assert ("BROKER", "1") not in written and ("BROKER", "3") in written, written
-    assert throttles.placed(c)[1].rate is None
+    assert throttles.placed(c)[1].rate is None and ex.state.throttles_waiting == [1]
     c.restore_broker(1)
     c.advance(1)
-    ex.set_limits(Limits(2_000_000, 1))
-    assert rate(c, 1, RATE_KEYS[0]) == "2000000"
+    ex.step()  # the next pass, with nothing else changed, places what is owed
+    assert rate(c, 1, RATE_KEYS[0]) == "1000000" and ex.state.throttles_waiting == []
     assert throttles.placed(c)[1].previous[RATE_KEYS[0]] == "777"
     ex.cancel()
     assert drive(c, ex).phase is Phase.CANCELLED
     assert configs_in(c) == {("BROKER", "1"): {RATE_KEYS[0]: "777"}}
+
+
+def test_a_rate_on_a_broker_fenced_when_the_run_ends_is_restored_once_it_is_back(
+        tmp_path: Path) -> None:
+    """A broker holding the data dies mid-move; the move completes without it. Its rate can
+    be restored only once it is back: the marker keeps what to restore (dropped, the rate
+    stayed for good, unclaimed), and the finished run keeps trying until it is done."""
+    c = cluster(tmp_path)
+    c.incremental_alter_configs({("BROKER", "1"): {RATE_KEYS[0]: "777"}})
+    ex = ReassignmentExecutor(c, plan_of({tp("orders", 0): [3, 4, 5]}, Limits(1_000_000, 1)))
+    assert ex.start() == []
+    ex.step()
+    assert rate(c, 1, RATE_KEYS[0]) == "1000000"
+    c.fail_broker(1)
+    c.advance(30)  # fenced
+    assert drive(c, ex).phase is Phase.COMPLETED
+    assert ex.state.cleanup_owed and ex.state.throttles_waiting == [1]
+    assert throttles.placed(c)[1].entries == set()
+    assert throttles.placed(c)[1].rate == "1000000"
+    assert ExecutorState.model_validate(ex.state.model_dump(mode="json")) == ex.state
+    c.restore_broker(1)
+    c.advance(1)
+    assert ex.step().phase is Phase.COMPLETED
+    assert not ex.state.cleanup_owed and ex.state.throttles_waiting == []
+    assert configs_in(c) == {("BROKER", "1"): {RATE_KEYS[0]: "777"}}
+    assert throttles.placed(c) == {}

@@ -18,6 +18,7 @@ from controller_core.orchestration.reassignment import METADATA_PROPAGATION_MS
 from kraftsman.handlers import reassignment as reassignment_handlers
 from kraftsman.handlers.opstate import saved_state
 from kraftsman.reconcile import plan_of
+from tests.helpers import configs_in
 
 MOVES = [{"topic": "orders", "partition": p, "replicas": [3, 4, 5]} for p in range(6)]
 TP0 = TopicPartition("orders", 0)
@@ -764,3 +765,28 @@ async def test_a_plan_waits_for_a_reassignment_started_outside_kraftsman(d: Driv
     assert conds(pr)["Progressing"][2].startswith(
         "waiting for a reassignment of orders-5 started outside kraftsman's resources to "
         "finish before starting")
+
+
+async def test_a_finished_run_restores_the_rate_of_a_broker_fenced_when_it_ended(
+        d: Driver) -> None:
+    """The status says what is owed, and the finished resource keeps reconciling until the
+    broker is back and its rate is what it was before kraftsman."""
+    cluster = d.rt.clusters[("default", "demo")].cluster
+    old = cluster.describe_partitions(partitions=[TP0])[0].replicas
+    pr = d.create("PartitionReassignment", "move", {
+        **REF, "partitions": [{"topic": "orders", "partition": 0, "replicas": [3, 4, 5]}],
+        "throttleBytesPerSecond": 100_000})  # 3 MB: ~30 s, time enough to fence a broker
+    await d.tick(pr)
+    assert pr["status"]["phase"] == "Moving"
+    gone = old[-1]  # holds the data, leads nothing: the move completes without it
+    cluster.fail_broker(gone)
+    await run_until(d, pr, {"Completed"}, limit=120)
+    assert any(b.id == gone and b.fenced for b in cluster.describe_cluster().brokers)
+    owed = (f"the throttle rate on broker(s) [{gone}] is restored once they are back")
+    assert owed in conds(pr)["Succeeded"][2], conds(pr)
+    cluster.restore_broker(gone)
+    await d.tick(pr)
+    assert pr["status"]["phase"] == "Completed" and owed not in conds(pr)["Succeeded"][2]
+    assert configs_in(cluster) == {}
+    assert ("Completed" in [r for r, _, _ in outbox(pr)]) and [
+        r for r, _, _ in outbox(pr)].count("Completed") == 1

@@ -186,7 +186,7 @@ def test_a_principal_without_the_marker_acls_gets_one_message_naming_them(
             [problem] = nowrite.write_throttle_markers({1: None})
             assert problem.startswith(f"Produce: not authorized on topic {T}") and grant in problem
             moves = {throttles.TopicPartition("orders", 0): throttles.Move((0, 1, 2), (3,))}
-            assert throttles.sync(nowrite, moves, 1000) == [problem]
+            assert throttles.sync(nowrite, moves, 1000).problems == [problem]
             assert throttles.placed(nowrite) == {1: throttles.Marker("1", {}, set())}
         finally:
             nowrite.close()

@@ -30,6 +30,7 @@ from controller_core.orchestration.reassignment import (
     Progress,
     ReassignmentExecutor,
     dry_run,
+    throttles_owed,
 )
 from controller_core.orchestration.voters import WalkPhase, WalkProgress
 from controller_core.storage.framing import write_atomically
@@ -505,6 +506,10 @@ class Session:
             save()
             self.view.progress(r.key, progress, cluster.now)
         self.view.finish(r.key, progress, cluster.now)
+        owed = throttles_owed(ex.state)
+        if owed:
+            self.view.line(f"{r.key}: {owed.removeprefix('; ')}: apply the same file again "
+                           "then")
         if progress.phase.value == "Failed":
             self.failed = True
         self.summary.append({"resource": r.key, **_progress(progress),

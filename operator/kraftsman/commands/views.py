@@ -195,7 +195,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         left: list[str] = []
         if not args.preserve_throttles:
             # what no movement needs any more goes, as --cancel does
-            left = throttles.sync(c, {}, None)
+            left = throttles.sync(c, {}, None).problems
         store = resource_store(args, c)
     ok = [str(tp) for tp in sorted(tp for tp, r in results.items() if r.ok)]
     bad = sorted(((tp, r) for tp, r in results.items() if not r.ok), key=lambda x: x[0])

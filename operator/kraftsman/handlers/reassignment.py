@@ -26,6 +26,7 @@ from controller_core.orchestration.reassignment import (
     Progress,
     ReassignmentExecutor,
     dry_run,
+    throttles_owed,
 )
 from controller_core.units import counted
 from kraftsman.handlers.common import (
@@ -426,7 +427,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             if not state.phase.terminal and bound and bound != cluster_id:
                 cluster_changed(spec, bound, cluster_id, saved, st, gen, outbox)
                 return cached  # nothing is done on a cluster this run did not start on
-            if state.phase.terminal and saved.get("digest") == digest:
+            if state.phase.terminal and saved.get("digest") == digest \
+                    and not state.cleanup_owed:
                 return cached  # finished; its status was published when it finished
             if state.phase.terminal and saved.get("digest") != digest and not spec.cancel:
                 state, cached = None, None  # a finished run; the spec asks for new moves
@@ -491,12 +493,13 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             st.batches_completed += 1
             outbox.add("BatchDone", f"{progress.done}/{progress.total} partitions moved")
         warned = "; " + "; ".join(st.warnings) if st.warnings else ""
+        owed = throttles_owed(executor.state) if phase.terminal else ""
         if phase is Phase.COMPLETED:
             st.phase = "Completed"
             elected = (f"; {executor.state.elected} preferred leaders elected"
                        if executor.state.elected is not None else "")
             msg = (f"{counted(progress.done, 'partition')} moved ({progress.bytes_moved} bytes)"
-                   f"{elected}")
+                   f"{elected}{owed}")
             set_cond(st, SUCCEEDED, "True", "Completed", msg, gen)
             set_cond(st, PROGRESSING, "False", "Completed", msg, gen)
             if was is not Phase.COMPLETED:
@@ -506,7 +509,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                 outbox.add("Completed", msg)
         elif phase is Phase.CANCELLED:
             st.phase = "Cancelled"
-            msg = f"cancelled: {cancel_outcome(progress)}"
+            msg = f"cancelled: {cancel_outcome(progress)}{owed}"
             set_cond(st, SUCCEEDED, "False", "Cancelled", msg, gen)
             set_cond(st, PROGRESSING, "False", "Cancelled", msg, gen)
             if was is not Phase.CANCELLED:
@@ -514,7 +517,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                 outbox.add("Cancelled", msg)
         elif phase is Phase.FAILED:
             st.phase = "Failed"
-            msg = progress.message or f"{counted(progress.failed, 'partition')} failed"
+            msg = (progress.message or f"{counted(progress.failed, 'partition')} failed") + owed
             set_cond(st, SUCCEEDED, "False", "Failed", msg, gen)
             set_cond(st, PROGRESSING, "False", "Failed", msg, gen)
             degrade(st, "PartitionsFailed", msg + "; see status.partitions", gen)
