@@ -387,3 +387,41 @@ def test_an_older_kraftsmans_broker_config_marker_is_deleted(
 
 def _none(found: dict[str, dict[str, str]]) -> None:
     assert found == {}, found
+
+
+def test_a_broker_dead_when_its_move_ends_gets_its_rate_back_once_it_returns(
+        real_kafka: Session, cli: Cli) -> None:
+    """Broker 1 holds the data (leader side, throttled) and dies; the move completes without
+    it. Kafka serves a broker's configs on that broker alone, so its rate cannot be restored
+    then: `apply` says so, the marker keeps the rate (before, it was dropped and the rate
+    stayed for good), and the same file applied once the broker is back restores it."""
+    c = real_kafka.cluster
+    t = real_kafka.topic("owed")
+    create_topic(c, t, {0: [0, 1]})
+    produce(c, t, {0: 4 * MB})
+    cli.apply("owed", [(t, 0, [0, 2])], SLOW, "--no-wait")
+    until(lambda: _assert_equal(rates(kafka_configs(c, "brokers"), 1),
+                                {LEADER_RATE: str(SLOW), FOLLOWER_RATE: str(SLOW)}))
+    c.kill(1)
+    try:
+        def fenced() -> None:
+            with c.admin() as a:
+                assert all(b.fenced for b in a.describe_cluster().brokers if b.id == 1)
+        until(fenced)
+        done = cli.apply("owed", [(t, 0, [0, 2])], FAST, "--tick", "0.5")
+        assert "completed: 1 moved" in done.stdout, done.stdout + done.stderr
+        assert ("the throttle rate on broker(s) [1] is restored once they are back: apply the "
+                "same file again then") in done.stdout, done.stdout
+        assert live_markers(c)[1]["rate"] == str(SLOW) and live_markers(c)[1]["replicas"] == []
+    finally:
+        c.start(1)
+        c.wait_ready(brokers=[1])
+    again = cli.apply("owed", [(t, 0, [0, 2])], FAST, "--tick", "0.5")
+    assert "restored once" not in again.stdout, again.stdout
+    assert replicas(c, t) == {0: [0, 2]}
+    until(lambda: _assert_equal(rates(kafka_configs(c, "brokers"), 1), {}))
+    assert 1 not in live_markers(c)
+
+
+def _assert_equal(a: object, b: object) -> None:
+    assert a == b, (a, b)
