@@ -387,8 +387,12 @@ def _config_values_problem(rtype: str, rname: str,
                                  f"{key}={value!r}: must be at most {MAX_THROTTLE_RATE} "
                                  "bytes/second (a LONG)")
         elif key in THROTTLE_REPLICA_KEYS and parse_throttled_replicas(value) is None:
+            # Kafka's ThrottledReplicaListValidator, the value shown as the parsed LIST
+            items = ", ".join(v.strip() for v in value.split(","))
             return ApiResult(errors.INVALID_CONFIG,
-                             f"{key}={value!r}: expected '*' or 'partition:broker,...'")
+                             f"Invalid value [{items}] for configuration {key}: {key} must be "
+                             "the literal '*' or a list of replicas in the following format: "
+                             "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
         elif key in (MIN_ISR_KEY, UNCLEAN_KEY):
             problem = _topic_config_problem(key, value)
             if problem is not None:

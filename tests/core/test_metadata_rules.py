@@ -597,7 +597,9 @@ def test_dynamic_configs_are_validated_per_resource_all_or_nothing() -> None:
     bad_list = h.controller.incremental_alter_configs({("TOPIC", "orders"): {replicas: "0-1"}})
     assert bad_list[("TOPIC", "orders")] == ApiResult(
         errors.INVALID_CONFIG,
-        "follower.replication.throttled.replicas='0-1': expected '*' or 'partition:broker,...'")
+        "Invalid value [0-1] for configuration follower.replication.throttled.replicas: "
+        "follower.replication.throttled.replicas must be the literal '*' or a list of replicas "
+        "in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],...")
     ok = h.controller.incremental_alter_configs({
         ("BROKER", "1"): {marker: "run-1", rate: "100", "follower.replication.throttled.rate":
                           None},

@@ -80,3 +80,55 @@ def test_the_twin_answers_the_marker_requests_as_kafka_does(
     for what, answer in real.items():
         assert embedded[what] == answer, f"{what}: the twin says {embedded[what]!r}, " \
                                          f"Kafka {answer!r}"
+
+
+def observe_list_edits(bootstrap: str, topic: str) -> dict[str, Any]:
+    """IncrementalAlterConfigs APPEND and SUBTRACT on a topic's throttled-replica lists (which
+    kraftsman does not use, but another tool may send to ``cluster serve``): each answer, and
+    the value and config source every broker then describes."""
+    follower = "follower.replication.throttled.replicas"
+    leader = "leader.replication.throttled.replicas"
+    steps: list[tuple[str, int, str, str | None, int]] = [
+        ("set", 2, follower, "1:2,0:1", 0),
+        ("append one new, one present", 2, follower, "0:0,1:2", 2),
+        ("subtract one", 2, follower, "0:1", 3),
+        ("subtract one absent", 2, follower, "5:5", 3),
+        ("subtract the rest", 2, follower, "1:2,0:0", 3),
+        ("append onto the empty value", 2, follower, "0:1", 2),
+        ("subtract from an unset list", 2, leader, "0:1", 3),
+        ("set every replica", 2, follower, "*", 0),
+        ("append onto *", 2, follower, "0:1", 2),
+        ("append a malformed entry", 2, leader, "x", 2),
+        ("set a malformed list", 2, leader, "0:1, x", 0),
+        ("append to cleanup.policy", 2, "cleanup.policy", "compact", 2),
+        ("subtract from cleanup.policy", 2, "cleanup.policy", "delete", 3),
+        ("append to a non-list topic config", 2, "retention.ms", "5", 2),
+        ("subtract from a non-list broker config", 4, "leader.replication.throttled.rate",
+         "5", 3),
+        ("delete", 2, follower, None, 1),
+    ]
+    out: dict[str, Any] = {}
+    w = Wire(bootstrap)
+    try:
+        assert w.create(topic, {}) == (0, None)
+        for what, rtype, key, value, op in steps:
+            name = topic if rtype == 2 else "0"
+            answer = w.alter(rtype, name, key, value, op)
+            # the twin describes only the topic configs it models (retention.ms is not one)
+            shown = (w.topic_config_settled(topic, key)
+                     if rtype == 2 and key != "retention.ms" else None)
+            out[what] = (answer, shown)
+    finally:
+        w.close()
+    return out
+
+
+def test_the_twin_appends_and_subtracts_list_configs_as_kafka_does(
+        real_kafka: Session, tmp_path: Path) -> None:
+    topic = real_kafka.topic("list-edits")
+    real = observe_list_edits(real_kafka.cluster.bootstrap(), topic)
+    with served(cluster(tmp_path / "twin"), time_scale=0) as s:
+        embedded = observe_list_edits(s.bootstrap, topic)
+    for what, answer in real.items():
+        assert embedded[what] == answer, f"{what}: the twin says {embedded[what]!r}, " \
+                                         f"Kafka {answer!r}"

@@ -40,13 +40,44 @@ class Wire:
     def close(self) -> None:
         self.client.close()
 
-    def alter(self, rtype: int, name: str, key: str, value: str | None) -> tuple[int, str | None]:
+    def alter(self, rtype: int, name: str, key: str, value: str | None,
+              op: int | None = None) -> tuple[int, str | None]:
+        """One IncrementalAlterConfigs entry; ``op`` (0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT)
+        defaults to SET, or DELETE for a None value."""
         r = self.send(IncrementalAlterConfigsRequest(resources=[_Res(
             resource_type=rtype, resource_name=name, configs=[_Res.AlterableConfig(
-                name=key, config_operation=0 if value is not None else 1, value=value)])],
+                name=key, config_operation=(0 if value is not None else 1) if op is None else op,
+                value=value)])],
             validate_only=False), node=int(name) if rtype == 4 else None)
         res = r.responses[0]
         return res.error_code, res.error_message
+
+    def topic_config(self, topic: str, key: str, node: int | None = None) -> tuple[Any, int]:
+        """(value, config source) of one topic config, as ``node`` (any broker) describes it."""
+        r = self.send(DescribeConfigsRequest(resources=[_Desc(
+            resource_type=2, resource_name=topic, configuration_keys=[key])],
+            include_synonyms=False), node=node)
+        found = [(c.value, c.config_source) for c in r.results[0].configs if c.name == key]
+        return found[0] if found else (None, -1)
+
+    def brokers(self) -> list[int]:
+        return sorted(b.node_id for b in self.metadata("__no_such_topic__").brokers)
+
+    def topic_config_settled(self, topic: str, key: str, stable_s: float = 0.6
+                             ) -> tuple[Any, int]:
+        """What every broker describes once they agree and keep agreeing for ``stable_s`` (a
+        broker applies a change when its copy of the metadata log reaches it)."""
+        deadline = time.monotonic() + 30
+        since, last = time.monotonic(), None
+        while True:
+            seen = {self.topic_config(topic, key, b) for b in self.brokers()}
+            now = time.monotonic()
+            if len(seen) != 1 or seen != last:
+                since, last = now, seen
+            elif now - since >= stable_s:
+                return next(iter(seen))
+            assert now < deadline, f"the brokers describe {topic} {key} as {seen}"
+            time.sleep(0.1)
 
     def described(self, broker: str, keys: list[str] | None) -> dict[str, tuple[Any, ...]]:
         r = self.send(DescribeConfigsRequest(resources=[_Desc(
