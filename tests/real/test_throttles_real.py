@@ -425,3 +425,30 @@ def test_a_broker_dead_when_its_move_ends_gets_its_rate_back_once_it_returns(
 
 def _assert_equal(a: object, b: object) -> None:
     assert a == b, (a, b)
+
+
+def test_a_move_retargeted_mid_flight_ends_on_the_new_target_with_its_throttles_moved(
+        real_kafka: Session, cli: Cli) -> None:
+    """The same resource applied with another target while the first is in flight: the
+    move ends on the new target (KIP-455: a new target replaces the current one), the
+    throttles follow it (broker 1 is throttled only while it was a target), and at the end
+    nothing of kraftsman's is left."""
+    c = real_kafka.cluster
+    t = real_kafka.topic("retarget")
+    create_topic(c, t, {0: [0]})
+    produce(c, t, {0: 8 * MB})
+    cli.apply("retarget", [(t, 0, [1])], SLOW, "--no-wait")
+    assert moving(c) == {f"{t}-0"}
+    until(lambda: _assert_equal(rates(kafka_configs(c, "brokers"), 1),
+                                {LEADER_RATE: str(SLOW), FOLLOWER_RATE: str(SLOW)}))
+    done = cli.apply("retarget", [(t, 0, [2])], FAST, "--tick", "0.5")
+    out = done.stdout + done.stderr
+    assert "re-targeted" in out and "completed: 1 moved" in out, out
+    assert replicas(c, t) == {0: [2]} and moving(c) == set()
+
+    def removed() -> None:
+        brokers, topics = kafka_configs_both(c, t)
+        assert all(rates(brokers, b) == {} for b in (0, 1, 2)), brokers
+        assert kraftsmans(topics) == {}, topics
+    until(removed)
+    assert not {0, 1, 2} & set(live_markers(c))
