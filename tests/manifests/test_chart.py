@@ -263,3 +263,18 @@ def test_values_that_cannot_work_are_refused(chart: helm.Chart, values: dict[str
 def test_values_that_work_render(chart: helm.Chart, values: dict[str, Any]) -> None:
     (dep,) = [d for d in render(chart, values) if d["kind"] == "Deployment"]
     assert dep["spec"]["replicas"] == values.get("replicaCount", 1)
+
+
+@pytest.mark.parametrize("state", ["emptyDir", "persistentVolumeClaim"])
+def test_the_notes_say_when_the_rebalance_example_cannot_run(chart: helm.Chart,
+                                                            state: str) -> None:
+    """The NOTES suggest applying every example; the KafkaRebalance one needs a state volume
+    its planner Job can mount, which the default emptyDir is not."""
+    values = {"state": {"type": state}}
+    if state == "persistentVolumeClaim":
+        values["state"]["persistentVolumeClaim"] = {"storageClassName": "standard"}
+    out = chart.render(values, name="kraftsman", namespace="kraftsman-system", is_install=True)
+    notes = next(text for path, text in out.items() if path.endswith("NOTES.txt"))
+    assert "kubectl apply -f manifests/examples/" in notes
+    hint = "40-kafkarebalance.yaml needs --set state.type=persistentVolumeClaim"
+    assert (hint in notes) == (state == "emptyDir"), notes
