@@ -101,8 +101,8 @@ def test_a_rate_on_a_broker_fenced_at_the_end_is_owed_until_the_file_is_applied_
     capsys.readouterr()
     assert main(["apply", *files, *s]) == 0
     out = capsys.readouterr().out
-    assert ("PartitionReassignment/move: the throttle rate on broker(s) [0] is restored once they are back: "
-            "apply the same file again then") in out, out
+    assert ("PartitionReassignment/move: the throttle rate on broker(s) [0] is restored once "
+            "they are back: apply the same file again then") in out, out
     assert ("BROKER", "0") in _throttles(state)
     assert main(["cluster", "restore-broker", "0", *s]) == 0
     assert main(["apply", *files, *s]) == 0

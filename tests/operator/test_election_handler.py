@@ -280,6 +280,23 @@ async def test_continuous_elects_above_the_threshold_at_its_interval(d: Driver) 
     assert len(outbox(le)) == 1
 
 
+async def test_continuous_is_watching_again_once_the_cluster_is_back_after_a_restart(
+        d: Driver) -> None:
+    """A restarted operator finds the cluster not open yet (WaitingForCluster); once it is,
+    the resource says Watching again at once, not only at the next run of its interval."""
+    le = d.create("LeaderElection", "cont", {
+        **REF, "topics": ["orders"], "mode": "Continuous", "intervalSeconds": 300})
+    await d.call(le, "reconcile")
+    watching = conds(le)["Progressing"]
+    assert watching[:2] == ("False", "Watching")
+    opened = d.rt.clusters.pop(("default", "demo"))  # as after a restart, before it opens
+    await d.call(le, "reconcile")
+    assert conds(le)["Progressing"][:2] == ("True", "WaitingForCluster")
+    d.rt.clusters[("default", "demo")] = opened
+    await d.call(le, "reconcile")
+    assert conds(le)["Progressing"] == watching and le["status"]["runs"] == 1
+
+
 # The cluster of handler_driver plus a topic "logs" whose preferred leader is broker 5.
 TWO_TOPICS = {"embedded": {**CLUSTER["embedded"], "topics": [
     *CLUSTER["embedded"]["topics"],  # type: ignore[index]

@@ -42,6 +42,7 @@ from kraftsman.status import (
     ElectionResult,
     ElectionRun,
     LeaderElectionStatus,
+    get_condition,
     now_rfc3339,
     read_status,
 )
@@ -242,6 +243,11 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         last = doc.get("lastRunMs")
         if last is not None and now_ms - int(last) < spec.interval_seconds * 1000 \
                 and st.phase is not None:
+            # Between runs. A pass that found the cluster not open (a restarted operator)
+            # said WaitingForCluster: it is open now, so the resource is watching again.
+            watching = get_condition(st.conditions, SUCCEEDED)
+            set_cond(st, PROGRESSING, "False", "Watching",
+                     watching.message if watching is not None else "", gen)
             return
         topics = spec.topics if spec.topics is not None else (
             sorted({p.topic for p in spec.partitions}) if spec.partitions is not None else None)
