@@ -62,3 +62,55 @@ async def test_a_repointed_cluster_gets_no_moves_and_the_run_waits_for_a_decisio
         assert b.call(lambda: b.cluster.list_partition_reassignments()) == {}
         d.delete(pr)
         await d.call(kc, "teardown")
+
+
+async def test_a_quorum_of_another_cluster_is_not_walked_until_accepted_and_events_are_true(
+        tmp_path: Path) -> None:
+    """The KafkaCluster now reaches another cluster (here: its embedded state lost and the
+    cluster recreated with other voters). The KafkaQuorum's status showed voters [0, 1, 2] of
+    the old one; the Events compared them with the new cluster's [0, 1, 3] and named nodes
+    that never joined or left. Now nothing is walked there until the user accepts the new
+    cluster id, and the Events then name the real changes."""
+    from dataclasses import replace
+
+    from controller_core.config import EmbeddedClusterSpec
+    from controller_core.embedded.cluster import EmbeddedCluster
+    from handler_driver import CLUSTER
+
+    d = Driver(tmp_path / "op")
+    await d.ready_cluster()
+    kq = d.create("KafkaQuorum", "q", {**REF, "voters": [0, 1, 2]})
+    await d.call(kq, "reconcile")
+    old_id = kq["status"]["clusterId"]
+    assert kq["status"]["phase"] == "Ready" and old_id
+    assert kq["status"]["currentVoters"] == [0, 1, 2]
+
+    spec = EmbeddedClusterSpec.model_validate({**CLUSTER["embedded"], "controllers": [0, 1, 3]})
+    other = EmbeddedCluster.open(tmp_path / "other", spec, fsync=False)
+    opened = d.rt.clusters[("default", "demo")]
+    d.rt.clusters[("default", "demo")] = replace(opened, cluster=other, cluster_id=None)
+    new_id = other.describe_cluster().cluster_id
+    assert new_id != old_id
+    before = len(d.events)
+    for _ in range(2):
+        await d.call(kq, "reconcile")
+    st = kq["status"]
+    assert st["phase"] == "ClusterChanged" and st["clusterId"] == old_id
+    ready = conds(kq)["Ready"]
+    assert ready[:2] == ("False", "ClusterIdChanged") and old_id in ready[2] and new_id in ready[2]
+    assert f"kraftsman.io/accept-cluster-id={new_id}" in ready[2]
+    assert [e[:2] for e in d.events[before:]] == [("Warning", "ClusterChanged")], d.events
+    assert sorted(other.describe_quorum().current_voters) == [0, 1, 3]  # nothing walked
+
+    kq["metadata"]["annotations"] = {"kraftsman.io/accept-cluster-id": new_id}
+    for _ in range(30):
+        await d.call(kq, "reconcile")
+        other.advance(1)
+        if kq["status"]["phase"] == "Ready":
+            break
+    assert kq["status"]["phase"] == "Ready" and kq["status"]["clusterId"] == new_id
+    assert sorted(other.describe_quorum().current_voters) == [0, 1, 2]
+    voters = [e[2].split(" ")[1] + " " + e[1] for e in d.events[before:]
+              if e[1] in ("VoterAdded", "VoterRemoved")]
+    assert voters == ["2 VoterAdded", "3 VoterRemoved"], d.events[before:]
+    other.close()

@@ -48,6 +48,8 @@ from kraftsman.status import (
 )
 
 KIND = "KafkaQuorum"
+# The cluster id a user accepts this resource to act on after its KafkaCluster changed.
+ACCEPT_CLUSTER = "kraftsman.io/accept-cluster-id"
 # kafka backend: a quorum replica that caught up with the leader this recently is live.
 LIVE_LAG_MS = 30_000
 
@@ -114,6 +116,25 @@ def quorum_pass(admin: QuorumAdmin, target: list[int], st: KafkaQuorumStatus,
         fill(st, admin.describe_quorum())  # show the step's effect in this pass's status
     was.phase, was.action = progress.phase, progress.action
     return was
+
+
+def held(old: KafkaQuorumStatus, now_id: str, accepted: str | None) -> bool:
+    """The KafkaCluster now reaches another cluster than the one this resource walked
+    (spec.bootstrapServers repointed, an embedded cluster recreated under a new id): its
+    voters are changed only once the user accepts that cluster by its id."""
+    return old.cluster_id is not None and old.cluster_id != now_id and accepted != now_id
+
+
+def cluster_changed_message(ref: str, old: KafkaQuorumStatus, now_id: str,
+                            target: list[int]) -> str:
+    was = f"voters {old.current_voters}" + (
+        f", walking to {old.target_voters}" if old.phase == "Changing" else "")
+    return (f"KafkaCluster {ref} now reaches cluster {now_id}, but this KafkaQuorum was "
+            f"applied to cluster {old.cluster_id} ({was}): no voter of {now_id} is changed. "
+            f"To walk {now_id}'s voters to spec.voters {sorted(set(target))}, accept it: "
+            f"metadata.annotations {ACCEPT_CLUSTER}: {now_id!r} (kubectl annotate --overwrite "
+            f"kq NAME {ACCEPT_CLUSTER}={now_id}); or point KafkaCluster {ref} back at "
+            f"{old.cluster_id}")
 
 
 def problem_reason(problems: list[str]) -> str:
@@ -192,8 +213,15 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         if not rt.backoff.ready(key, rt.clock()):
             return
         target = list(model.voters)
+
+        def bound_pass(c: Any) -> tuple[str, Pass | None]:
+            now_id = opened.cluster_id_of()
+            if held(old, now_id, (meta.get("annotations") or {}).get(ACCEPT_CLUSTER)):
+                return now_id, None
+            return now_id, quorum_pass(c, target, st, model.endpoints)
+
         try:
-            done = await rt.run(opened, lambda c: quorum_pass(c, target, st, model.endpoints))
+            now_id, found = await rt.run(opened, bound_pass)
         except KafkaApiError as e:
             delay = rt.backoff.failed(key, rt.clock())
             if e.error.retriable:  # no leader right now, a timeout: back off and look again
@@ -210,7 +238,22 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             publish(patch, status, st, gen)
             return
         rt.backoff.succeeded(key)
-        events: list[tuple[str, str, bool]] = [(r, m, False) for r, m in milestones(old, done, st)]
+        if found is None:
+            msg = cluster_changed_message(ref, old, now_id, target)
+            if st.phase != "ClusterChanged":
+                emit(body, "ClusterChanged", msg, warning=True)
+            st.phase, st.next_step = "ClusterChanged", None
+            set_cond(st, READY, "False", "ClusterIdChanged", msg, gen)
+            set_cond(st, PROGRESSING, "True", "WaitingForDecision", msg, gen)
+            degrade(st, "ClusterIdChanged", msg, gen)
+            publish(patch, status, st, gen)
+            return
+        done = found
+        # A quorum of another cluster (a new spec for a repointed or recreated one) is not
+        # what this status showed: its voters are compared with what this pass found.
+        seen = old if old.cluster_id in (None, now_id) else KafkaQuorumStatus()
+        st.cluster_id = now_id
+        events: list[tuple[str, str, bool]] = [(r, m, False) for r, m in milestones(seen, done, st)]
         walking = f"voters {st.current_voters} -> {st.target_voters}"
         if done.problems:
             st.phase, st.next_step = "Invalid", None
