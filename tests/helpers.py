@@ -13,6 +13,17 @@ from controller_core.model import TopicPartition
 from controller_core.orchestration.reassignment import Progress, ReassignmentExecutor
 
 
+class PassThrough:
+    """The embedded cluster behind a test double: a subclass overrides the ClusterAdmin calls
+    it fakes, refuses or records; every other call goes to ``self.c``."""
+
+    def __init__(self, c: EmbeddedCluster) -> None:
+        self.c = c
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.c, name)
+
+
 def spec(brokers: int = 6, racks: str = "abc", topics: list[dict[str, Any]] | None = None,
          **extra: Any) -> EmbeddedClusterSpec:
     doc: dict[str, Any] = {

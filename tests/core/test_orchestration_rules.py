@@ -45,7 +45,7 @@ from controller_core.orchestration.voters import (
     voter_set_problems,
 )
 from controller_core.raft.describe import QuorumStatus
-from tests.helpers import cluster, configs_in, drive, run_until, tp
+from tests.helpers import PassThrough, cluster, configs_in, drive, run_until, tp
 
 TOPICS = [
     {"name": "orders", "partitions": 6, "replicationFactor": 3,
@@ -238,21 +238,12 @@ def test_the_walker_waits_for_a_node_that_is_not_fetching_yet(tmp_path: Path) ->
     assert c.describe_quorum().current_voters == p.current
 
 
-class _Refusing:
+class _Refusing(PassThrough):
     """The embedded cluster, but AddRaftVoter is refused as a controller refuses it."""
-
-    def __init__(self, c: EmbeddedCluster) -> None:
-        self.c = c
-
-    def describe_quorum(self) -> QuorumStatus:
-        return self.c.describe_quorum()
 
     def add_raft_voter(self, node_id: int, endpoints: Sequence[str] = ()) -> ApiResult:
         return ApiResult(errors.INVALID_REQUEST, "Cluster doesn't support adding voter "
                          "because the kraft.version feature is 0")
-
-    def remove_raft_voter(self, node_id: int) -> ApiResult:
-        return self.c.remove_raft_voter(node_id)
 
 
 def test_the_walker_raises_a_refused_voter_change_with_the_controllers_reason(
@@ -266,7 +257,7 @@ def test_the_walker_raises_a_refused_voter_change_with_the_controllers_reason(
     assert "adding voter 3: Cluster doesn't support adding voter" in str(e.value)
 
 
-class _ResponseLostOnce:
+class _ResponseLostOnce(PassThrough):
     """The embedded cluster, but the first AddRaftVoter answer is lost on the way back and
     the client sees REQUEST_TIMED_OUT (the change itself goes on, as in KIP-853)."""
 
@@ -274,18 +265,12 @@ class _ResponseLostOnce:
         self.c = c
         self.lost = False
 
-    def describe_quorum(self) -> QuorumStatus:
-        return self.c.describe_quorum()
-
     def add_raft_voter(self, node_id: int, endpoints: Sequence[str] = ()) -> ApiResult:
         result = self.c.add_raft_voter(node_id, endpoints)
         if self.lost:
             return result
         self.lost = True
         return ApiResult(errors.REQUEST_TIMED_OUT, "no answer within 30000 ms")
-
-    def remove_raft_voter(self, node_id: int) -> ApiResult:
-        return self.c.remove_raft_voter(node_id)
 
 
 def test_the_walker_retries_a_retriable_error_and_goes_on(tmp_path: Path) -> None:
@@ -431,16 +416,13 @@ def test_a_rollback_the_controller_refuses_is_said_and_retried_until_it_succeeds
     assert not c.list_partition_reassignments() and throttles.placed(c) == {}
 
 
-class _MoveCompletesBeforeTheRollback:
+class _MoveCompletesBeforeTheRollback(PassThrough):
     """A real cluster's race: a move completes after the pass looked at its replicas' sizes
     and before its rollback request reaches the controller. The embedded cluster's clock
     runs on (in cluster time) until ``racing`` has completed, then the request goes on."""
 
     def __init__(self, c: EmbeddedCluster, racing: TopicPartition) -> None:
         self.c, self.racing = c, racing
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.c, name)
 
     def alter_partition_reassignments(self, changes: Mapping[TopicPartition, Sequence[int] | None]
                                       ) -> dict[TopicPartition, ApiResult]:
@@ -1080,16 +1062,13 @@ def test_a_move_another_tool_cancels_is_a_failure_that_names_where_it_ended(
     assert c.list_partition_reassignments() == {} and throttles.placed(c) == {}
 
 
-class _TopicDeleted:
+class _TopicDeleted(PassThrough):
     """A real cluster where someone deletes a topic while kraftsman moves one of its
     partitions (the embedded cluster cannot delete topics): from ``deleted`` on, the
     partition and its reassignment are gone from every answer."""
 
     def __init__(self, c: EmbeddedCluster, topic: str) -> None:
         self.c, self.topic, self.deleted = c, topic, False
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.c, name)
 
     def _gone(self, t: TopicPartition) -> bool:
         return self.deleted and t.topic == self.topic
@@ -1323,7 +1302,7 @@ def test_a_run_that_ended_or_never_started_does_nothing_when_stepped(tmp_path: P
     assert throttles.placed(c) == {}
 
 
-class _Requests:
+class _Requests(PassThrough):
     """The embedded cluster, logging what each ListPartitionReassignments and each replica
     size request (DescribeLogDirs on Kafka) asks for."""
 
@@ -1333,9 +1312,6 @@ class _Requests:
         self.sized: list[list[tuple[TopicPartition, int]]] = []
         self.described: list[list[tuple[str, str]]] = []  # DescribeConfigs, not in take()
         self.partitions_described: list[list[TopicPartition] | None] = []  # nor this
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.c, name)
 
     def list_partition_reassignments(self, partitions: Iterable[TopicPartition] | None = None
                                      ) -> dict[TopicPartition, OngoingReassignment]:
@@ -1478,16 +1454,13 @@ def test_a_shrinking_move_held_by_a_target_replica_out_of_the_isr_stays_in_fligh
     assert c.describe_partitions(partitions=[t])[0].replicas == (3, 1)
 
 
-class _Writes:
+class _Writes(PassThrough):
     """The embedded cluster, logging every reassignment and config change requested, in
     order: ("alter", {partition: target or None}) and ("configs", {resource: {key: value}})."""
 
     def __init__(self, c: EmbeddedCluster) -> None:
         self.c = c
         self.log: list[tuple[str, dict[object, object]]] = []
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.c, name)
 
     def alter_partition_reassignments(self, changes: Mapping[TopicPartition, Sequence[int] | None]
                                       ) -> dict[TopicPartition, ApiResult]:
@@ -1591,7 +1564,7 @@ def test_a_retarget_that_copies_nothing_is_done_in_the_same_pass(tmp_path: Path)
     assert c.describe_partitions(partitions=[t0])[0].replicas == (0, 1, 2)
 
 
-class _TrailingBroker:
+class _TrailingBroker(PassThrough):
     """The embedded cluster, but partitions are described as a broker whose metadata trails
     the controller: for ``lag_s`` simulated seconds after a move leaves the controller's list
     of reassignments, the broker still describes its replicas in flight — or, ``before``,
@@ -1602,9 +1575,6 @@ class _TrailingBroker:
         self.in_flight: dict[TopicPartition, tuple[int, ...]] = {}
         self.ended_at: dict[TopicPartition, float] = {}
         self.before = before
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.c, name)
 
     def alter_partition_reassignments(self, changes: Mapping[TopicPartition, Sequence[int] | None]
                                       ) -> dict[TopicPartition, ApiResult]:

@@ -22,14 +22,14 @@ from controller_core.orchestration.reassignment import (
     dry_run,
     validate_plan,
 )
-from tests.helpers import cluster, drive, tp
+from tests.helpers import PassThrough, cluster, drive, tp
 
 FOLLOWER = "follower.replication.throttled.replicas"
 LEADER = "leader.replication.throttled.replicas"
 RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 
 
-class CountingAdmin:
+class CountingAdmin(PassThrough):
     """The embedded cluster, counting how often each partition was told to move, and to
     cancel its move."""
 
@@ -38,9 +38,6 @@ class CountingAdmin:
         self.starts: Counter[TopicPartition] = Counter()
         self.cancels: Counter[TopicPartition] = Counter()
         self.sent: list[dict[TopicPartition, tuple[int, ...] | None]] = []  # every request
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.c, name)
 
     def alter_partition_reassignments(
             self, changes: Mapping[TopicPartition, Sequence[int] | None]
@@ -60,7 +57,6 @@ def spread_plan(c: EmbeddedCluster, limits: Limits, **kw: bool) -> ReassignmentP
     plan, problems = ReassignmentPlan.from_moves(moves, limits=limits, **kw)
     assert not problems
     return plan
-
 
 
 def throttles(c: EmbeddedCluster) -> dict[tuple[str, str], dict[str, str]]:

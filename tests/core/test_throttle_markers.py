@@ -23,7 +23,7 @@ from controller_core.orchestration.reassignment import (
     ReassignmentExecutor,
     ReassignmentPlan,
 )
-from tests.helpers import cluster, configs_in, drive, spec, tp
+from tests.helpers import PassThrough, cluster, configs_in, drive, spec, tp
 
 T = THROTTLE_MARKER_TOPIC
 RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
@@ -137,7 +137,7 @@ def test_an_older_state_dirs_broker_config_markers_move_into_the_topic(
 
 
 # -- the bookkeeping -----------------------------------------------------------------------
-class _Refusing:
+class _Refusing(PassThrough):
     """The embedded cluster, refusing marker writes or broker config writes on demand."""
 
     def __init__(self, c: EmbeddedCluster) -> None:
@@ -145,9 +145,6 @@ class _Refusing:
         self.refuse_markers = False
         self.refuse_brokers = 0  # how many broker config writes to refuse
         self.refuse_reads: KafkaApiError | None = None
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.c, name)
 
     def read_throttle_markers(self) -> dict[int, str]:
         if self.refuse_reads is not None:

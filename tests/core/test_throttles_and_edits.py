@@ -21,7 +21,7 @@ from controller_core.orchestration.reassignment import (
     ReassignmentExecutor,
     ReassignmentPlan,
 )
-from tests.helpers import cluster, configs_in, drive, tp
+from tests.helpers import PassThrough, cluster, configs_in, drive, tp
 
 RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 LEADER = "leader.replication.throttled.replicas"
@@ -42,7 +42,6 @@ def throttles_in(c: EmbeddedCluster) -> dict[tuple[str, str], dict[str, Any]]:
 
 def rate(c: EmbeddedCluster, broker: int, key: str = RATE_KEYS[1]) -> str | None:
     return c.describe_configs([("BROKER", str(broker))])[("BROKER", str(broker))].get(key)
-
 
 
 def test_two_executors_sharing_a_broker_with_equal_rates_keep_it_throttled_until_both_end(
@@ -71,16 +70,13 @@ def test_two_executors_sharing_a_broker_with_equal_rates_keep_it_throttled_until
     assert throttles_in(c) == {}, "no throttle outlives the last movement"
 
 
-class _StaleTopicConfigs:
+class _StaleTopicConfigs(PassThrough):
     """The embedded cluster, describing topic configs as a broker whose copy of the
     metadata has not yet reached the latest change would: as they were at ``freeze()``."""
 
     def __init__(self, c: EmbeddedCluster) -> None:
         self.c = c
         self.frozen: dict[tuple[str, str], dict[str, str]] = {}
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.c, name)
 
     def freeze(self, topic: str) -> None:
         self.frozen = self.c.describe_configs([("TOPIC", topic)])
@@ -198,15 +194,12 @@ def test_a_new_limit_leaves_a_rate_someone_changed_mid_run_as_they_set_it(
     assert throttles_in(c) == {("BROKER", "3"): {RATE_KEYS[1]: "3000000"}}
 
 
-class _ConfigWrites:
+class _ConfigWrites(PassThrough):
     """The embedded cluster, keeping every IncrementalAlterConfigs request."""
 
     def __init__(self, c: EmbeddedCluster) -> None:
         self.c = c
         self.writes: list[dict[tuple[str, str], dict[str, str | None]]] = []
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.c, name)
 
     def incremental_alter_configs(self, changes: Mapping[tuple[str, str],
                                                          Mapping[str, str | None]]

@@ -73,9 +73,10 @@ async def test_a_quorum_of_another_cluster_is_not_walked_until_accepted_and_even
     cluster id, and the Events then name the real changes."""
     from dataclasses import replace
 
+    from handler_driver import CLUSTER
+
     from controller_core.config import EmbeddedClusterSpec
     from controller_core.embedded.cluster import EmbeddedCluster
-    from handler_driver import CLUSTER
 
     d = Driver(tmp_path / "op")
     await d.ready_cluster()
