@@ -1,9 +1,12 @@
-"""Operator benchmarks against the kmock Kubernetes emulator (real kopf, real HTTP).
+"""Operator benchmarks against a real kube-apiserver with etcd (``--server real``, the
+default: tests/realk8s, built by tools/build-real-apiserver) or the kmock emulator
+(``--server kmock``; real kopf, real HTTP).
 
 The operator runs as its Deployment runs it (tests/operator/deployed.py: the chart's command
-and args, a kubeconfig to the emulator) in a process of its own, so the emulator (this
-process) and the operator do not share one interpreter lock; `--operator thread` runs it in
-a thread of this process instead (the harness the tests use).
+and args) in a process of its own. On the real server it is installed as the tests install it
+(CRDs server-side, the chart as Helm renders it) and logs in only with a token of the chart's
+ServiceAccount; on kmock, with a kubeconfig to the emulator, or `--operator thread` in a
+thread of this process (the harness the kmock tests use).
 
 1. LeaderElection latency: create N LeaderElections (one-shot, PREFERRED, one topic) and time
    each from its creation to the status showing Succeeded=True (phase Completed), observed by
@@ -13,7 +16,7 @@ a thread of this process instead (the harness the tests use).
    the operator process's resident memory (VmRSS) idle, with everything moving, its peak
    (VmHWM, what a memory limit is measured against) and its CPU time while idle.
 
-    nice -n 10 .venv/bin/python bench/operator_bench.py latency --elections 1000 --tick 1.0
+    nice -n 10 .venv/bin/python bench/operator_bench.py latency --elections 10000 --tick 1.0
     nice -n 10 .venv/bin/python bench/operator_bench.py memory --clusters 1 --partitions 100000
 
 Figures are printed, never asserted.
@@ -36,16 +39,20 @@ from typing import Any
 import aiohttp
 import kmock
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "operator"))
-from deployed import OperatorProcess, apply, from_chart, write_kubeconfig
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "operator" / "real"))
+from deployed import ROOT, OperatorProcess, apply, from_chart, write_kubeconfig
 from harness import Api, Emulator, OperatorThread, cond_is, declare
 
 
 class Operator:
     """The operator under test: a process started as the Deployment does, or a thread."""
 
-    def __init__(self, server: str, tick: float, *, mode: str, fsync: bool = True) -> None:
+    def __init__(self, server: str, tick: float, *, mode: str, fsync: bool = True,
+                 real: Any = None) -> None:
         self.server, self.tick, self.mode, self.fsync = server, tick, mode, fsync
+        self.real = real  # the RealServer, or None for kmock
         self.workdir = Path(tempfile.mkdtemp(prefix="kraftsman-bench-"))
         self.proc: OperatorProcess | None = None
         self.thread: OperatorThread | None = None
@@ -57,9 +64,17 @@ class Operator:
             self.thread.rt.fsync = self.fsync
             await asyncio.to_thread(self.thread.start)
             return
-        pod = from_chart(extra_args=[f"--tick={self.tick}", "--time-scale=1"])
-        await apply(self.server, pod.objects)
-        kubeconfig = write_kubeconfig(self.workdir / "kubeconfig", self.server)
+        extra = [f"--tick={self.tick}", "--time-scale=1"]
+        if self.real is not None:
+            from real_install import Installer, chart
+            pod = chart(extra_args=extra)
+            Installer(self.real).apply(pod.install, "helm")
+            kubeconfig = self.real.token_kubeconfig(self.workdir / "kubeconfig",
+                                                    pod.service_account, pod.namespace)
+        else:
+            pod = from_chart(extra_args=extra)
+            await apply(self.server, pod.objects)
+            kubeconfig = write_kubeconfig(self.workdir / "kubeconfig", self.server)
         self.proc = OperatorProcess(pod, workdir=self.workdir, pod_name="kraftsman-bench-0",
                                     kubeconfig=kubeconfig).start()
         await self.proc.wait_healthy(60)
@@ -90,19 +105,52 @@ class Operator:
             print(f"  note: {e} within the harness's stop timeout")
 
 
+def server_cpu_seconds(real: Any) -> float:
+    """CPU seconds of kube-apiserver and etcd so far (0 on kmock)."""
+    if real is None:
+        return 0.0
+    total = 0.0
+    for name in ("kube-apiserver", "etcd"):
+        pid = real.pid(name)
+        if pid is not None:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def pct(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, max(0, round(q / 100 * len(values)) - 1))]
 
 
-async def with_emulator(fn: Any, *args: Any) -> None:
+async def with_real_server(fn: Any, args: argparse.Namespace) -> None:
+    """A real kube-apiserver and etcd, the CRDs applied as README says; objects go to the
+    namespace ``bench``."""
+    from tests.realk8s.apiserver import BUILD, missing_binaries, up
+    missing = missing_binaries()
+    if missing:
+        raise SystemExit(f"the real API server is not built ({', '.join(missing)}): run {BUILD}")
+    server = up(Path(tempfile.mkdtemp(prefix="kraftsman-bench-apiserver-")))
+    try:
+        server.kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
+        server.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+        server.kubectl("create", "namespace", "bench")
+        connector = aiohttp.TCPConnector(ssl=server.ssl_context(), limit=50)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            api = Api(server.url, session, "bench")
+            await fn(api, args, server)
+    finally:
+        server.stop()
+
+
+async def with_emulator(fn: Any, args: argparse.Namespace) -> None:
     emulator = Emulator()
     emulator.store_events = False  # counted, not stored: see Emulator.store_events
     emulator.keep_history = False  # latest object versions only: see Emulator.keep_history
     async with emulator as k8s, kmock.Server(k8s):
         declare(k8s)
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=50)) as session:
-            await fn(k8s, Api(str(k8s.url), session), *args)
+            await fn(Api(str(k8s.url), session), args, None)
 
 
 def cluster_spec(partitions: int, brokers: int = 6) -> dict[str, Any]:
@@ -112,8 +160,8 @@ def cluster_spec(partitions: int, brokers: int = 6) -> dict[str, Any]:
                                      "sizeBytesPerPartition": 10_000_000}]}}
 
 
-async def latency(k8s: Any, api: Api, args: argparse.Namespace) -> None:
-    op = Operator(str(k8s.url), args.tick, mode=args.operator, fsync=args.fsync)
+async def latency(api: Api, args: argparse.Namespace, real: Any) -> None:
+    op = Operator(api.base, args.tick, mode=args.operator, fsync=args.fsync, real=real)
     await op.start()
     await api.create("KafkaCluster", "demo", cluster_spec(6))
     await api.wait("KafkaCluster", "demo", cond_is("Ready", "True"), timeout=60)
@@ -138,6 +186,7 @@ async def latency(k8s: Any, api: Api, args: argparse.Namespace) -> None:
     await asyncio.sleep(0.2)
     t0 = time.monotonic()
     op_cpu0, emu_cpu0 = op.cpu_seconds(), time.process_time()
+    server_cpu0 = server_cpu_seconds(real)
 
     async def create(i: int) -> None:
         name = f"le-{i:04d}"
@@ -154,10 +203,11 @@ async def latency(k8s: Any, api: Api, args: argparse.Namespace) -> None:
     except TimeoutError:
         watcher.cancel()
     op_cpu, emu_cpu = op.cpu_seconds() - op_cpu0, time.process_time() - emu_cpu0
+    server_cpu = server_cpu_seconds(real) - server_cpu0
     lat = [finished[n] - created[n] for n in finished]
     span = max(finished.values()) - t0 if finished else float("nan")
     print(f"LeaderElection create -> Succeeded (tick {args.tick}s, {args.elections} objects, "
-          f"operator in a {args.operator})")
+          f"operator in a {args.operator}, {args.server} API server)")
     print(f"  completed          {len(finished)}/{args.elections}")
     print(f"  creating all took  {created_all:.2f} s")
     if lat:
@@ -169,15 +219,20 @@ async def latency(k8s: Any, api: Api, args: argparse.Namespace) -> None:
         n = len(finished)
         print(f"  operator CPU       {op_cpu:.1f} s ({op_cpu / n * 1000:.1f} ms per election: "
               f"~{n / op_cpu if op_cpu else float('inf'):.0f} elections/s on one free core)")
-        print(f"  emulator CPU       {emu_cpu:.1f} s ({emu_cpu / n * 1000:.1f} ms per election; "
-              "this process, with the watch and the creates)")
+        if real is not None:
+            print(f"  API server CPU     {server_cpu:.1f} s (kube-apiserver and etcd)")
+            print(f"  bench CPU          {emu_cpu:.1f} s (this process: the creates and the "
+                  "watch)")
+        else:
+            print(f"  emulator CPU       {emu_cpu:.1f} s ({emu_cpu / n * 1000:.1f} ms per "
+                  "election; this process, with the watch and the creates)")
         load = os.getloadavg()[0]
         print(f"  machine load       {load:.1f} (1-min load average, {os.cpu_count()} cores)")
     await op.stop()
 
 
-async def memory(k8s: Any, api: Api, args: argparse.Namespace) -> None:
-    op = Operator(str(k8s.url), args.tick, mode=args.operator)
+async def memory(api: Api, args: argparse.Namespace, real: Any) -> None:
+    op = Operator(api.base, args.tick, mode=args.operator, real=real)
     await op.start()
     await asyncio.sleep(2)
     idle_rss = op.status("VmRSS")
@@ -229,7 +284,7 @@ async def memory(k8s: Any, api: Api, args: argparse.Namespace) -> None:
     total = args.clusters * args.partitions
     print(f"Operator memory: {args.clusters} embedded clusters x {args.partitions} partitions "
           f"(6 brokers, RF 3), {total} partitions in {len(names)} PartitionReassignments, "
-          f"operator in a {args.operator}")
+          f"operator in a {args.operator}, {args.server} API server)")
     print(f"  operator RSS idle                                  {idle_rss:.0f} MiB")
     print(f"  operator CPU idle (over {args.idle:g} s)                   "
           f"{idle_cpu * 100:.1f}% of a core")
@@ -260,10 +315,16 @@ def main() -> None:
     mem.add_argument("--idle", type=float, default=10.0, help="seconds to measure idle CPU")
     mem.add_argument("--operator", choices=["process", "thread"], default="process")
     mem.add_argument("--timeout", type=float, default=900)
+    for sp in (lat, mem):
+        sp.add_argument("--server", choices=["real", "kmock"], default="real",
+                        help="a real kube-apiserver with etcd (default) or the kmock emulator")
     args = p.parse_args()
+    if args.server == "real" and args.operator == "thread":
+        p.error("--operator thread runs only against kmock (--server kmock)")
     logging.basicConfig(level=logging.ERROR)
     logging.getLogger("kopf").setLevel(logging.CRITICAL)
-    asyncio.run(with_emulator(latency if args.bench == "latency" else memory, args))
+    fn = latency if args.bench == "latency" else memory
+    asyncio.run((with_real_server if args.server == "real" else with_emulator)(fn, args))
 
 
 if __name__ == "__main__":
