@@ -118,6 +118,22 @@ def server_cpu_seconds(real: Any) -> float:
     return total
 
 
+def api_requests(real: Any) -> dict[tuple[str, str], float]:
+    """The API server's request counts so far by (verb, resource), from its /metrics
+    (apiserver_request_total); empty on kmock."""
+    if real is None:
+        return {}
+    out: dict[tuple[str, str], float] = {}
+    for line in real.kubectl("get", "--raw", "/metrics").stdout.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(kv.split("=", 1) for kv in line[line.index("{") + 1:line.index("}")]
+                      .split(","))
+        key = (labels.get("verb", "").strip('"'), labels.get("resource", "").strip('"'))
+        out[key] = out.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+    return out
+
+
 def pct(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, max(0, round(q / 100 * len(values)) - 1))]
@@ -167,26 +183,52 @@ async def latency(api: Api, args: argparse.Namespace, real: Any) -> None:
     await api.wait("KafkaCluster", "demo", cond_is("Ready", "True"), timeout=60)
     created: dict[str, float] = {}
     finished: dict[str, float] = {}
-    url = api._url("LeaderElection", None) + "?watch=true"
+    url = api._url("LeaderElection", None)
+
+    restarts = 0
+
+    def seen(o: dict[str, Any]) -> None:
+        name = o["metadata"]["name"]
+        if name not in finished and cond_is("Succeeded", "True")(o):
+            finished[name] = time.monotonic()
 
     async def watch() -> None:
-        """Completion times from a watch stream (no polling of 1,000 objects)."""
-        async with api.session.get(url, timeout=aiohttp.ClientTimeout(total=None)) as r:
-            async for line in r.content:
-                if not line.strip():
-                    continue
-                o = json.loads(line)["object"]
-                name = o["metadata"]["name"]
-                if name not in finished and cond_is("Succeeded", "True")(o):
-                    finished[name] = time.monotonic()
+        """Completion times from a watch stream (no polling of 1,000 objects). A real API
+        server ends a watch when it likes (and answers 410 Gone to a resourceVersion too
+        old): then the objects are listed — completions seen there are timed at the list,
+        a little late, never early — and the watch goes on from the list's version."""
+        nonlocal restarts
+        rv = ""
+        while len(finished) < args.elections:
+            query = "?watch=true&allowWatchBookmarks=true" + (
+                f"&resourceVersion={rv}" if rv else "")
+            async with api.session.get(url + query,
+                                       timeout=aiohttp.ClientTimeout(total=None)) as r:
+                async for line in r.content:
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    if event.get("type") == "ERROR":
+                        rv = ""
+                        break
+                    rv = event["object"]["metadata"].get("resourceVersion", rv)
+                    if event.get("type") != "BOOKMARK":
+                        seen(event["object"])
                     if len(finished) >= args.elections:
                         return
+            restarts += 1
+            async with api.session.get(url) as r:
+                listing = await r.json()
+            for o in listing.get("items", []):
+                seen(o)
+            rv = listing["metadata"]["resourceVersion"]
 
     watcher = asyncio.create_task(watch())
     await asyncio.sleep(0.2)
     t0 = time.monotonic()
     op_cpu0, emu_cpu0 = op.cpu_seconds(), time.process_time()
     server_cpu0 = server_cpu_seconds(real)
+    requests0 = api_requests(real)
 
     async def create(i: int) -> None:
         name = f"le-{i:04d}"
@@ -204,11 +246,13 @@ async def latency(api: Api, args: argparse.Namespace, real: Any) -> None:
         watcher.cancel()
     op_cpu, emu_cpu = op.cpu_seconds() - op_cpu0, time.process_time() - emu_cpu0
     server_cpu = server_cpu_seconds(real) - server_cpu0
+    requests = {k: v - requests0.get(k, 0.0) for k, v in api_requests(real).items()}
     lat = [finished[n] - created[n] for n in finished]
     span = max(finished.values()) - t0 if finished else float("nan")
     print(f"LeaderElection create -> Succeeded (tick {args.tick}s, {args.elections} objects, "
           f"operator in a {args.operator}, {args.server} API server)")
-    print(f"  completed          {len(finished)}/{args.elections}")
+    print(f"  completed          {len(finished)}/{args.elections} (the watch restarted "
+          f"{restarts} times)")
     print(f"  creating all took  {created_all:.2f} s")
     if lat:
         print(f"  latency p50        {statistics.median(lat) * 1000:.0f} ms")
@@ -221,6 +265,9 @@ async def latency(api: Api, args: argparse.Namespace, real: Any) -> None:
               f"~{n / op_cpu if op_cpu else float('inf'):.0f} elections/s on one free core)")
         if real is not None:
             print(f"  API server CPU     {server_cpu:.1f} s (kube-apiserver and etcd)")
+            busy = sorted(((v, k) for k, v in requests.items() if v >= n / 10), reverse=True)
+            print("  API requests       " + ", ".join(
+                f"{verb} {res} {v / n:.2f}" for v, (verb, res) in busy) + " per election")
             print(f"  bench CPU          {emu_cpu:.1f} s (this process: the creates and the "
                   "watch)")
         else:
