@@ -291,6 +291,10 @@ class Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
     # Tests set this to a list to keep every request served (the log below forgets them).
     recorded: list[Any] | None = None
     refused_events = 0  # Event posts refused so far
+    # Tests set this to {plural: seconds} to make status writes of that resource slow, as a
+    # loaded etcd makes them: the write is applied that late, and answered that much later
+    # again (its watch event reaches the operator before the answer does).
+    slow_status: dict[str, float] = {}
 
     # kmock keeps every version of every object; a benchmark with 10,000-partition specs
     # patched every second would measure that history, so it can keep only the latest.
@@ -357,7 +361,14 @@ class Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
             refused = self._refuse_oversize(request)
             if refused is not None:
                 return refused
-        return await super()._handle(request)
+        slow = self.slow_status.get(str(getattr(request.resource, "plural", ""))) \
+            if method == "PATCH" and request.subresource == "status" else None
+        if slow is None:
+            return await super()._handle(request)
+        await asyncio.sleep(slow)
+        response = await super()._handle(request)
+        await asyncio.sleep(slow)
+        return response
 
     def _forget(self, request: Any) -> None:
         """A served request leaves kmock's log: kmock matches each new request against its

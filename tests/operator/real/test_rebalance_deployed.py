@@ -204,7 +204,8 @@ async def execute(api: Api, steps: list[str]) -> dict[str, Any]:
             break
         await asyncio.sleep(0.05)
     st = obj["status"]
-    assert st["phase"] == "Ready", st
+    steps_now = {n: (o.get("status") or {}).get("phase") for n, o in created.items()}
+    assert st["phase"] == "Ready", (st, steps_now)
     assert seen == steps and [s["state"] for s in st["steps"]] == ["Completed"] * len(steps)
     assert st["progress"] == f"{len(steps)}/{len(steps)}"
     assert all(o["metadata"]["ownerReferences"][0]["uid"] == obj["metadata"]["uid"]
