@@ -5,6 +5,7 @@ the install's ServiceAccount (deployed.py)."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -111,7 +112,11 @@ async def test_reassignment_completes_through_the_deployed_operator(api: Api,
 
 async def test_quorum_voter_change_through_the_deployed_operator(api: Api,
                                                                  deployed: Any) -> None:
-    await deployed(chart())
+    """Then the pod is replaced with its state volume lost: the embedded cluster comes back
+    under a new id with its spec's voters [0, 1, 2]. The KafkaQuorum changes no voter there
+    until the user accepts that cluster (before, it walked it at once, and its Events compared
+    the new quorum with the old cluster's status: "node 2 joined", which never happened)."""
+    first = await deployed(chart())
     await api.create("KafkaCluster", "demo", CLUSTER)
     await api.wait("KafkaCluster", "demo", cond_is("Ready", "True"))
     await api.create("KafkaQuorum", "q", {**REF, "voters": [0, 1, 2]})
@@ -122,3 +127,35 @@ async def test_quorum_voter_change_through_the_deployed_operator(api: Api,
                          o["status"]["observedGeneration"] == 2, timeout=60)
     assert obj["status"]["currentVoters"] == [0, 1, 3]
     await api.wait_events("q", "VoterAdded", "VoterRemoved")
+    old_id = obj["status"]["clusterId"]
+    assert old_id == (await api.get("KafkaCluster", "demo") or {})["status"]["clusterId"]
+
+    first.kill()
+    shutil.rmtree(first.state_dir, ignore_errors=True)  # the pod's emptyDir goes with it
+    await deployed(chart())
+    kc = await api.wait("KafkaCluster", "demo", lambda o: cond_is("Ready", "True")(o) and
+                        o["status"]["clusterId"] != old_id, timeout=60)
+    new_id = kc["status"]["clusterId"]
+    held = await api.wait("KafkaQuorum", "q", cond_is("Degraded", "True", "ClusterIdChanged"),
+                          timeout=60)
+    assert held["status"]["phase"] == "ClusterChanged" and held["status"]["clusterId"] == old_id
+    await api.wait_events("q", "ClusterChanged")
+    seen = {e["metadata"]["uid"] for e in await api.events("q")}
+    await asyncio.sleep(3)  # several ticks: nothing is walked on the new cluster
+    assert (await api.get("KafkaQuorum", "q") or {})["status"]["phase"] == "ClusterChanged"
+
+    await api.patch("KafkaQuorum", "q", {"metadata": {"annotations": {
+        "kraftsman.io/accept-cluster-id": new_id}}})
+    obj = await api.wait("KafkaQuorum", "q", lambda o: cond_is("Ready", "True")(o) and
+                         o["status"]["clusterId"] == new_id, timeout=60)
+    assert obj["status"]["currentVoters"] == [0, 1, 3]
+
+    def new_changes(events: list[dict[str, Any]]) -> list[str]:
+        return sorted(e["message"].split(":")[0] for e in events
+                      if e["metadata"]["uid"] not in seen
+                      and e["reason"] in ("VoterAdded", "VoterRemoved"))
+
+    events = await api.wait_events("q", where=lambda evs: len(new_changes(evs)) >= 2)
+    await asyncio.sleep(1)  # a wrong third one would come with the same pass
+    changes = new_changes(await api.events("q"))
+    assert changes == ["node 2 left the voters", "node 3 joined the voters"], (changes, events)
