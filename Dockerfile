@@ -16,7 +16,7 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /install /usr/local
 # Read-only root filesystem at run time: no bytecode caches, unbuffered logs.
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 MALLOC_ARENA_MAX=2
 # Spark's classes, recorded once here (`kraftsman spark-archive`): the planner Job's JVM maps
 # them instead of loading them, which halves its start.
 ENV KRAFTSMAN_SPARK_CLASS_ARCHIVE=/usr/local/share/kraftsman/spark-classes.jsa

@@ -322,6 +322,11 @@ async def memory(api: Api, args: argparse.Namespace, real: Any) -> None:
         await asyncio.sleep(1)
     await asyncio.sleep(args.settle)
     moving_rss, peak = op.status("VmRSS"), op.status("VmHWM")
+    if os.environ.get("KRAFTSMAN_BENCH_TRACEMALLOC") and args.operator == "thread":
+        import tracemalloc
+        snap = tracemalloc.take_snapshot()
+        for stat in snap.statistics("lineno")[:25]:
+            print(f"  {stat.size / 2**20:7.1f} MiB {stat.count:>9} {stat.traceback[0]}")
     status_sizes, object_sizes = [], []
     for name in names:
         o = await api.get("PartitionReassignment", name) or {}
