@@ -324,6 +324,9 @@ async def memory(api: Api, args: argparse.Namespace, real: Any) -> None:
     moving_rss, peak = op.status("VmRSS"), op.status("VmHWM")
     if os.environ.get("KRAFTSMAN_BENCH_TRACEMALLOC") and args.operator == "thread":
         import tracemalloc
+        current, peak_traced = tracemalloc.get_traced_memory()
+        print(f"  Python heap (tracemalloc) now {current / 2**20:.0f} MiB, "
+              f"peak {peak_traced / 2**20:.0f} MiB")
         snap = tracemalloc.take_snapshot()
         for stat in snap.statistics("lineno")[:25]:
             print(f"  {stat.size / 2**20:7.1f} MiB {stat.count:>9} {stat.traceback[0]}")
