@@ -30,6 +30,7 @@ from controller_core.config import EmbeddedClusterSpec
 from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.storage.framing import write_atomically
 from kraftsman.local_store import StateBusy, StateLock
+from kraftsman.memory import Trimmer
 from kraftsman.planner_job_spec import PlannerConfig
 
 T = TypeVar("T")
@@ -144,6 +145,8 @@ class Runtime:
         self.state_dir = state_dir
         # How KafkaRebalance planner Jobs are made (the chart passes the image and the rest).
         self.planner = planner or PlannerConfig(image=None)
+        # Freed memory back to the kernel after passes (kraftsman/memory.py).
+        self.trim_memory = Trimmer()
         self.tick = tick_seconds
         self.time_scale = time_scale
         self.checkpoint_seconds = checkpoint_seconds
@@ -239,8 +242,11 @@ class Runtime:
         """Run ``fn(cluster)`` in a worker thread, one at a time per cluster (a thread lock:
         callers may live on different event loops)."""
         def locked() -> T:
-            with opened.lock:
-                return fn(opened.cluster)
+            try:
+                with opened.lock:
+                    return fn(opened.cluster)
+            finally:
+                self.trim_memory()
 
         return await asyncio.to_thread(locked)
 
