@@ -14,6 +14,9 @@ from harness import Api, cond_is
 from real_install import chart
 from test_operator_kmock import CLUSTER, MOVES, REF
 
+from kraftsman.handlers.runtime import embedded_cluster_dir
+from kraftsman.local_store import StateLock
+
 
 async def test_chart_default_pod_reconciles_a_cluster_and_an_election(api: Api,
                                                                       deployed: Any) -> None:
@@ -159,3 +162,31 @@ async def test_quorum_voter_change_through_the_deployed_operator(api: Api,
     await asyncio.sleep(1)  # a wrong third one would come with the same pass
     changes = new_changes(await api.events("q"))
     assert changes == ["node 2 left the voters", "node 3 joined the voters"], (changes, events)
+
+
+async def test_a_continuous_election_watches_again_once_its_cluster_opens_after_a_restart(
+        api: Api, deployed: Any, tmp_path: Path) -> None:
+    """The operator restarts while something else holds the embedded cluster's directory
+    (another replica, a `kraftsman` command): the continuous LeaderElection says
+    WaitingForCluster. Once the cluster opens it says Watching again at once, not at its
+    next run 300 s later (it kept WaitingForCluster until then, with the cluster Ready)."""
+    state = tmp_path / "state"
+    op = await deployed(chart(), state_dir=state)
+    kc = await api.create("KafkaCluster", "demo", CLUSTER)
+    await api.wait("KafkaCluster", "demo", cond_is("Ready", "True"))
+    await api.create("LeaderElection", "cont", {**REF, "topics": ["orders"],
+                                                "mode": "Continuous", "intervalSeconds": 300})
+    await api.wait("LeaderElection", "cont", cond_is("Progressing", "False", "Watching"))
+    await op.stop()
+    directory = embedded_cluster_dir(state, (api.namespace, "demo"), kc["metadata"]["uid"])
+    holder = StateLock(directory, "test: another process holds the cluster", create=False,
+                       wait_seconds=0)
+    with holder:
+        await deployed(chart(), state_dir=state)
+        await api.wait("KafkaCluster", "demo", cond_is("Ready", "False", "StateDirectoryBusy"))
+        await api.wait("LeaderElection", "cont",
+                       cond_is("Progressing", "True", "WaitingForCluster"))
+    await api.wait("KafkaCluster", "demo", cond_is("Ready", "True"))
+    obj = await api.wait("LeaderElection", "cont",
+                         cond_is("Progressing", "False", "Watching"), timeout=30)
+    assert obj["status"]["runs"] == 1  # watching again is not a new run
