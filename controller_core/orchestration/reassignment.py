@@ -41,6 +41,9 @@ MAX_DETAILS = 100  # per-partition lines in a progress report: failures first
 # sizes say: on a real cluster retention or compaction can shrink a partition mid-move, and a
 # finished move whose new replicas hold less than the partition did at its start must still end.
 FULL_CHECK_MS = 10_000
+# A finished run still owing a throttle cleanup to a fenced broker asks the cluster again
+# this often, not on every pass: the broker may be gone for hours.
+CLEANUP_RETRY_MS = 10_000
 # How long a broker's metadata may trail the controller's list of reassignments before a
 # move that left that list with replicas other than its target is taken as ended elsewhere.
 METADATA_PROPAGATION_MS = 30_000
@@ -316,6 +319,7 @@ class ReassignmentExecutor:
         self._loaded = False
         self._synced: tuple[frozenset[TopicPartition], int | None] | None = None
         self._last_full_check_ms: int | None = None  # None: the next pass lists every move
+        self._last_cleanup_ms: int | None = None  # None: a cleanup owed is tried next pass
 
     # -- starting and resuming ------------------------------------------------------------------
     def start(self) -> list[PlanProblem]:
@@ -396,7 +400,10 @@ class ReassignmentExecutor:
     # -- the reconcile pass -----------------------------------------------------------------------
     def step(self) -> Progress:
         if self.state.phase.terminal and self.state.cleanup_owed:
-            self.cleanup()  # a rate on a broker that was fenced when the run ended
+            now = self.admin.now_ms()  # a rate on a broker that was fenced when the run ended
+            if self._last_cleanup_ms is None or now - self._last_cleanup_ms >= CLEANUP_RETRY_MS:
+                self._last_cleanup_ms = now
+                self.cleanup()
         if self.state.phase.terminal or self.state.phase is Phase.PENDING:
             return self.progress()
         self._load()

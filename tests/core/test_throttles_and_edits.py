@@ -435,6 +435,47 @@ def test_a_fenced_brokers_rate_waits_until_it_is_back(tmp_path: Path) -> None:
     assert configs_in(c) == {("BROKER", "1"): {RATE_KEYS[0]: "777"}}
 
 
+class _ConfigReads(PassThrough):
+    """The embedded cluster, counting DescribeConfigs requests."""
+
+    def __init__(self, c: EmbeddedCluster) -> None:
+        self.c = c
+        self.reads = 0
+
+    def describe_configs(self, resources: Any) -> Any:
+        self.reads += 1
+        return self.c.describe_configs(resources)
+
+
+def test_a_cleanup_owed_to_a_fenced_broker_is_retried_every_ten_seconds_not_every_pass(
+        tmp_path: Path) -> None:
+    """A finished run waiting for a dead broker asks the cluster again every
+    CLEANUP_RETRY_MS, not on each pass (a broker can stay away for hours, and the operator
+    passes every second)."""
+    c = cluster(tmp_path)
+    counted = _ConfigReads(c)
+    ex = ReassignmentExecutor(counted, plan_of({tp("orders", 0): [3, 4, 5]},
+                                               Limits(1_000_000, 1)))
+    assert ex.start() == []
+    ex.step()
+    c.fail_broker(1)
+    c.advance(30)  # fenced
+    assert drive(c, ex).phase is Phase.COMPLETED and ex.state.cleanup_owed
+    asked = []
+    for _ in range(25):  # 25 passes a second apart
+        c.advance(1)
+        before = counted.reads
+        ex.step()
+        asked.append(counted.reads > before)
+    assert asked.count(True) == 3, asked  # at 1, 11 and 21 s
+    assert asked[0] and asked[10] and asked[20]
+    c.restore_broker(1)
+    for _ in range(10):  # within the next ten seconds the rate is restored
+        c.advance(1)
+        ex.step()
+    assert not ex.state.cleanup_owed and throttles.placed(c) == {}
+
+
 def test_a_rate_on_a_broker_fenced_when_the_run_ends_is_restored_once_it_is_back(
         tmp_path: Path) -> None:
     """A broker holding the data dies mid-move; the move completes without it. Its rate can
