@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +105,14 @@ def test_a_rate_on_a_broker_fenced_at_the_end_is_owed_until_the_file_is_applied_
     assert ("PartitionReassignment/move: the throttle rate on broker(s) [0] is restored once "
             "they are back: apply the same file again then") in out, out
     assert ("BROKER", "0") in _throttles(state)
+    assert main(["apply", *files, *s, "-o", "json"]) == 0  # scripts read the same
+    summary = {d["resource"]: d for d in json.loads(capsys.readouterr().out)}
+    assert summary["PartitionReassignment/move"]["cleanupOwed"] == {
+        "brokers": [0], "message": "the throttle rate on broker(s) [0] is restored once they "
+                                   "are back"}
     assert main(["cluster", "restore-broker", "0", *s]) == 0
-    assert main(["apply", *files, *s]) == 0
-    assert "restored once" not in capsys.readouterr().out
+    capsys.readouterr()
+    assert main(["apply", *files, *s, "-o", "json"]) == 0
+    summary = {d["resource"]: d for d in json.loads(capsys.readouterr().out)}
+    assert "cleanupOwed" not in summary["PartitionReassignment/move"]
     assert _throttles(state) == {}

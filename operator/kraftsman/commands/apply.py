@@ -514,7 +514,10 @@ class Session:
             self.failed = True
         self.summary.append({"resource": r.key, **_progress(progress),
                              **({"rollbackFile": self.rollback_files[r.key]}
-                                if r.key in self.rollback_files else {})})
+                                if r.key in self.rollback_files else {}),
+                             **({"cleanupOwed": {"brokers": list(ex.state.throttles_waiting),
+                                                 "message": owed.removeprefix("; ")}}
+                                if owed else {})})
 
     def _write_rollback(self, r: Resource, spec: PartitionReassignmentSpec,
                         ex: ReassignmentExecutor) -> None:
