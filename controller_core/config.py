@@ -85,6 +85,11 @@ class EmbeddedClusterSpec(CamelModel):
         description="How long a change waits for the metadata quorum to commit it.")
     snapshot_every_records: int = Field(
         default=200_000, ge=1, description="Write a metadata snapshot after this many records.")
+    snapshot_every_bytes: int = Field(
+        default=20 * 1024 * 1024, ge=1,
+        description="metadata.log.max.record.bytes.between.snapshots: write a metadata "
+                    "snapshot once the records since the last one reach this many bytes "
+                    "(Kafka's default, 20 MiB; the controllers keep those records in memory).")
     seed: int = Field(default=0, description="Seed of the cluster's random choices.")
     eligible_leader_replicas: bool = Field(
         default=True,

@@ -93,6 +93,7 @@ class EmbeddedCluster:
         self.log = MetadataLog(state_dir / "metadata", fsync=fsync)
         self._pending: list[Record] = []
         self._since_snapshot = 0
+        self._since_snapshot_bytes = 0
         self._next_event_in = 0.0  # s until the next catch-up or timer; 0: recompute now
         self.controller_available = True  # fault injection: the controller cannot be reached
         self._pending_change = False
@@ -290,12 +291,14 @@ class EmbeddedCluster:
         path = self.log.write_snapshot(rows, timestamp_ms=self.now_ms())
         self.quorum.snapshot(self._quorum_end, _payloads(rows))
         self._since_snapshot = 0
+        self._since_snapshot_bytes = 0
         self.checkpoint()
         return path
 
     def _maybe_snapshot(self) -> None:
         # after a whole flush, never between its chunks: the image holds all of them then
-        if self._since_snapshot >= self.spec.snapshot_every_records:
+        if self._since_snapshot >= self.spec.snapshot_every_records \
+                or self._since_snapshot_bytes >= self.spec.snapshot_every_bytes:
             self.snapshot()
 
     def close(self, *, checkpoint: bool = True) -> None:
@@ -361,6 +364,7 @@ class EmbeddedCluster:
                                 quorum_end=quorum_end)
         self._quorum_end = quorum_end
         self._since_snapshot += count
+        self._since_snapshot_bytes += len(payload)
 
     def _apply_committed(self) -> None:
         """Apply committed entries this process has not applied (after a restart, or a
@@ -392,6 +396,7 @@ class EmbeddedCluster:
         self.log.quorum_end = snap.end_offset
         self.log.write_snapshot(self.image.snapshot_rows(), timestamp_ms=self.now_ms())
         self._since_snapshot = 0
+        self._since_snapshot_bytes = 0
 
     def _roll_back(self) -> None:
         """Forget uncommitted changes: rebuild the image from the committed metadata."""

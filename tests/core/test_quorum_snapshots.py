@@ -59,6 +59,27 @@ def test_quorum_log_is_truncated_below_the_snapshot_and_restart_loads_it(
         assert len(node.log.batches) < 40
 
 
+def test_a_snapshot_is_also_due_after_so_many_bytes_as_kafka_does(tmp_path: Path) -> None:
+    """metadata.log.max.record.bytes.between.snapshots: a few large records (a long
+    throttled-replica list, rewritten as moves start and end) are snapshotted by their
+    bytes, however few they are, so the log the controllers keep in memory stays bounded."""
+    c = cluster(tmp_path, snapshotEveryRecords=1_000_000, snapshotEveryBytes=20_000)
+    replicas = ",".join(f"{p}:{b}" for p in range(300) for b in range(6))  # ~11 kB
+    for i in range(8):
+        c.incremental_alter_configs({("TOPIC", "orders"): {
+            "leader.replication.throttled.replicas": replicas if i % 2 else "0:0"}})
+    starts = [c.quorum.q.node(n).log_start_offset for n in c.quorum.nodes()]
+    assert all(s > 0 for s in starts), starts  # 8 records, each snapshotted past 20 kB
+    for n in c.quorum.nodes():  # what each controller holds in memory: under two snapshots' worth
+        held = sum(len(r) for b in c.quorum.q.node(n).log.batches for r in b.records)
+        assert held < 40_000, (n, held)
+    before = image_state(c)
+    c.close()
+    again = EmbeddedCluster.open(tmp_path, spec(snapshotEveryRecords=1_000_000,
+                                                snapshotEveryBytes=20_000), fsync=False)
+    assert image_state(again) == before
+
+
 def test_metadata_directory_older_than_the_quorum_snapshot_is_rebuilt_from_it(
         tmp_path: Path) -> None:
     """A local metadata log behind the quorum's log start (restored from an old backup)
