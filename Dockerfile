@@ -26,7 +26,7 @@ RUN groupadd --gid 65532 kraftsman \
  && mkdir -p /var/lib/kraftsman && chown 65532:65532 /var/lib/kraftsman
 USER 65532:65532
 VOLUME ["/var/lib/kraftsman"]
-EXPOSE 8080
+EXPOSE 8080 9090
 ENTRYPOINT ["kraftsman"]
 CMD ["operator", "run", "--all-namespaces", "--state-dir=/var/lib/kraftsman", \
      "--liveness=http://0.0.0.0:8080/healthz"]

@@ -209,6 +209,11 @@ def test_planner_jobs_get_the_resources_and_pull_secrets_of_the_values(
     ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
     ({"resources": {"limits": None}}, "limits"),
     ({"health": {"port": 80}}, "/health/port"),
+    ({"metrics": {"enabled": True, "port": 80}}, "/metrics/port"),
+    ({"metrics": {"enabled": True, "port": 9090,
+                  "serviceMonitor": {"enabled": True, "interval": "often"}}},
+     "/metrics/serviceMonitor/interval"),
+    ({"extraArgs": ["--metrics=http://0.0.0.0:9191/metrics"]}, "/extraArgs/0"),
     ({"unknownKey": 1}, "unknownKey"),
 ])
 def test_values_schema_rejects_bad_values(chart: helm.Chart, values: dict[str, Any],
@@ -294,3 +299,39 @@ def test_the_operator_runs_with_two_malloc_arenas_in_the_chart_the_manifests_and
     manifest = yaml.safe_load_all((ROOT / "manifests" / "40-deployment.yaml").read_text())
     assert env_of([d for d in manifest if d])["MALLOC_ARENA_MAX"] == "2"
     assert "MALLOC_ARENA_MAX=2" in (ROOT / "Dockerfile").read_text()
+
+
+def test_metrics_are_served_on_a_named_port_behind_a_service_and_a_service_monitor_on_demand(
+        chart: helm.Chart) -> None:
+    docs = render(chart, {})
+    (dep,) = [d for d in docs if d["kind"] == "Deployment"]
+    (container,) = dep["spec"]["template"]["spec"]["containers"]
+    assert "--metrics=http://0.0.0.0:9090/metrics" in container["args"]
+    assert {"name": "metrics", "containerPort": 9090, "protocol": "TCP"} in container["ports"]
+    (svc,) = [d for d in docs if d["kind"] == "Service"]
+    assert svc["metadata"]["name"] == "kraftsman-metrics"
+    pod_labels = dep["spec"]["template"]["metadata"]["labels"]
+    assert svc["spec"]["selector"].items() <= pod_labels.items()
+    assert svc["spec"]["ports"] == [{"name": "metrics", "port": 9090, "targetPort": "metrics",
+                                     "protocol": "TCP"}]
+    assert not [d for d in docs if d["kind"] == "ServiceMonitor"]
+
+    docs = render(chart, {"metrics": {"enabled": True, "port": 9191, "serviceMonitor": {
+        "enabled": True, "interval": "15s", "labels": {"release": "prometheus"}}}})
+    (svc,) = [d for d in docs if d["kind"] == "Service"]
+    (sm,) = [d for d in docs if d["kind"] == "ServiceMonitor"]
+    assert sm["metadata"]["labels"]["release"] == "prometheus"
+    assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    assert sm["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics",
+                                        "interval": "15s"}]
+    assert sm["spec"]["namespaceSelector"] == {"matchNames": ["kraftsman-system"]}
+    (dep,) = [d for d in docs if d["kind"] == "Deployment"]
+    assert "--metrics=http://0.0.0.0:9191/metrics" in dep["spec"]["template"]["spec"][
+        "containers"][0]["args"]
+
+    docs = render(chart, {"metrics": {"enabled": False, "port": 9090}})
+    (dep,) = [d for d in docs if d["kind"] == "Deployment"]
+    (container,) = dep["spec"]["template"]["spec"]["containers"]
+    assert not [a for a in container["args"] if a.startswith("--metrics")]
+    assert [p["name"] for p in container["ports"]] == ["health"]
+    assert not [d for d in docs if d["kind"] in ("Service", "ServiceMonitor")]

@@ -33,7 +33,7 @@ def test_manifests_validate_against_official_schemas(path: Path, validate_cr: An
 def test_install_set_is_complete() -> None:
     kinds = {d["kind"] for d in _all()}
     assert {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment",
-            "ClusterKopfPeering", "PersistentVolumeClaim"} <= kinds
+            "ClusterKopfPeering", "PersistentVolumeClaim", "Service"} <= kinds
 
 
 EXPECTED_RULES = {  # every verb used: tests/operator/test_rbac_verbs.py names the calls

@@ -166,6 +166,7 @@ class OperatorProcess:
         self.state_dir = state_dir or workdir / "state"
         self.health_port = free_port()
         self.health_url = f"http://127.0.0.1:{self.health_port}/healthz"
+        self.metrics_url = f"http://127.0.0.1:{free_port()}/metrics"
         self.log_path = workdir / "operator.log"
         self.argv = self._argv()
         self.env = self._env(kubeconfig, env or {})
@@ -183,6 +184,11 @@ class OperatorProcess:
                 assert re.fullmatch(r"--liveness=http://0\.0\.0\.0:\d+/healthz", arg), arg
         assert all(value in args for value in local.values()), \
             f"{self.pod.source}: args {self.pod.args} lack --state-dir= or --liveness="
+        # Metrics when the pod serves them (the chart's metrics.enabled), on a port of ours.
+        for i, arg in enumerate(args):
+            if arg.startswith("--metrics="):
+                assert re.fullmatch(r"--metrics=http://0\.0\.0\.0:\d+/metrics", arg), arg
+                args[i] = f"--metrics={self.metrics_url}"
         return command + args
 
     def _env(self, kubeconfig: Path | None, extra: dict[str, str]) -> dict[str, str]:

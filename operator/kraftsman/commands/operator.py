@@ -45,6 +45,9 @@ def register(subparsers: Any) -> None:
                           f"{PEERING_LIFETIME}, at least {MIN_PEERING_LIFETIME})")
     run.add_argument("--liveness", metavar="URL", default=None,
                      help="kopf health endpoint, e.g. http://0.0.0.0:8080/healthz")
+    run.add_argument("--metrics", metavar="URL", default=None,
+                     help="serve Prometheus metrics here, e.g. http://0.0.0.0:9090/metrics "
+                          "(default: none)")
     run.add_argument("--tick", type=float, default=1.0,
                      help="seconds between reconcile passes (default 1)")
     run.add_argument("--time-scale", type=float, default=1.0,
@@ -97,6 +100,11 @@ def _run(args: argparse.Namespace) -> int:
     if planner_problem:
         print(f"error: {planner_problem} (KafkaRebalances report it; every other resource is "
               "served)", file=sys.stderr)
+    from kraftsman import metrics
+
+    endpoint = metrics.parse_endpoint(args.metrics) if args.metrics is not None else None
+    if endpoint is not None and args.liveness is not None:
+        metrics.check_apart(endpoint, args.liveness)
     if args.peering_lifetime < MIN_PEERING_LIFETIME:
         raise UsageError(f"--peering-lifetime {args.peering_lifetime}: must be at least "
                          f"{MIN_PEERING_LIFETIME} seconds (kopf renews the record 5-10 s "
@@ -135,10 +143,30 @@ def _run(args: argparse.Namespace) -> int:
     if args.peering is not None:
         logging.getLogger("kraftsman").info("peering %r with priority %d", args.peering,
                                             priority)
-    asyncio.run(kopf.operator(
+    operator = kopf.operator(
         registry=registry, settings=settings, clusterwide=not args.namespace,
         namespaces=args.namespace, standalone=args.standalone or args.peering is None,
-        peering_name=args.peering, priority=priority, liveness_endpoint=args.liveness))
+        peering_name=args.peering, priority=priority, liveness_endpoint=args.liveness)
+    if endpoint is None:
+        asyncio.run(operator)
+        return 0
+
+    async def with_metrics() -> None:
+        from kopf._cogs.clients import api as kopf_api
+
+        server = metrics.MetricsServer(endpoint, metrics.make_registry(lambda: rt.operations))
+        try:
+            await server.start()
+        except BaseException:
+            operator.close()  # never started: no "coroutine was never awaited" warning
+            raise
+        metrics.time_requests(kopf_api)
+        try:
+            await operator
+        finally:
+            await server.stop()
+
+    asyncio.run(with_metrics())
     return 0
 
 

@@ -11,8 +11,9 @@ from typing import Any
 
 import kopf
 
+from kraftsman import metrics
 from kraftsman.handlers import cluster, election, quorum, reassignment, rebalance
-from kraftsman.handlers.common import FINALIZER
+from kraftsman.handlers.common import FINALIZER, PLURALS, resource
 from kraftsman.handlers.diffbase import DigestDiffBaseStorage
 from kraftsman.handlers.logfilter import install as quiet_logs
 from kraftsman.handlers.runtime import Runtime
@@ -50,9 +51,16 @@ def build_registry(rt: Runtime) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
     @kopf.on.startup(registry=registry)
-    def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+    def _startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
         configure(settings, rt)
         rt.settings = settings  # kopf's API access (reading Secrets) needs them
+        # kopf's live indexes (kept current by its watches): what /metrics reads
+        rt.operations = {kind: kwargs[metrics.index_id(kind)] for kind in PLURALS}
+
+    for kind in PLURALS:
+        @kopf.index(**resource(kind), registry=registry, id=metrics.index_id(kind))
+        def _operation(namespace: str, name: str, status: Any, **_: Any) -> Any:
+            return {(namespace, name): metrics.operation(status)}
 
     @kopf.on.cleanup(registry=registry)
     def _cleanup(**_: Any) -> None:

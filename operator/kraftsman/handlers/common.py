@@ -9,6 +9,7 @@ import kopf
 from pydantic import ValidationError
 
 from kraftsman.handlers.opstate import has_outbox
+from kraftsman.metrics import count_error
 from kraftsman.resources import GROUP, KINDS, VERSION, format_validation_error
 from kraftsman.status import (
     DEGRADED,
@@ -53,6 +54,7 @@ def set_cond(st: BaseStatus, type_: str, status: ConditionStatus, reason: str, m
 
 
 def degrade(st: BaseStatus, reason: str, message: str, gen: int) -> None:
+    count_error(type(st).__name__.removesuffix("Status"), reason)
     set_cond(st, DEGRADED, "True", reason, message, gen)
 
 

@@ -155,6 +155,8 @@ class Runtime:
         self.kafka_retry = kafka_retry  # retries of the kafka backend, per admin call
         self.clusters: dict[ClusterKey, OpenCluster] = {}
         self.settings: Any = None  # kopf's OperatorSettings, set at startup
+        # kind -> kopf's index of (namespace, name) -> metrics.Operation, set at startup
+        self.operations: dict[str, Any] = {}
         self.backoff = Backoff()
         self.ops_dir = state_dir / "operations"
         # Live reassignment executors by resource uid, with the digest of their plan; rebuilt

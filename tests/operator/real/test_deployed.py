@@ -12,6 +12,7 @@ from typing import Any
 from deployed import TWO_REPLICAS, from_manifests
 from harness import Api, cond_is
 from real_install import chart
+from test_metrics import scrape, value
 from test_operator_kmock import CLUSTER, MOVES, REF
 
 from kraftsman.handlers.runtime import embedded_cluster_dir
@@ -95,7 +96,7 @@ async def test_two_replicas_one_acts_the_other_stands_by_and_takes_over(
 
 async def test_reassignment_completes_through_the_deployed_operator(api: Api,
                                                                     deployed: Any) -> None:
-    await deployed(chart())
+    op = await deployed(chart())
     await api.create("KafkaCluster", "demo", CLUSTER)
     await api.wait("KafkaCluster", "demo", cond_is("Ready", "True"))
     await api.create("PartitionReassignment", "move", {
@@ -111,6 +112,19 @@ async def test_reassignment_completes_through_the_deployed_operator(api: Api,
     assert "kraftsman.io/last-handled-digest" in annotations  # kopf's diff base: a digest
     assert not any("last-handled-configuration" in k for k in annotations)
     assert sum(len(k) + len(v) for k, v in annotations.items()) < 1024
+    # the chart's metrics endpoint says what the status says (test_metrics.py in depth; the
+    # operator watches every namespace, where earlier tests' resources may remain)
+    kind = "PartitionReassignment"
+    here = {"kind": kind, "namespace": api.namespace, "name": "move"}
+    for _ in range(100):
+        got = await scrape(op.metrics_url)
+        if value(got, "kraftsman_operation_bytes_left", **here) == 0:
+            break
+        await asyncio.sleep(0.1)
+    assert value(got, "kraftsman_operation_bytes_left", **here) == \
+        st["bytesToMove"] - st["bytesMoved"] == 0, got
+    assert (value(got, "kraftsman_operations", kind=kind, phase="Completed") or 0) >= 1
+    assert (value(got, "kraftsman_api_request_duration_seconds_count", verb="patch") or 0) > 0
 
 
 async def test_quorum_voter_change_through_the_deployed_operator(api: Api,
