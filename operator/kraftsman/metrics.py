@@ -49,6 +49,7 @@ class Operation:
     bytes_left: int | None = None
     eta_seconds: float | None = None
     degraded: str | None = None  # the reason of Degraded=True
+    stalled: int | None = None  # moves in flight that copy nothing (PartitionReassignment)
 
 
 def operation(status: Mapping[str, Any] | None) -> Operation:
@@ -63,8 +64,9 @@ def operation(status: Mapping[str, Any] | None) -> Operation:
     degraded = next((str(c.get("reason") or "Unknown") for c in st.get("conditions") or []
                      if isinstance(c, Mapping) and c.get("type") == "Degraded"
                      and c.get("status") == "True"), None)
+    stalled = st.get("stalledMoves")
     return Operation(str(phase), left, float(eta) if isinstance(eta, int | float) else None,
-                     degraded)
+                     degraded, stalled if isinstance(stalled, int) else None)
 
 
 def index_id(kind: str) -> str:
@@ -87,6 +89,10 @@ class OperationsCollector(Collector):
         eta = GaugeMetricFamily("kraftsman_operation_eta_seconds",
                                 "Estimated seconds an operation still takes (its status).",
                                 labels=["kind", "namespace", "name"])
+        stalled = GaugeMetricFamily("kraftsman_operation_stalled_moves",
+                                    "Moves in flight whose adding replicas copied nothing for "
+                                    "spec.stalledAfterSeconds (condition Stalled).",
+                                    labels=["kind", "namespace", "name"])
         degraded = GaugeMetricFamily("kraftsman_operations_degraded",
                                      "Resources whose Degraded condition is True, by kind and "
                                      "reason.", labels=["kind", "reason"])
@@ -102,6 +108,8 @@ class OperationsCollector(Collector):
                         left.add_metric([kind, namespace, name], op.bytes_left)
                     if op.eta_seconds is not None:
                         eta.add_metric([kind, namespace, name], op.eta_seconds)
+                    if op.stalled is not None:
+                        stalled.add_metric([kind, namespace, name], op.stalled)
             for phase, n in sorted(counts.items()):
                 phases.add_metric([kind, phase], n)
             for reason, n in sorted(reasons.items()):
@@ -110,6 +118,7 @@ class OperationsCollector(Collector):
         yield degraded
         yield left
         yield eta
+        yield stalled
 
 
 def make_registry(indexes: Callable[[], Mapping[str, Mapping[Any, Any]]]) -> CollectorRegistry:

@@ -155,6 +155,11 @@ class PartitionReassignmentSpec(CamelModel):
         default=False, description="Allow overlap with reassignments already in progress.")
     dry_run: bool = Field(default=False, description="Validate and report; move nothing.")
     paused: bool = Field(default=False, description="Finish the moves in flight, start no more.")
+    stalled_after_seconds: int = Field(
+        default=600, ge=1, le=7 * 24 * 3600,
+        description="A move in flight whose adding replicas copy no byte for this long is "
+                    "reported: condition Stalled naming its partitions and brokers, a Stalled "
+                    "Event, Argo CD health Degraded; it clears when the copy goes on.")
 
     @model_validator(mode="after")
     def _each_partition_once(self) -> PartitionReassignmentSpec:

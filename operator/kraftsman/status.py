@@ -27,6 +27,7 @@ READY = "Ready"
 SUCCEEDED = "Succeeded"
 PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
+STALLED = "Stalled"  # a PartitionReassignment's moves copy nothing (spec.stalledAfterSeconds)
 
 ConditionStatus = Literal["True", "False", "Unknown"]
 REASON_PATTERN = r"^[A-Z][A-Za-z0-9]*$"
@@ -252,6 +253,9 @@ class PartitionReassignmentStatus(BaseStatus):
                            "partitions when sizes are unknown).")
     progress: str = Field(default="0%", description="percent, for printer columns.")
     eta_seconds: float | None = Field(default=None, ge=0, description="Estimated time left.")
+    stalled_moves: int = Field(default=0, ge=0, description="Moves in flight whose adding "
+                               "replicas copied nothing for spec.stalledAfterSeconds (the "
+                               "Stalled condition names them).")
     throttle_bytes_per_second: int | None = Field(default=None, ge=1, description="Throttle "
                                                   "in force.")
     plan: ReassignmentPlanSummary | None = Field(default=None, description="The plan (dry run "

@@ -43,6 +43,7 @@ def test_a_status_gives_phase_bytes_left_eta_and_the_degraded_reason() -> None:
     assert metrics.operation(None) == metrics.Operation("Pending")
     assert metrics.operation({"phase": "Running", "bytesToMove": 900, "bytesMoved": 300,
                               "etaSeconds": 12.5}) == metrics.Operation("Running", 600, 12.5)
+    assert metrics.operation({"phase": "Moving", "stalledMoves": 2}).stalled == 2
     # a status written before any byte moved, and one whose sizes are unknown
     assert metrics.operation({"phase": "Running", "bytesToMove": 900}).bytes_left == 900
     assert metrics.operation({"phase": "Running", "bytesToMove": 0}).bytes_left is None
@@ -56,7 +57,7 @@ def test_a_status_gives_phase_bytes_left_eta_and_the_degraded_reason() -> None:
 
 
 def test_a_scrape_counts_phases_per_kind_and_lists_bytes_left_and_eta() -> None:
-    pr = {("ns", "a"): [metrics.Operation("Running", 600, 30.0)],
+    pr = {("ns", "a"): [metrics.Operation("Running", 600, 30.0, stalled=3)],
           ("ns", "b"): [metrics.Operation("Running", 0, 0.0)],
           ("ns", "c"): [metrics.Operation("Pending", degraded="UnknownCluster")]}
     le = {("ns", "e"): [metrics.Operation("Completed")]}
@@ -74,6 +75,10 @@ def test_a_scrape_counts_phases_per_kind_and_lists_bytes_left_and_eta() -> None:
                  name="b") == 0
     assert value(got, "kraftsman_operation_eta_seconds", kind=kind, namespace="ns",
                  name="a") == 30
+    assert value(got, "kraftsman_operation_stalled_moves", kind=kind, namespace="ns",
+                 name="a") == 3
+    assert value(got, "kraftsman_operation_stalled_moves", kind=kind, namespace="ns",
+                 name="b") is None
     assert value(got, "kraftsman_operation_bytes_left", kind=kind, namespace="ns",
                  name="c") is None
     assert not any(name == "kraftsman_operations" and dict(labels).get("kind") == "KafkaQuorum"

@@ -790,3 +790,53 @@ async def test_a_finished_run_restores_the_rate_of_a_broker_fenced_when_it_ended
     assert configs_in(cluster) == {}
     assert ("Completed" in [r for r, _, _ in outbox(pr)]) and [
         r for r, _, _ in outbox(pr)].count("Completed") == 1
+
+
+async def test_a_move_that_copies_nothing_is_stalled_with_an_event_until_it_copies_again(
+        d: Driver) -> None:
+    """Broker 3 dies as it starts copying orders-0: nothing fails, nothing moves. After
+    spec.stalledAfterSeconds of the cluster's clock the resource says Stalled, naming the
+    partition and the broker, once with a warning Event; back up, it copies again and the
+    condition clears with an Event, and the move completes."""
+    pr = d.create("PartitionReassignment", "move", {
+        **REF, "partitions": [{"topic": "orders", "partition": 0, "replicas": [0, 1, 3]}],
+        "throttleBytesPerSecond": 100_000, "stalledAfterSeconds": 5})
+    await d.tick(pr)
+    cluster = d.rt.clusters[("default", "demo")].cluster
+    cluster.fail_broker(3)
+    stalled: dict[str, Any] | None = None
+    for _ in range(40):
+        await d.tick(pr)
+        assert pr["status"]["phase"] == "Moving", pr["status"]
+        if any(c["type"] == "Stalled" for c in pr["status"]["conditions"]):
+            stalled = condition(pr, "Stalled")
+            break
+    assert stalled is not None, pr["status"]
+    assert (stalled["status"], stalled["reason"]) == ("True", "NoProgress")
+    assert stalled["message"].startswith("no byte progress: orders-0 (adding on broker 3; ")
+    assert pr["status"]["stalledMoves"] == 1
+    assert [(r, w) for r, _, w in outbox(pr) if r == "Stalled"] == [("Stalled", True)]
+    deliver_events(pr)
+    await d.tick(pr)  # still stalled: no second Event
+    assert condition(pr, "Stalled")["status"] == "True"
+    assert not [r for r, _, _ in outbox(pr) if r == "Stalled"]
+    cluster.restore_broker(3)
+    for _ in range(40):
+        await d.tick(pr)
+        if condition(pr, "Stalled")["status"] == "False":
+            break
+    assert (condition(pr, "Stalled")["status"], condition(pr, "Stalled")["reason"]) == (
+        "False", "ProgressResumed")
+    assert pr["status"]["stalledMoves"] == 0
+    assert [r for r, _, _ in outbox(pr)].count("ProgressResumed") == 1
+    await run_until(d, pr, {"Completed"}, limit=200)
+    assert condition(pr, "Stalled")["status"] == "False"
+
+
+async def test_a_move_that_copies_never_says_stalled(d: Driver) -> None:
+    pr = d.create("PartitionReassignment", "move", {
+        **REF, "partitions": [{"topic": "orders", "partition": 0, "replicas": [0, 1, 3]}],
+        "throttleBytesPerSecond": 100_000, "stalledAfterSeconds": 5})
+    await run_until(d, pr, {"Completed"}, limit=200)
+    assert not [c for c in pr["status"]["conditions"] if c["type"] == "Stalled"]
+    assert pr["status"]["stalledMoves"] == 0

@@ -28,6 +28,7 @@ from controller_core.orchestration.reassignment import (
     dry_run,
     throttles_owed,
 )
+from controller_core.orchestration.stall import StalledMove, StallWatch, describe
 from controller_core.units import counted
 from kraftsman.handlers.common import (
     degrade,
@@ -48,6 +49,7 @@ from kraftsman.reconcile import limits_of, plan_of
 from kraftsman.resources import PartitionReassignmentSpec
 from kraftsman.status import (
     PROGRESSING,
+    STALLED,
     SUCCEEDED,
     PartitionProgress,
     PartitionReassignmentStatus,
@@ -73,8 +75,13 @@ def problem_messages(spec: PartitionReassignmentSpec, problems: list[PlanProblem
     return "; ".join(parts) + more + "; fix the plan"
 
 
+Moving = dict[TopicPartition, tuple[int, list[int]]]
+
+
 def fill_progress(st: PartitionReassignmentStatus, spec: PartitionReassignmentSpec,
-                  progress: Progress, executor: ReassignmentExecutor) -> None:
+                  progress: Progress, executor: ReassignmentExecutor) -> Moving:
+    """The status' figures and rows; returns each row's move in flight -> (bytes its adding
+    replicas hold, their brokers), what the stall watch measures."""
     # The adding replicas of the rows still moving; a failed row has no move in flight.
     adding = {d.tp: list(executor.adding.get(d.tp, ())) for d in progress.details
               if d.state != "failed"}
@@ -104,6 +111,25 @@ def fill_progress(st: PartitionReassignmentStatus, spec: PartitionReassignmentSp
     st.progress = f"{st.percent:g}%"
     st.eta_seconds = round(progress.eta_seconds, 1) if progress.eta_seconds is not None else None
     st.throttle_bytes_per_second = spec.throttle_bytes_per_second
+    return {tp: (sum(sizes.get((tp, r), 0) for r in new), new)
+            for tp, new in adding.items() if new}
+
+
+def mark_stalls(st: PartitionReassignmentStatus, stalled: list[StalledMove], now_ms: float,
+                gen: int, outbox: Outbox) -> None:
+    """Stalled=True naming the moves while any stands still, with a warning Event when it
+    starts; back to False (and an Event) once they copy again or the run ends. No condition
+    at all while nothing ever stalled."""
+    was = st.condition(STALLED)
+    st.stalled_moves = len(stalled)
+    if stalled:
+        msg = describe(stalled, now_ms)
+        set_cond(st, STALLED, "True", "NoProgress", msg, gen)
+        if was is None or was.status != "True":
+            outbox.add("Stalled", msg, warning=True)
+    elif was is not None and was.status == "True":
+        set_cond(st, STALLED, "False", "ProgressResumed", "", gen)
+        outbox.add("ProgressResumed", "the stalled moves copy again or have ended")
 
 
 # A throttle whose estimated time to move the whole plan exceeds this is worth a warning.
@@ -176,6 +202,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     # hand-over) with a later revision wins over this copy.
     live: dict[str, tuple[dict[str, Any], ReassignmentExecutor | None]] = {}
     specs: dict[str, tuple[int, Any]] = {}  # uid -> (generation, what parsed() made of it)
+    # Since when each move in flight copies nothing (a restart starts the windows anew).
+    stalls: dict[str, StallWatch] = {}
     saved_at: dict[str, float] = {}  # uid -> when this process last saved a state (monotonic)
     names: dict[str, tuple[str, str]] = {}  # uid -> (namespace, name), to name a blocker
 
@@ -486,9 +514,14 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                      throttle=spec.throttle_bytes_per_second,
                      executor=executor.state.model_dump(mode="json"),
                      inFlight=sorted([tp.topic, tp.partition] for tp in executor.moving))
-        fill_progress(st, spec, progress, executor)
+        moving = fill_progress(st, spec, progress, executor)
         healthy(st, gen)
         phase = progress.phase
+        now_ms = executor.admin.now_ms()
+        watch = stalls.setdefault(uid, StallWatch(spec.stalled_after_seconds * 1000.0))
+        watch.window_ms = spec.stalled_after_seconds * 1000.0
+        mark_stalls(st, [] if phase.terminal else watch.observe(now_ms, moving), now_ms, gen,
+                    outbox)
         if progress.done > done_before and not phase.terminal:
             st.batches_completed += 1
             outbox.add("BatchDone", f"{progress.done}/{progress.total} partitions moved")
@@ -591,6 +624,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
 
     def forget(uid: str) -> None:
         live.pop(uid, None)
+        stalls.pop(uid, None)
         specs.pop(uid, None)
         saved_at.pop(uid, None)
         names.pop(uid, None)

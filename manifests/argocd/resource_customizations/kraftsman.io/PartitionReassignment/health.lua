@@ -1,4 +1,4 @@
--- Argo CD health of a kraftsman.io PartitionReassignment (bounded operation: Progressing until Succeeded; Suspended while paused).
+-- Argo CD health of a kraftsman.io PartitionReassignment (bounded operation: Progressing until Succeeded; Suspended while paused; Degraded while its moves copy nothing, condition Stalled).
 -- A sync wave after it waits until it is Healthy, i.e. until the operation Succeeded.
 -- The prelude shared by every kraftsman health script, down to the Degraded check: Argo CD
 -- scripts cannot import, so `kraftsman crds generate` writes each kind's health.lua from
@@ -50,6 +50,12 @@ end
 if succeeded ~= nil and succeeded.status == "False" then
   hs.status = "Degraded"
   hs.message = succeeded.reason .. ": " .. text(succeeded, "failed")
+  return hs
+end
+local stalled = condition("Stalled")
+if stalled ~= nil and stalled.status == "True" then
+  hs.status = "Degraded"
+  hs.message = "Stalled: " .. text(stalled, "moves in flight copy nothing")
   return hs
 end
 if obj.spec ~= nil and obj.spec.paused == true then

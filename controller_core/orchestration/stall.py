@@ -1,0 +1,66 @@
+"""Stalled moves: a move in flight whose adding replicas hold no more bytes than they did a
+window ago.
+
+Rebalances run for hours and can stop copying without failing (a dead broker that is not
+fenced yet, a throttle of a few bytes, a leader that cannot serve): nothing errs, the
+progress just stands still. This watch is told, on every pass, how many bytes each move in
+flight has copied, and names the moves whose figure has not grown for ``window_ms`` (of the
+cluster's clock). Pure: the caller keeps it and feeds it observations."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from controller_core.model import TopicPartition
+
+
+@dataclass(frozen=True)
+class StalledMove:
+    tp: TopicPartition
+    brokers: tuple[int, ...]  # where its adding replicas are
+    bytes_moved: int
+    since_ms: float  # when its bytes last grew (or it was first seen)
+
+
+@dataclass
+class _Seen:
+    bytes_moved: int
+    since_ms: float
+    brokers: tuple[int, ...]
+
+
+@dataclass
+class StallWatch:
+    window_ms: float
+    _seen: dict[TopicPartition, _Seen] = field(default_factory=dict)
+
+    def observe(self, now_ms: float,
+                moving: Mapping[TopicPartition, tuple[int, Sequence[int]]]
+                ) -> list[StalledMove]:
+        """``moving``: each move in flight -> (bytes its adding replicas hold, their brokers).
+        Returns the stalled ones, in partition order. A move that left the map (done,
+        cancelled, failed) is forgotten; one that comes back starts a new window. Fewer
+        bytes than before (a replica that started its copy again) is no progress, but
+        lowers the mark later growth is measured from."""
+        for tp in [tp for tp in self._seen if tp not in moving]:
+            del self._seen[tp]
+        for tp, (moved, brokers) in moving.items():
+            adding = tuple(sorted(brokers))
+            seen = self._seen.get(tp)
+            if seen is None or moved > seen.bytes_moved or adding != seen.brokers:
+                self._seen[tp] = _Seen(moved, now_ms, adding)
+            elif moved < seen.bytes_moved:
+                seen.bytes_moved = moved
+        return [StalledMove(tp, s.brokers, s.bytes_moved, s.since_ms)
+                for tp, s in sorted(self._seen.items())
+                if now_ms - s.since_ms >= self.window_ms]
+
+
+def describe(stalled: Sequence[StalledMove], now_ms: float, limit: int = 5) -> str:
+    """One line naming the stalled moves and their brokers, for a condition or an Event."""
+    parts = [f"{m.tp} (adding on broker{'s' if len(m.brokers) != 1 else ''} "
+             f"{', '.join(map(str, m.brokers))}; {m.bytes_moved} bytes copied, none for "
+             f"{(now_ms - m.since_ms) / 1000:.0f} s)" for m in stalled[:limit]]
+    more = f" and {len(stalled) - limit} more" if len(stalled) > limit else ""
+    return "no byte progress: " + "; ".join(parts) + more
