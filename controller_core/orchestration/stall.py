@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from controller_core.admin import ClusterAdmin
 from controller_core.model import TopicPartition
 
 
@@ -55,6 +56,16 @@ class StallWatch:
         return [StalledMove(tp, s.brokers, s.bytes_moved, s.since_ms)
                 for tp, s in sorted(self._seen.items())
                 if now_ms - s.since_ms >= self.window_ms]
+
+
+def copied(admin: ClusterAdmin, adding: Mapping[TopicPartition, Sequence[int]]
+           ) -> dict[TopicPartition, tuple[int, list[int]]]:
+    """What :meth:`StallWatch.observe` takes: each move -> (bytes its adding replicas hold,
+    their brokers), from the replicas' log sizes (DescribeLogDirs on a real cluster)."""
+    wanted = [(tp, r) for tp, replicas in adding.items() for r in replicas]
+    sizes = admin.replica_log_sizes(wanted) if wanted else {}
+    return {tp: (sum(sizes.get((tp, r), 0) for r in replicas), list(replicas))
+            for tp, replicas in adding.items() if replicas}
 
 
 def describe(stalled: Sequence[StalledMove], now_ms: float, limit: int = 5) -> str:

@@ -32,6 +32,7 @@ from controller_core.orchestration.reassignment import (
     dry_run,
     throttles_owed,
 )
+from controller_core.orchestration.stall import StallWatch, copied, describe
 from controller_core.orchestration.voters import WalkPhase, WalkProgress
 from controller_core.storage.framing import write_atomically
 from kraftsman import reconcile
@@ -496,6 +497,8 @@ class Session:
         progress = ex.step()
         save()
         deadline = None if self.args.for_seconds is None else cluster.now + self.args.for_seconds
+        watch = StallWatch(spec.stalled_after_seconds * 1000.0)
+        stalled = 0
         while not progress.phase.terminal and not self.args.no_wait:
             if deadline is not None and cluster.now >= deadline - 1e-9:
                 break
@@ -505,6 +508,15 @@ class Session:
             progress = ex.step()
             save()
             self.view.progress(r.key, progress, cluster.now)
+            now_ms = cluster.now_ms()
+            stuck = [] if progress.phase.terminal else watch.observe(
+                now_ms, copied(cluster, {tp: ex.adding[tp] for tp in ex.moving}))
+            if stuck and not stalled:
+                self.view.line(f"{r.key}: stalled — {describe(stuck, now_ms)}; check those "
+                               "brokers and the throttle")
+            elif stalled and not stuck:
+                self.view.line(f"{r.key}: the stalled moves copy again or have ended")
+            stalled = len(stuck)
         self.view.finish(r.key, progress, cluster.now)
         owed = throttles_owed(ex.state)
         if owed:

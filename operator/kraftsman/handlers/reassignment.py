@@ -28,7 +28,7 @@ from controller_core.orchestration.reassignment import (
     dry_run,
     throttles_owed,
 )
-from controller_core.orchestration.stall import StalledMove, StallWatch, describe
+from controller_core.orchestration.stall import StalledMove, StallWatch, copied, describe
 from controller_core.units import counted
 from kraftsman.handlers.common import (
     degrade,
@@ -85,8 +85,7 @@ def fill_progress(st: PartitionReassignmentStatus, spec: PartitionReassignmentSp
     # The adding replicas of the rows still moving; a failed row has no move in flight.
     adding = {d.tp: list(executor.adding.get(d.tp, ())) for d in progress.details
               if d.state != "failed"}
-    sizes = executor.admin.replica_log_sizes(
-        [(tp, r) for tp, replicas in adding.items() for r in replicas]) if adding else {}
+    sizes = copied(executor.admin, adding)
     rows = []
     for d in progress.details:
         original = list(executor.original.get(d.tp, ()))
@@ -97,7 +96,7 @@ def fill_progress(st: PartitionReassignmentStatus, spec: PartitionReassignmentSp
             current_replicas=original + new, target_replicas=list(d.target), adding_replicas=new,
             removing_replicas=[r for r in original if r not in d.target] if moving else [],
             bytes_to_move=executor.move_bytes.get(d.tp),
-            bytes_moved=sum(sizes.get((d.tp, r), 0) for r in new) if new else None,
+            bytes_moved=sizes[d.tp][0] if d.tp in sizes else None,
             error=None if moving else "REASSIGNMENT_FAILED", message=d.message or None))
     st.set_progress(rows)
     # The executor's counts cover every partition, the detail only the capped rows.
@@ -111,8 +110,7 @@ def fill_progress(st: PartitionReassignmentStatus, spec: PartitionReassignmentSp
     st.progress = f"{st.percent:g}%"
     st.eta_seconds = round(progress.eta_seconds, 1) if progress.eta_seconds is not None else None
     st.throttle_bytes_per_second = spec.throttle_bytes_per_second
-    return {tp: (sum(sizes.get((tp, r), 0) for r in new), new)
-            for tp, new in adding.items() if new}
+    return sizes
 
 
 def mark_stalls(st: PartitionReassignmentStatus, stalled: list[StalledMove], now_ms: float,
