@@ -323,7 +323,14 @@ class EmbeddedCluster:
         self._pending_change = True  # rates may have changed: recompute the next event
         self._next_event_in = 0.0
         self.data.invalidate()
-        if isinstance(record, PartitionChangeRecord | PartitionRecord):
+        if type(record) is PartitionRecord:
+            # A new (or replaced) partition: the data plane only cares about one that has no
+            # leader (stalled from the start). A create of a million partitions comes here.
+            reg = self.image.apply_partition_record(record)
+            if reg.leader == NO_LEADER:
+                self.data.on_partition_change(TopicPartition(record.topic, record.partition),
+                                              None, reg, self.now)
+        elif isinstance(record, PartitionChangeRecord | PartitionRecord):
             tp = TopicPartition(record.topic, record.partition)
             before = self.image.partition(tp) if isinstance(record, PartitionChangeRecord) else None
             self.image.apply(record)
@@ -667,7 +674,7 @@ class EmbeddedCluster:
         self._require_controller()
         results, attempted = self.controller.elect_leaders(election_type, partitions)
         self._flush()  # the answer comes only once the new leaders are committed
-        return ElectionOutcome(results, tuple(attempted) if partitions is None else ())
+        return ElectionOutcome(results, attempted if partitions is None else ())
 
     def describe_configs(self, resources: Iterable[ConfigResource]
                          ) -> dict[ConfigResource, dict[str, str | None]]:

@@ -124,17 +124,8 @@ class MetadataImage:
         if isinstance(record, PartitionChangeRecord):
             self._apply_change(record)
         elif isinstance(record, PartitionRecord):
-            topic = self.topics[record.topic]
-            isr = record.replicas if record.isr == record.replicas else record.isr
-            reg = PartitionRegistration(
-                record.replicas, isr, record.leader, record.leader_epoch,
-                record.partition_epoch, record.adding, record.removing, record.elr,
-                record.last_known_elr)
-            if record.partition == len(topic.partitions):
-                topic.partitions.append(reg)
-            else:
-                topic.partitions[record.partition] = reg
-            self._track_reassignment(TopicPartition(record.topic, record.partition), reg)
+            self.apply_partition_record(record)
+            return  # counted there
         elif isinstance(record, TopicRecord):
             self.topics[record.name] = TopicImage(
                 record.name, record.topic_id, record.message_bytes, record.produce_bytes_per_second)
@@ -169,6 +160,26 @@ class MetadataImage:
         elif isinstance(record, ClusterRecord):
             self.cluster_id = record.cluster_id
         self.next_offset += 1
+
+    def apply_partition_record(self, record: PartitionRecord) -> PartitionRegistration:
+        """Apply a PartitionRecord and return the partition it registers: the hot path of
+        creating a topic (a million of them on a big cluster), so it builds no TopicPartition
+        unless the partition moves or a moving one is replaced."""
+        partitions = self.topics[record.topic].partitions
+        replicas = record.replicas
+        isr = replicas if record.isr == replicas else record.isr
+        reg = PartitionRegistration(replicas, isr, *record[4:])
+        part = record.partition
+        if part == len(partitions):
+            partitions.append(reg)
+        else:
+            partitions[part] = reg
+        if reg.adding or reg.removing:
+            self.reassigning.add(TopicPartition(record.topic, part))
+        elif self.reassigning:
+            self.reassigning.discard(TopicPartition(record.topic, part))
+        self.next_offset += 1
+        return reg
 
     def _apply_change(self, c: PartitionChangeRecord) -> None:
         partitions = self.topics[c.topic].partitions

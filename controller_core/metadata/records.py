@@ -121,6 +121,11 @@ _TRAILING_DEFAULTS: dict[type[Any], tuple[Any, ...]] = {
 
 
 def encode_record(record: Record) -> list[Any]:
+    if type(record) is PartitionRecord:  # the common record of a create: no lookups
+        if record[10] != ():
+            return [PARTITION_TAG, *record]
+        return [PARTITION_TAG, *record[:10]] if record[9] != () else [PARTITION_TAG,
+                                                                      *record[:9]]
     row = [TAGS[type(record)], *record]
     defaults = _TRAILING_DEFAULTS.get(type(record))
     if defaults is not None:
