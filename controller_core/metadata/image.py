@@ -65,10 +65,11 @@ class MetadataImage:
 
     # -- reading ---------------------------------------------------------------------------
     def partition(self, tp: TopicPartition) -> PartitionRegistration | None:
-        topic = self.topics.get(tp.topic)
-        if topic is None or not 0 <= tp.partition < len(topic.partitions):
+        topic = self.topics.get(tp[0])
+        if topic is None:
             return None
-        return topic.partitions[tp.partition]
+        partitions, i = topic.partitions, tp[1]
+        return partitions[i] if 0 <= i < len(partitions) else None
 
     def live_brokers(self) -> frozenset[int]:
         if self._live is None:
