@@ -36,6 +36,7 @@ from controller_core.orchestration.voters import WalkPhase, WalkProgress
 from controller_core.storage.framing import write_atomically
 from kraftsman import reconcile
 from kraftsman.cli_errors import UsageError
+from kraftsman.commands import plan_lines
 from kraftsman.commands.quorum import status_json, walk
 from kraftsman.commands.target import (
     Cluster,
@@ -123,6 +124,10 @@ class PlanLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore
         return out
 
 
+def _load_all(text: str) -> list[Any]:
+    return list(yaml.load_all(text, Loader=PlanLoader))
+
+
 class _Cycle(Exception):
     """A recursive alias: left to the safe constructor, which builds it lazily."""
 
@@ -167,7 +172,7 @@ def load_documents(paths: list[Path]) -> list[tuple[str, Any]]:
         if len(text) >= ANNOUNCE_BYTES:
             print(f"parsing {path} ({len(text) / 1e6:.1f} MB)...", file=sys.stderr, flush=True)
         try:
-            docs.extend((str(path), d) for d in yaml.load_all(text, Loader=PlanLoader)
+            docs.extend((str(path), d) for d in plan_lines.load_all(text, _load_all)
                         if d is not None)
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
