@@ -92,7 +92,8 @@ class ReplicaStatus(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class ElectionOutcome:
     results: dict[TopicPartition, ApiResult]
-    attempted: tuple[TopicPartition, ...] = field(default_factory=tuple)
+    # with no partition set, every partition (a lazy TopicsPartitions on the embedded cluster)
+    attempted: Sequence[TopicPartition] = field(default_factory=tuple)
 
 
 ConfigResource = tuple[str, str]  # ("BROKER", "1") or ("TOPIC", "orders")

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import NamedTuple
+from typing import NamedTuple, overload
 
 NO_LEADER = -1
 
@@ -92,3 +93,61 @@ class BrokerRegistration:
     id: int
     rack: str | None
     fenced: bool
+
+
+class TopicsPartitions(Sequence[TopicPartition]):
+    """Every partition of some topics, in order, as a read-only sequence that builds a
+    :class:`TopicPartition` only when one is read: an election over a million partitions
+    reports them all as attempted, and building a million tuples nobody reads was most of
+    its cost. Equal to any sequence (list, tuple) of the same partitions."""
+
+    __slots__ = ("_len", "_spans")
+
+    def __init__(self, spans: Iterable[tuple[str, int]]) -> None:
+        self._spans = tuple((topic, n) for topic, n in spans if n > 0)
+        self._len = sum(n for _, n in self._spans)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self) -> Iterator[TopicPartition]:
+        for topic, n in self._spans:
+            for i in range(n):
+                yield TopicPartition(topic, i)
+
+    @overload
+    def __getitem__(self, index: int) -> TopicPartition: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[TopicPartition]: ...
+
+    def __getitem__(self, index: int | slice) -> TopicPartition | list[TopicPartition]:
+        if isinstance(index, slice):
+            return list(self)[index]
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError(index)
+        for topic, n in self._spans:
+            if index < n:
+                return TopicPartition(topic, index)
+            index -= n
+        raise IndexError(index)  # pragma: no cover - the bounds check above covers it
+
+    def __contains__(self, value: object) -> bool:
+        if not isinstance(value, tuple) or len(value) != 2:
+            return False
+        topic, i = value
+        return any(t == topic and isinstance(i, int) and 0 <= i < n for t, n in self._spans)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, TopicsPartitions):
+            return self._spans == other._spans
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return len(other) == self._len and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))  # equal to a tuple of the same partitions: hash alike
+
+    def __repr__(self) -> str:
+        return f"TopicsPartitions({list(self._spans)!r})"

@@ -34,6 +34,7 @@ from controller_core.model import (
     ElectionType,
     PartitionRegistration,
     TopicPartition,
+    TopicsPartitions,
     is_whole_number,
 )
 
@@ -147,6 +148,8 @@ class Controller:
         # As ReplicationControlManager.createTopic, partition by partition: the replica list
         # is valid (validateManualPartitionAssignment, each as long as the one before), and
         # some replica is active — the ISR is the active replicas and the first of them leads.
+        # With every registered broker live, the ISR is the (validated) replica list itself.
+        all_live = len(live) == len(self.image.brokers)
         isrs: list[tuple[int, ...]] = []
         for i, replicas in enumerate(assignment):
             problem = pc.manual_assignment_problem(
@@ -154,7 +157,7 @@ class Controller:
             ) if manual else None
             if problem is not None:
                 return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT, problem)
-            isr = tuple(r for r in replicas if r in live)
+            isr = tuple(replicas) if all_live else tuple(r for r in replicas if r in live)
             if not isr:
                 return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT,
                                  "All brokers specified in the manual partition assignment for "
@@ -261,27 +264,34 @@ class Controller:
         self, changes: Mapping[TopicPartition, Sequence[int] | None]
     ) -> dict[TopicPartition, ApiResult]:
         results: dict[TopicPartition, ApiResult] = {}
+        # A topic's rules read its configs (unchanged by this request) and its replication
+        # factor (partition 0's replica count): worked out once per topic, again only after
+        # partition 0 itself changed. A 100,000-partition plan spends no time re-reading them.
+        rules_of: dict[str, pc.Rules] = {}
         for tp, target in changes.items():
             check = self.validate_target(tp, target)
             if not check.ok:
                 results[tp] = check
                 continue
-            p = self.image.partition(tp)
-            assert p is not None
-            rules = self.rules(tp.topic)
+            p = self.image.topics[tp.topic].partitions[tp.partition]  # validated: it exists
+            rules = rules_of.get(tp.topic)
+            if rules is None:
+                rules = rules_of[tp.topic] = self.rules(tp.topic)
             outcome = (pc.cancel_reassignment(tp, p, self.active, rules) if target is None
                        else pc.change_reassignment(tp, p, target, self.active, rules))
             if isinstance(outcome, ApiResult):
                 results[tp] = outcome
                 continue
             self._change(outcome)  # a move that copies nothing completes in the same record
+            if tp.partition == 0:
+                rules_of.pop(tp.topic, None)
             results[tp] = OK
         return results
 
     # -- KIP-183 / KIP-460 -----------------------------------------------------------------------
     def elect_leaders(self, election_type: ElectionType,
                       partitions: Iterable[TopicPartition] | None
-                      ) -> tuple[dict[TopicPartition, ApiResult], list[TopicPartition]]:
+                      ) -> tuple[dict[TopicPartition, ApiResult], Sequence[TopicPartition]]:
         """Returns the per-partition results and the partitions an election was attempted for.
 
         With no partition set, ELECTION_NOT_NEEDED results are not returned (Kafka's answer to
@@ -291,22 +301,29 @@ class Controller:
         if partitions is None:
             # Every partition. As ReplicationControlManager.electLeaders, partitions that
             # already have the desired leader (ELECTION_NOT_NEEDED) are left out of the answer;
-            # skipping them without a per-partition call keeps a million partitions fast.
-            attempted: list[TopicPartition] = []
+            # a comprehension finds the others without building anything for the rest, and
+            # the attempted partitions are a lazy sequence: a million partitions stay fast.
+            spans: list[tuple[str, int]] = []
             for name, topic in self.image.topics.items():
+                regs = topic.partitions
+                spans.append((name, len(regs)))
+                if preferred:
+                    due = [i for i, reg in enumerate(regs)
+                           if reg.leader != (reg.replicas[0] if reg.replicas else NO_LEADER)]
+                else:
+                    due = [i for i, reg in enumerate(regs) if reg.leader == NO_LEADER]
+                if not due:
+                    continue
                 rules = self.rules(name)
-                for i, reg in enumerate(topic.partitions):
+                for i in due:
                     tp = TopicPartition(name, i)
-                    attempted.append(tp)
-                    if (reg.leader == reg.preferred) if preferred else reg.leader != NO_LEADER:
-                        continue
-                    outcome = pc.elect_leader(tp, reg, preferred, self.active, rules)
+                    outcome = pc.elect_leader(tp, regs[i], preferred, self.active, rules)
                     if isinstance(outcome, ApiResult):
                         results[tp] = outcome
                     else:
                         self._change(outcome)
                         results[tp] = OK
-            return results, attempted
+            return results, TopicsPartitions(spans)
         targets = list(dict.fromkeys(partitions))  # a duplicate is not an error
         for tp in targets:
             p = self.image.partition(tp)

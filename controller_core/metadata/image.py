@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from controller_core.admin import THROTTLE_MARKER_TOPIC
@@ -64,10 +65,11 @@ class MetadataImage:
 
     # -- reading ---------------------------------------------------------------------------
     def partition(self, tp: TopicPartition) -> PartitionRegistration | None:
-        topic = self.topics.get(tp.topic)
-        if topic is None or not 0 <= tp.partition < len(topic.partitions):
+        topic = self.topics.get(tp[0])
+        if topic is None:
             return None
-        return topic.partitions[tp.partition]
+        partitions, i = topic.partitions, tp[1]
+        return partitions[i] if 0 <= i < len(partitions) else None
 
     def live_brokers(self) -> frozenset[int]:
         if self._live is None:
@@ -122,19 +124,11 @@ class MetadataImage:
     # -- writing (records only) --------------------------------------------------------------
     def apply(self, record: Record) -> None:
         if isinstance(record, PartitionChangeRecord):
-            self._apply_change(record)
+            self.apply_change(record)
+            return  # counted there
         elif isinstance(record, PartitionRecord):
-            topic = self.topics[record.topic]
-            isr = record.replicas if record.isr == record.replicas else record.isr
-            reg = PartitionRegistration(
-                record.replicas, isr, record.leader, record.leader_epoch,
-                record.partition_epoch, record.adding, record.removing, record.elr,
-                record.last_known_elr)
-            if record.partition == len(topic.partitions):
-                topic.partitions.append(reg)
-            else:
-                topic.partitions[record.partition] = reg
-            self._track_reassignment(TopicPartition(record.topic, record.partition), reg)
+            self.apply_partition_record(record)
+            return  # counted there
         elif isinstance(record, TopicRecord):
             self.topics[record.name] = TopicImage(
                 record.name, record.topic_id, record.message_bytes, record.produce_bytes_per_second)
@@ -170,17 +164,40 @@ class MetadataImage:
             self.cluster_id = record.cluster_id
         self.next_offset += 1
 
-    def _apply_change(self, c: PartitionChangeRecord) -> None:
-        partitions = self.topics[c.topic].partitions
-        reg = after(partitions[c.partition], c)
-        partitions[c.partition] = reg
-        self._track_reassignment(TopicPartition(c.topic, c.partition), reg)
-
-    def _track_reassignment(self, tp: TopicPartition, reg: PartitionRegistration) -> None:
-        if reg.is_reassigning:
-            self.reassigning.add(tp)
+    def apply_partition_record(self, record: PartitionRecord) -> PartitionRegistration:
+        """Apply a PartitionRecord and return the partition it registers: the hot path of
+        creating a topic (a million of them on a big cluster), so it builds no TopicPartition
+        unless the partition moves or a moving one is replaced."""
+        partitions = self.topics[record.topic].partitions
+        replicas = record.replicas
+        isr = replicas if record.isr == replicas else record.isr
+        reg = PartitionRegistration(replicas, isr, *record[4:])
+        part = record.partition
+        if part == len(partitions):
+            partitions.append(reg)
         else:
-            self.reassigning.discard(tp)
+            partitions[part] = reg
+        if reg.adding or reg.removing:
+            self.reassigning.add(TopicPartition(record.topic, part))
+        elif self.reassigning:
+            self.reassigning.discard(TopicPartition(record.topic, part))
+        self.next_offset += 1
+        return reg
+
+    def apply_change(self, c: PartitionChangeRecord
+                     ) -> tuple[PartitionRegistration, PartitionRegistration]:
+        """Apply a PartitionChangeRecord; (before, after): what the data plane reacts to,
+        without looking the partition up three times per change."""
+        partitions = self.topics[c.topic].partitions
+        before = partitions[c.partition]
+        reg = after(before, c)
+        partitions[c.partition] = reg
+        if reg.adding or reg.removing:
+            self.reassigning.add(TopicPartition(c.topic, c.partition))
+        elif self.reassigning:
+            self.reassigning.discard(TopicPartition(c.topic, c.partition))
+        self.next_offset += 1
+        return before, reg
 
     # -- snapshot ------------------------------------------------------------------------------
     def apply_rows(self, rows: list[list[Any]]) -> None:
@@ -213,26 +230,39 @@ class MetadataImage:
     def _apply_block(self, row: list[Any]) -> None:
         _, topic, first, counts, flat, leaders, leader_epochs, partition_epochs, isr_sparse, \
             moving = row[:10]
-        elrs = {i: (tuple(elr), tuple(last)) for i, elr, last in (row[10] if len(row) > 10
-                                                                   else ())}
-        isrs = {i: tuple(isr) for i, isr in isr_sparse}
-        moves = {i: (tuple(adding), tuple(removing)) for i, adding, removing in moving}
         partitions = self.topics[topic].partitions
         del partitions[first:]
         if self.reassigning:  # the replaced partitions' moves go with them
             self.reassigning -= {tp for tp in self.reassigning
                                  if tp.topic == topic and tp.partition >= first}
-        append = partitions.append
-        pos = 0
-        for i, n in enumerate(counts):
-            r = tuple(flat[pos:pos + n])
-            pos += n
-            adding, removing = moves.get(i, ((), ()))
-            elr, last = elrs.get(i, ((), ()))
-            append(PartitionRegistration(r, isrs.get(i, r), leaders[i], leader_epochs[i],
-                                         partition_epochs[i], adding, removing, elr, last))
-        for i in moves:
+        # Column by column, in C where it can be: the replica lists cut from the flat array
+        # by zip when every partition has as many replicas (the common case), the ISR the
+        # same tuple unless listed, then every registration built by one map; the few
+        # moving partitions and ELRs are patched in after. A million partitions are most of
+        # a restart.
+        n = counts[0] if counts else 0
+        if n and counts.count(n) == len(counts) and len(flat) == n * len(counts):
+            it = iter(flat)
+            replicas: list[tuple[int, ...]] = list(zip(*[it] * n, strict=True))
+        else:
+            replicas = []
+            pos = 0
+            for c in counts:
+                replicas.append(tuple(flat[pos:pos + c]))
+                pos += c
+        isrs = replicas.copy()
+        for i, isr in isr_sparse:
+            isrs[i] = tuple(isr)
+        none = repeat(())
+        block = list(map(tuple.__new__, repeat(PartitionRegistration),
+                         zip(replicas, isrs, leaders, leader_epochs, partition_epochs,
+                             none, none, none, none, strict=False)))
+        for i, adding, removing in moving:
+            block[i] = block[i]._replace(adding=tuple(adding), removing=tuple(removing))
             self.reassigning.add(TopicPartition(topic, first + i))
+        for i, elr, last in (row[10] if len(row) > 10 else ()):
+            block[i] = block[i]._replace(elr=tuple(elr), last_known_elr=tuple(last))
+        partitions.extend(block)
 
     def snapshot_rows(self) -> Iterator[list[Any]]:
         """The encoded content of a snapshot: the records that rebuild this image, with the

@@ -110,6 +110,7 @@ TAGS: dict[type[Any], str] = {
     ConfigRecord: "CF", MarkerRecord: "MK",
 }
 PARTITION_TAG = TAGS[PartitionRecord]
+_CHANGE_TAG = TAGS[PartitionChangeRecord]
 _TYPES: dict[str, type[Any]] = {tag: cls for cls, tag in TAGS.items()}
 
 
@@ -121,6 +122,16 @@ _TRAILING_DEFAULTS: dict[type[Any], tuple[Any, ...]] = {
 
 
 def encode_record(record: Record) -> list[Any]:
+    if type(record) is PartitionRecord:  # the common record of a create: no lookups
+        if record[10] != ():
+            return [PARTITION_TAG, *record]
+        return [PARTITION_TAG, *record[:10]] if record[9] != () else [PARTITION_TAG,
+                                                                      *record[:9]]
+    if type(record) is PartitionChangeRecord:  # the record of every move and ISR change
+        if record[9] is not None:
+            return [_CHANGE_TAG, *record]
+        return [_CHANGE_TAG, *record[:9]] if record[8] is not None else [_CHANGE_TAG,
+                                                                         *record[:8]]
     row = [TAGS[type(record)], *record]
     defaults = _TRAILING_DEFAULTS.get(type(record))
     if defaults is not None:

@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from controller_core import errors
 from controller_core.admin import ClusterAdmin, OngoingReassignment, PartitionDescription
 from controller_core.errors import ApiResult, ErrorCode, KafkaApiError
+from controller_core.gc_pause import gc_paused
 from controller_core.metadata.partition_change import would_strand
 from controller_core.model import ElectionType, TopicPartition
 from controller_core.orchestration import throttles
@@ -68,6 +69,14 @@ class Limits:
     throttle_bytes_per_second: int | None = None  # None: no throttle
     max_concurrent_moves: int = 10
     max_concurrent_moves_per_broker: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Controls:
+    """What a user toggles on a running reassignment, besides its limits."""
+
+    paused: bool = False
+    cancel: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,6 +262,16 @@ def _original(d: PartitionDescription) -> tuple[int, ...]:
     return tuple(r for r in d.replicas if r not in adding)
 
 
+def describe_for(admin: ClusterAdmin, *plans: ReassignmentPlan
+                 ) -> dict[TopicPartition, PartitionDescription]:
+    """The partitions of all ``plans`` in one describe, each partition once: what
+    :meth:`ReassignmentExecutor.start` takes as ``current`` for each of them."""
+    wanted: dict[TopicPartition, None] = {}
+    for plan in plans:
+        wanted.update(dict.fromkeys(plan.moves))
+    return _describe(admin, wanted)
+
+
 def validate_plan(admin: ClusterAdmin, plan: ReassignmentPlan) -> list[PlanProblem]:
     """Every problem of the plan at once, per partition; an empty list means it may start."""
     return _plan_problems(admin, plan, _describe(admin, plan.moves))
@@ -322,12 +341,22 @@ class ReassignmentExecutor:
         self._last_cleanup_ms: int | None = None  # None: a cleanup owed is tried next pass
 
     # -- starting and resuming ------------------------------------------------------------------
-    def start(self) -> list[PlanProblem]:
-        """Validate the whole plan; start it only when it has no problem at all."""
+    @gc_paused
+    def start(self, current: Mapping[TopicPartition, PartitionDescription] | None = None
+              ) -> list[PlanProblem]:
+        """Validate the whole plan; start it only when it has no problem at all.
+
+        ``current``: the plan's partitions as the caller just described them (a caller that
+        runs two plans over the same partitions describes them once, see
+        :func:`describe_for`; a partition it lacks is taken as unknown, as the port omits
+        those); by default they are described here, once."""
         if self.state.phase is not Phase.PENDING:
-            self._load()
+            if not self._loaded:
+                self._classify(current if current is not None
+                               else _describe(self.admin, self.plan.moves))
             return []
-        current = _describe(self.admin, self.plan.moves)
+        if current is None:
+            current = _describe(self.admin, self.plan.moves)
         problems = _plan_problems(self.admin, self.plan, current)
         if problems:
             return problems
@@ -388,6 +417,13 @@ class ReassignmentExecutor:
     def set_paused(self, paused: bool) -> None:
         self.state.paused = paused
 
+    def control(self, limits: Limits, controls: Controls) -> None:
+        """Apply a spec's limits, pause and cancel to the run at once."""
+        self.set_limits(limits)
+        self.set_paused(controls.paused)
+        if controls.cancel:
+            self.cancel()
+
     def set_limits(self, limits: Limits) -> None:
         """New throttle and concurrency limits take effect at once. (A run resumed with new
         limits in its plan needs no call: each pass compares the rates in force with them.)"""
@@ -398,6 +434,7 @@ class ReassignmentExecutor:
         self._sync_throttles()
 
     # -- the reconcile pass -----------------------------------------------------------------------
+    @gc_paused
     def step(self) -> Progress:
         if self.state.phase.terminal and self.state.cleanup_owed:
             now = self.admin.now_ms()  # a rate on a broker that was fenced when the run ended
@@ -654,8 +691,9 @@ class ReassignmentExecutor:
         key = (moving if rate is not None else frozenset(), rate)
         if key == self._synced and not final:
             return True
+        # unthrottled, sync places nothing for the moves: 100,000 of them are not built
         moves = {tp: throttles.Move(self.original[tp], self.adding[tp])
-                 for tp in moving}
+                 for tp in moving} if rate is not None else {}
         try:
             synced = throttles.sync(self.admin, moves, rate, scope=set(self.plan.moves),
                                     legacy_check=final)

@@ -3,6 +3,7 @@ so both interpret a spec the same way. No algorithm here: only translation."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
@@ -10,11 +11,13 @@ from controller_core.admin import ClusterAdmin
 from controller_core.model import ElectionType, TopicPartition
 from controller_core.orchestration.election import ElectionReport, run_election
 from controller_core.orchestration.reassignment import (
+    Controls,
     ExecutorState,
     Limits,
     PlanProblem,
     ReassignmentExecutor,
     ReassignmentPlan,
+    describe_for,
 )
 from kraftsman.resources import LeaderElectionSpec, PartitionReassignmentSpec
 
@@ -22,6 +25,10 @@ from kraftsman.resources import LeaderElectionSpec, PartitionReassignmentSpec
 def limits_of(spec: PartitionReassignmentSpec) -> Limits:
     return Limits(spec.throttle_bytes_per_second, spec.max_concurrent_moves,
                   spec.max_concurrent_moves_per_broker)
+
+
+def controls_of(spec: PartitionReassignmentSpec) -> Controls:
+    return Controls(paused=spec.paused, cancel=spec.cancel)
 
 
 def plan_of(spec: PartitionReassignmentSpec, *, additional_for: Iterable[TopicPartition] = (),
@@ -32,9 +39,17 @@ def plan_of(spec: PartitionReassignmentSpec, *, additional_for: Iterable[TopicPa
     moves = [(TopicPartition(m.topic, m.partition), m.replicas) for m in spec.partitions]
     plan, problems = ReassignmentPlan.from_moves(
         moves, limits=limits_of(spec), elect_preferred_leaders=spec.elect_preferred_leaders,
-        additional=additional or spec.additional
-        or bool(set(additional_for) & {tp for tp, _ in moves}))
-    return plan, problems
+        additional=additional or spec.additional)
+    return as_additional_for(plan, additional_for), problems
+
+
+def as_additional_for(plan: ReassignmentPlan, in_flight: Iterable[TopicPartition]
+                      ) -> ReassignmentPlan:
+    """The plan, additional when it names a partition of ``in_flight`` (moves this resource
+    already had under way): no second translation of the spec."""
+    if plan.additional or not any(tp in plan.moves for tp in in_flight):
+        return plan
+    return dataclasses.replace(plan, additional=True)
 
 
 def executor_for(admin: ClusterAdmin, spec: PartitionReassignmentSpec,
@@ -44,45 +59,48 @@ def executor_for(admin: ClusterAdmin, spec: PartitionReassignmentSpec,
 
     Returns (executor, problems, retargeted). When the moves changed while the previous run
     was in flight, its moves that the new spec no longer names are cancelled first and the
-    new plan starts fresh (KIP-455: a new target replaces the current one)."""
+    new plan starts fresh (KIP-455: a new target replaces the current one).
+
+    One pass down: the spec is translated once (plan with its limits, controls) and handed
+    to the executor, and the partitions are described once for both plans."""
     saved = ExecutorState.model_validate(state) if state else None
     same_moves = previous_spec is not None and previous_spec.partitions == spec.partitions
+    plan, problems = plan_of(spec)
+    controls = controls_of(spec)
     if saved is not None and same_moves:
-        ex = ReassignmentExecutor(admin, plan_of(spec)[0], saved)
+        ex = ReassignmentExecutor(admin, plan, saved)
         problems = ex.start()
         if not problems:
-            apply_controls(ex, spec)
+            ex.control(plan.limits, controls)
         return ex, problems, False
     retargeted = False
-    in_flight: set[TopicPartition] = set()
+    current = None
     if saved is not None and previous_spec is not None and not saved.phase.terminal:
         old = ReassignmentExecutor(admin, plan_of(previous_spec)[0], saved)
-        old.start()
-        new_tps = {TopicPartition(m.topic, m.partition) for m in spec.partitions}
-        dropped = {tp: None for tp in old.moving if tp not in new_tps}
+        # Cancelling the old run's dropped moves touches no partition of the new plan, and
+        # removing throttles no description: one describe serves both starts.
+        current = describe_for(admin, old.plan, plan)
+        old.start(current)
+        dropped = {tp: None for tp in old.moving if tp not in plan.moves}
         if dropped:
             admin.alter_partition_reassignments(dropped)
-        in_flight = set(old.moving) - set(dropped)
+        plan = as_additional_for(plan, set(old.moving) - set(dropped))
         old.cleanup()  # removes the old run's throttles; the new run places its own
         retargeted = True
-    plan, problems = plan_of(spec, additional_for=in_flight)
     ex = ReassignmentExecutor(admin, plan)
     if problems:
         return ex, problems, retargeted
     if spec.dry_run:
         return ex, [], retargeted
-    problems = ex.start()
+    problems = ex.start(current)
     if not problems:
-        apply_controls(ex, spec)
+        ex.control(plan.limits, controls)
     return ex, problems, retargeted
 
 
 def apply_controls(ex: ReassignmentExecutor, spec: PartitionReassignmentSpec) -> None:
     """Cancel, pause and the limits act on a running executor at once."""
-    ex.set_limits(limits_of(spec))
-    ex.set_paused(spec.paused)
-    if spec.cancel:
-        ex.cancel()
+    ex.control(limits_of(spec), controls_of(spec))
 
 
 def election_of(admin: ClusterAdmin, spec: LeaderElectionSpec) -> ElectionReport:

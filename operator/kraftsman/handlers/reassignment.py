@@ -10,6 +10,7 @@ Deleting an in-flight reassignment cancels it and waits for the rollback.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 from typing import Any
 
@@ -45,7 +46,7 @@ from kraftsman.handlers.common import (
 from kraftsman.handlers.logfilter import Waiting
 from kraftsman.handlers.opstate import Outbox, bump, saved_state
 from kraftsman.handlers.runtime import Runtime, spec_digest
-from kraftsman.reconcile import limits_of, plan_of
+from kraftsman.reconcile import controls_of, plan_of
 from kraftsman.resources import PartitionReassignmentSpec
 from kraftsman.status import (
     PROGRESSING,
@@ -461,7 +462,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             elif saved.get("digest") != digest and not state.phase.terminal:
                 # Re-target: moves in flight under the old plan are ours to change; those the
                 # spec no longer names are cancelled (their throttles go with the next sync).
-                plan, _ = plan_of(spec, additional=True)
+                plan = dataclasses.replace(plan, additional=True)  # translated once
                 cancel_dropped(cluster, saved.get("inFlight") or [], spec)
                 cached = None
         if cached is not None and cached.admin is cluster and state is not None \
@@ -501,10 +502,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             for warning in st.warnings:
                 if warning.startswith("spec.throttleBytesPerSecond"):
                     outbox.add("PlanWarning", warning, warning=True)
-        executor.set_limits(limits_of(spec))
-        executor.set_paused(spec.paused)
-        if spec.cancel:
-            executor.cancel()
+        executor.control(plan.limits, controls_of(spec))  # the plan carries the spec's limits
         done_before = executor.progress().done if was is not Phase.PENDING else 0
         progress = executor.step()
         saved.update(digest=digest, dryRun=False, cluster=spec.cluster_ref.name,
