@@ -26,18 +26,27 @@ from controller_core.planning.objective import (
 )
 from controller_core.planning.options import PlanOptions
 from controller_core.planning.result import PlanResult, RoundStat
-from controller_core.planning.scoring import RoundContext
+from controller_core.planning.scoring import CANDIDATE_COLUMNS, RoundContext
 from controller_core.planning.snapshot import Snapshot
 from controller_core.planning.table import Finished, PlanTable
 
 
 def to_candidates(frame: Any) -> list[Candidate]:
-    """The rows of a cut candidate frame (:data:`.scoring.CANDIDATE_COLUMNS`) as objects."""
-    return [Candidate(pid=int(r[0]), pos=int(r[1]), src=int(r[2]), mandatory=bool(r[3]),
-                      dests=tuple(int(d) for d in r[4]), priority=float(r[5]),
-                      replicas=tuple(int(x) for x in r[6]), leader=int(r[7]), size=int(r[8]),
-                      bin=int(r[9]), bout=int(r[10]))
-            for r in frame.itertuples(index=False, name=None)]
+    """The rows of a cut candidate frame (:data:`.scoring.CANDIDATE_COLUMNS`) as objects.
+
+    Column by column (``tolist`` gives Python scalars at once): a million candidates a
+    round at 10^6 partitions, where converting each field of each row took seconds."""
+    cols = [frame[c].tolist() for c in CANDIDATE_COLUMNS]
+    return [Candidate(pid=pid, pos=pos, src=src, mandatory=bool(mand),
+                      dests=_ints(dests), priority=float(prio), replicas=_ints(reps),
+                      leader=leader, size=size, bin=bin_, bout=bout)
+            for pid, pos, src, mand, dests, prio, reps, leader, size, bin_, bout
+            in zip(*cols, strict=True)]
+
+
+def _ints(values: Any) -> tuple[int, ...]:
+    """A list cell as Python ints: numpy arrays from Spark's Arrow, lists on the driver."""
+    return tuple(values.tolist() if hasattr(values, "tolist") else values)
 
 
 def context(bal: Balancer, sources: set[int], dests: set[int], seed: int, choices: int,
