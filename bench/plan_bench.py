@@ -17,6 +17,14 @@ times), from the command to its exit — imports, Spark start, plan, report and 
 with the CPU seconds of its whole process tree.
 
     .venv/bin/python bench/plan_bench.py --cli --case 1000x100 --repeat 5
+
+``--sweep`` runs ``--cli`` over partitions 10^4, 10^5, 10^6 on 100 and on 1,000 brokers (or
+over the ``--case``s given) and prints, per broker count, each step's median wall and CPU
+seconds and the exponent of their growth between steps (ln(t2/t1) / ln(n2/n1): 1 is
+linear). ``--engine`` is passed to `kraftsman plan` (auto: the driver up to 100,000
+partitions, Spark above; spark: Spark throughout).
+
+    .venv/bin/python bench/plan_bench.py --sweep --repeat 1
 """
 
 from __future__ import annotations
@@ -59,8 +67,8 @@ def tree_cpu_seconds(root: int | None = None) -> float:
     return sum(tree_cpu(os.getpid() if root is None else root, reaped=True).values())
 
 
-def run_cli(snapshot: Path, goal: list[str], balance: bool, master: str | None
-            ) -> tuple[float, float, dict[str, Any]]:
+def run_cli(snapshot: Path, goal: list[str], balance: bool, master: str | None,
+            engine: str | None = None) -> tuple[float, float, dict[str, Any]]:
     """Wall and CPU seconds of one `kraftsman plan` run, as a user starts it, and the
     summary of its report.json. The CPU of the JVM and the Python workers is sampled while
     they live (the console script does not reap them, so the kernel's child accounting
@@ -70,6 +78,7 @@ def run_cli(snapshot: Path, goal: list[str], balance: bool, master: str | None
            str(snapshot), "--goal", *goal, "--out", str(out)]
     cmd += ["--balance"] if balance else []
     cmd += ["--master", master] if master else []
+    cmd += ["--engine", engine] if engine else []
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     seen: dict[int, float] = {}
@@ -110,7 +119,7 @@ def tree_cpu(root: int, reaped: bool = False) -> dict[int, float]:
     return out
 
 
-def cli_main(args: argparse.Namespace, goal_words: list[str]) -> None:
+def cli_main(args: argparse.Namespace, goal_words: list[str]) -> list[dict[str, Any]]:
     rows = []
     for case in args.case or ["1000x100"]:
         n_p, n_b = (int(x) for x in case.lower().split("x"))
@@ -122,7 +131,8 @@ def cli_main(args: argparse.Namespace, goal_words: list[str]) -> None:
                                      size_sigma=1.0, empty=empty), d, overwrite=True)
         runs = []
         for i in range(args.repeat):
-            wall, cpu, report = run_cli(d, goal_words, args.balance, args.master_cli)
+            wall, cpu, report = run_cli(d, goal_words, args.balance, args.master_cli,
+                                        args.engine)
             la = os.getloadavg()[0]
             runs.append({"wall_s": wall, "cpu_s": cpu, "load_average": la})
             print(f"{case} {' '.join(goal_words)}: kraftsman plan run {i + 1}: {wall:.1f}s wall, "
@@ -144,10 +154,41 @@ def cli_main(args: argparse.Namespace, goal_words: list[str]) -> None:
         print(f"{case}: median {med:.1f}s wall over {len(runs)} runs (min "
               f"{min(r['wall_s'] for r in runs):.1f}s, max {max(r['wall_s'] for r in runs):.1f}s)")
         rows.append({"case": case, "goal": " ".join(goal_words), "runs": runs,
-                     "median_wall_s": med})
+                     "median_wall_s": med,
+                     "median_cpu_s": statistics.median(r["cpu_s"] for r in runs)})
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(rows, indent=1))
+    return rows
+
+
+SWEEP = ["10000x100", "100000x100", "1000000x100", "10000x1000", "100000x1000",
+         "1000000x1000"]
+
+
+def growth(rows: list[dict[str, Any]]) -> list[str]:
+    """Per broker count: each step's median wall and CPU and the exponent of their growth
+    in partitions from the step before."""
+    import math
+
+    lines = []
+    by_brokers: dict[int, list[tuple[int, float, float]]] = {}
+    for r in rows:
+        n_p, n_b = (int(x) for x in r["case"].lower().split("x"))
+        by_brokers.setdefault(n_b, []).append((n_p, r["median_wall_s"], r["median_cpu_s"]))
+    for n_b, steps in sorted(by_brokers.items()):
+        lines.append(f"{n_b} brokers:   partitions      wall  exponent     CPU  exponent")
+        prev: tuple[int, float, float] | None = None
+        for n_p, wall, cpu in sorted(steps):
+            if prev is None:
+                ew = ec = "-"
+            else:
+                span = math.log(n_p / prev[0])
+                ew = f"{math.log(wall / prev[1]) / span:.2f}"
+                ec = f"{math.log(cpu / prev[2]) / span:.2f}"
+            lines.append(f"{'':13}{n_p:>11,} {wall:8.1f}s {ew:>9} {cpu:6.1f}s {ec:>9}")
+            prev = (n_p, wall, cpu)
+    return lines
 
 
 def lower_bound(loads: dict[int, list[int]]) -> float:
@@ -182,7 +223,17 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="--cli runs per case")
     ap.add_argument("--master-cli", default=None,
                     help="--master for the --cli runs (default: the CLI's own, local[*])")
+    ap.add_argument("--engine", default=None, choices=("auto", "spark", "driver"),
+                    help="--engine of the --cli runs (default: the CLI's own, auto)")
+    ap.add_argument("--sweep", action="store_true",
+                    help="--cli over 10^4..10^6 partitions on 100 and 1,000 brokers, with "
+                         "the exponent of growth (see above)")
     args = ap.parse_args()
+    if args.sweep:
+        args.case = args.case or SWEEP
+        rows = cli_main(args, args.goal.split())
+        print("\n".join(["", "scaling (median of --repeat runs):", *growth(rows)]))
+        return
     if args.cli:
         cli_main(args, args.goal.split())
         return

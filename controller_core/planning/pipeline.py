@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from controller_core.planning.goals import Goal, GoalError, check_goal, parse_goal
+from controller_core.planning.options import PlanOptions
 from controller_core.planning.render import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_PARTITIONS,
@@ -33,9 +34,14 @@ from controller_core.planning.render import (
 from controller_core.planning.report import markdown, summary, write_chart, write_json
 from controller_core.planning.result import PlanResult
 from controller_core.planning.snapshot import Snapshot, read_snapshot, replace_dir
-from controller_core.planning.spark_job import PlanOptions, check_java, make_session, run_plan
+from controller_core.planning.spark_job import check_java, make_session, run_plan
 
 RESOURCES_DIR = "reassignments"
+# ``engine="auto"`` plans a local master's snapshot of up to this many partitions on the
+# driver (:mod:`.local_table`): the same plan, without starting a JVM. Larger ones run on
+# Spark, whose workers score the table in parallel and hold it outside this process.
+DRIVER_PLAN_PARTITIONS = 100_000
+ENGINES = ("auto", "spark", "driver")
 
 
 class OutputError(Exception):
@@ -58,6 +64,8 @@ class PlanRequest:
     max_bytes: int = DEFAULT_MAX_BYTES
     max_partitions: int = DEFAULT_MAX_PARTITIONS
     force: bool = False
+    # where the rounds run: "spark", "driver" (this process) or "auto" (see on_driver)
+    engine: str = "auto"
 
 
 @dataclass(slots=True)
@@ -66,10 +74,24 @@ class PlanOutput:
     result: PlanResult
     resources: list[RenderedResource]
     summary: dict[str, Any]
+    # the rounds ran on Spark (False: on the driver, no JVM was started)
+    spark: bool = True
+
+
+def on_driver(req: PlanRequest, partitions: int) -> bool:
+    """Whether the rounds run in this process: asked for, or ``auto`` with a local master,
+    no Spark settings and a table small enough (:data:`DRIVER_PLAN_PARTITIONS`)."""
+    if req.engine == "auto":
+        return req.master.startswith("local") and not req.spark_conf and \
+            partitions <= DRIVER_PLAN_PARTITIONS
+    return req.engine == "driver"
 
 
 def prepare(req: PlanRequest) -> tuple[Snapshot, Goal]:
-    """Every check that needs no Spark: snapshot, goal, output directory, Java."""
+    """Every check that needs no Spark: snapshot, goal, output directory, Java (when the
+    plan runs on Spark)."""
+    if req.engine not in ENGINES:
+        raise GoalError([f"engine {req.engine!r}: expected one of {', '.join(ENGINES)}"])
     goal = parse_goal(req.goal, req.balance)
     snapshot = read_snapshot(req.snapshot_dir)
     problems = check_goal(goal, snapshot)
@@ -82,17 +104,27 @@ def prepare(req: PlanRequest) -> tuple[Snapshot, Goal]:
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not req.force:
         raise OutputError(f"--out {out}: exists and is not empty; choose a new directory or "
                           "pass --force to replace it")
-    check_java()
+    if not on_driver(req, len(snapshot.partitions)):
+        check_java()
     return snapshot, goal
 
 
 def run(req: PlanRequest, session: Callable[[], Any] | None = None) -> PlanOutput:
+    """Plan as asked; ``session`` (a SparkSession factory) forces the rounds onto Spark."""
     snapshot, goal = prepare(req)
     charting = _import_in_background("matplotlib.pyplot")  # for report.png, at the end
-    spark = session() if session else make_session(req.master, req.spark_conf,
-                                                   partitions=len(snapshot.partitions))
-    charting.join()
-    result = run_plan(spark, req.snapshot_dir, snapshot, goal, PlanOptions(seed=req.seed))
+    options = PlanOptions(seed=req.seed)
+    use_spark = session is not None or not on_driver(req, len(snapshot.partitions))
+    if use_spark:
+        spark = session() if session else make_session(req.master, req.spark_conf,
+                                                       partitions=len(snapshot.partitions))
+        charting.join()
+        result = run_plan(spark, req.snapshot_dir, snapshot, goal, options)
+    else:
+        from controller_core.planning.local_table import run_plan_on_driver
+
+        result = run_plan_on_driver(req.snapshot_dir, snapshot, goal, options)
+        charting.join()
     cluster = req.cluster_name or snapshot.cluster_name
     resources = render(result.moves, RenderOptions(
         cluster=cluster, goal=goal.describe(), throttle_bytes_per_second=req.throttle,
@@ -100,8 +132,11 @@ def run(req: PlanRequest, session: Callable[[], Any] | None = None) -> PlanOutpu
         max_concurrent_moves_per_broker=req.max_concurrent_moves_per_broker,
         max_bytes=req.max_bytes,
         max_partitions=req.max_partitions))
-    write_output(req.out, result, resources, req.throttle, cluster)
-    return PlanOutput(req.out, result, resources, summary(result, resources, req.throttle))
+    # once: its duration estimate replays every resource (4 s of a 20,000-partition plan,
+    # when report.md, report.json and the CLI each asked for it)
+    known = summary(result, resources, req.throttle)
+    write_output(req.out, result, resources, req.throttle, cluster, known)
+    return PlanOutput(req.out, result, resources, known, spark=use_spark)
 
 
 def _import_in_background(module: str) -> threading.Thread:
@@ -119,7 +154,8 @@ def _import_in_background(module: str) -> threading.Thread:
 
 
 def write_output(out: Path, result: PlanResult, resources: list[RenderedResource],
-                 throttle: int | None, cluster: str) -> None:
+                 throttle: int | None, cluster: str, known: dict[str, Any] | None = None
+                 ) -> None:
     out = out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
@@ -130,8 +166,9 @@ def write_output(out: Path, result: PlanResult, resources: list[RenderedResource
             (rdir / r.filename).write_text(r.text)
         (tmp / "plan.json").write_text(kafka_tool_json(result.moves))
         (tmp / "rollback.json").write_text(kafka_tool_json(result.moves, rollback=True))
-        (tmp / "report.md").write_text(markdown(result, resources, throttle, cluster))
-        write_json(tmp / "report.json", result, resources, throttle)
+        known = known if known is not None else summary(result, resources, throttle)
+        (tmp / "report.md").write_text(markdown(result, resources, throttle, cluster, known))
+        write_json(tmp / "report.json", result, resources, throttle, known)
         write_chart(tmp / "report.png", result)
         replace_dir(tmp, out)
     except BaseException:

@@ -106,8 +106,10 @@ FIGURE_NAMES = {
 
 
 def markdown(result: PlanResult, resources: Sequence[RenderedResource], throttle: int | None,
-             cluster: str) -> str:
-    s = summary(result, resources, throttle)
+             cluster: str, known: dict[str, Any] | None = None) -> str:
+    """report.md; ``known`` is the plan's :func:`summary` when the caller has it already
+    (the duration estimate replays every resource: seconds for a large plan)."""
+    s = known if known is not None else summary(result, resources, throttle)
     lines = [
         f"# Plan for cluster `{cluster}`: {s['goal']}",
         "",
@@ -182,8 +184,10 @@ def _tolerance(result: PlanResult) -> str:
 
 
 def write_json(path: Path, result: PlanResult, resources: Sequence[RenderedResource],
-               throttle: int | None) -> None:
-    doc = {"summary": summary(result, resources, throttle), "brokers": broker_rows(result)}
+               throttle: int | None, known: dict[str, Any] | None = None) -> None:
+    """report.json; ``known`` as for :func:`markdown`."""
+    s = known if known is not None else summary(result, resources, throttle)
+    doc = {"summary": s, "brokers": broker_rows(result)}
     path.write_text(json.dumps(doc, indent=1) + "\n")
 
 

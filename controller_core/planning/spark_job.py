@@ -5,7 +5,9 @@ that touch an overloaded (or drained) broker, scores candidate moves in parallel
 ``mapInPandas`` (:mod:`.scoring`), keeps the best few per source broker with a window, and
 hands those to the driver (:mod:`.balancer`), which accepts a consistent set. The accepted
 changes are joined back into the table. Broker loads before and after are aggregated by
-Spark from the table itself. Nothing here collects the whole table to the driver.
+Spark from the table itself. Nothing here collects the whole table to the driver. The rounds
+themselves are in :mod:`.rounds`; a small local plan may run them on the driver's own copy
+of the table instead (:mod:`.local_table`, the same plan without a JVM).
 """
 
 from __future__ import annotations
@@ -20,26 +22,22 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from controller_core.planning import class_archive
-from controller_core.planning.balancer import Balancer, Candidate, settled
+from controller_core.planning.balancer import Balancer, Candidate
 from controller_core.planning.goals import Goal
-from controller_core.planning.objective import (
-    DEFAULT_TOLERANCE,
-    DEFAULT_WEIGHTS,
-    DISK,
-    LEADER_METRICS,
-    REPLICA_METRICS,
-    REPLICAS,
-    Targets,
-    check_assignment,
-    compute_targets,
-    objective,
+from controller_core.planning.options import PlanOptions as PlanOptions  # re-exported
+from controller_core.planning.result import PartitionMove, PlanResult
+from controller_core.planning.rounds import (  # noqa: F401  (re-exported: older imports)
+    Stopwatch,
+    context,
+    input_sources,
+    plan,
+    restriction,
+    to_candidates,
 )
-from controller_core.planning.result import PartitionMove, PlanResult, RoundStat
 from controller_core.planning.schema import PARTITION_COLUMNS, PARTITIONS_FILE
 from controller_core.planning.scoring import (
     RoundContext,
@@ -48,6 +46,7 @@ from controller_core.planning.scoring import (
     score_replica_moves,
 )
 from controller_core.planning.snapshot import Snapshot
+from controller_core.planning.table import VIOLATION_ROWS, Changes, Finished
 from controller_core.storage.framing import fsync_dir
 
 MIN_JAVA = 17
@@ -57,18 +56,6 @@ SHORT_PLAN_PARTITIONS = 100_000
 
 class JavaMissingError(Exception):
     """Spark cannot start because no suitable Java runtime is installed."""
-
-
-@dataclass(frozen=True, slots=True)
-class PlanOptions:
-    seed: int = 0
-    max_rounds: int = 40
-    choices: int = 4
-    weights: tuple[float, ...] = DEFAULT_WEIGHTS
-    tolerance: tuple[float, ...] = DEFAULT_TOLERANCE
-    # a round that lowers the imbalance by less than this share of the imbalance before
-    # the plan ends the phase (filling rounds of new brokers excepted): see settled()
-    min_round_gain: float = 0.002
 
 
 def check_java(env: Mapping[str, str] | None = None) -> str:
@@ -253,37 +240,6 @@ def _per_rack(df: Any, racks: int) -> list[float]:
     return [n, 0.0, disk, nin, 0.0]
 
 
-def _context(bal: Balancer, sources: set[int], dests: set[int], seed: int, choices: int,
-             mean_size: float, repair: bool = False) -> RoundContext:
-    """The broker figures of this round for the scorer (small: shipped with the closure)."""
-    import numpy as np
-
-    ids = sorted(bal.loads)
-    slot_of = np.full(max(ids) + 1, -1, dtype=np.int64)
-    for i, b in enumerate(ids):
-        slot_of[b] = i
-    t: Targets = bal.targets
-    excess = np.array([[bal.loads[b][m] - t.target[b][m] for m in range(5)] for b in ids])
-    band = np.array([list(t.band[b]) for b in ids])
-    target = np.array([list(t.target[b]) for b in ids])
-    coef = np.array([2.0 * t.weights[m] / (t.mean[m] ** 2) for m in range(5)])
-    racks = sorted({r for r in bal.rack_of.values() if r is not None})
-    rack_idx = {r: i for i, r in enumerate(racks)}
-    rack = np.array([rack_idx.get(bal.rack_of[b] or "", -1) if bal.rack_of[b] is not None
-                     else -1 for b in ids], dtype=np.int64)
-    return RoundContext(
-        slot_of=slot_of, broker_ids=np.array(ids, dtype=np.int64), excess=excess, band=band,
-        target=target,
-        coef=coef,
-        free_disk=np.array([bal.capacity[b] - bal.loads[b][DISK] for b in ids], dtype=float),
-        rack=rack, n_racks=len(bal.racks),
-        is_source=np.array([b in sources for b in ids]),
-        is_removed=np.array([b in bal.removed for b in ids]),
-        dest_slots=np.array([i for i, b in enumerate(ids) if b in dests], dtype=np.int64),
-        seed=seed, choices=choices, mean_size=mean_size, relaxed=bal.relaxed, repair=repair,
-        changes=dict(bal.changed))
-
-
 _CANDIDATE_SCHEMA = (
     "pid long, pos int, src long, mandatory boolean, dests array<long>, priority double, "
     "replicas array<int>, leader long, size long, bin long, bout long")
@@ -301,12 +257,8 @@ def _collect_candidates(rows: Any, ctx: RoundContext, caps: dict[int, int],
 
     scored = rows.select("pid", "replicas", "leader", "size", "bin", "bout") \
         .mapInPandas(score, _CANDIDATE_SCHEMA)
-    frame = best_per_source(scored.toPandas(), caps)
-    return [Candidate(pid=int(r[0]), pos=int(r[1]), src=int(r[2]), mandatory=bool(r[3]),
-                      dests=tuple(int(d) for d in r[4]), priority=float(r[5]),
-                      replicas=tuple(int(x) for x in r[6]), leader=int(r[7]), size=int(r[8]),
-                      bin=int(r[9]), bout=int(r[10]))
-            for r in frame.itertuples(index=False, name=None)]
+    return to_candidates(best_per_source(scored.toPandas(), caps))
+
 
 
 
@@ -347,213 +299,74 @@ def _rack_dup_filter(bal: Balancer) -> Any:
         (F.size("replicas") <= F.lit(len(bal.racks)))
 
 
-def restriction(goal: Goal) -> str | None:
-    """What the goal forbids, in the words of a constraint message."""
-    ids = sorted(goal.brokers)
-    if goal.receivers_limited:
-        return (f"only moves onto the new brokers {ids} are allowed (add-brokers without "
-                "--balance)")
-    if goal.drain_only:
-        return (f"only the replicas of the removed brokers {ids} move (remove-brokers without "
-                "--balance)")
-    return None
+class SparkTable:
+    """The partition table in Spark (see :class:`.table.PlanTable`): cached, scanned by one
+    job per round; nothing collects the whole table to the driver."""
+
+    def __init__(self, spark: Any, snapshot_dir: Path, rows: int) -> None:
+        self._spark = spark
+        self._warm_up = _WorkerWarmUp(spark, rows)
+        self._base = _load_table(spark, snapshot_dir)
+
+    def loads(self, broker_ids: Iterable[int]) -> dict[int, list[int]]:
+        return spark_loads(self._base, broker_ids)
+
+    def per_rack(self, racks: int) -> list[float]:
+        return _per_rack(self._base, racks)
+
+    def any_rack_shared(self, bal: Balancer) -> bool:
+        return bool(self._base.filter(_rack_dup_filter(bal)).limit(1).count() > 0)
+
+    def candidates(self, ctx: RoundContext, caps: dict[int, int], leaders: bool
+                   ) -> list[Candidate]:
+        return _collect_candidates(self._base, ctx, caps, leaders)
+
+    def scored(self) -> None:
+        self._warm_up.join()
+
+    def finish(self, changes: Changes, broker_ids: Iterable[int], bal: Balancer,
+               removed: set[int], pids: Iterable[int]) -> Finished:
+        from pyspark.sql import functions as F
+
+        df = _with_changes(self._spark, self._base, changes).localCheckpoint(eager=True)
+        after = spark_loads(df, broker_ids)
+        # as Arrow batches: a Row per moved partition costs ~10x more (290,000 at 10^6)
+        moved = df.filter(F.col("replicas") != F.col("orig_replicas")) \
+            .select("topic", "partition", "orig_replicas", "replicas", "size", "orig_leader") \
+            .orderBy("size", "topic", "partition").toPandas()
+        moves = [PartitionMove(str(t), int(p), tuple(int(x) for x in a),
+                               tuple(int(x) for x in b), int(z), int(ld))
+                 for t, p, a, b, z, ld in moved.itertuples(index=False, name=None)]
+        left: list[tuple[str, int, list[int]]] = []
+        if removed:
+            left = [(str(r[0]), int(r[1]), [int(x) for x in r[2]]) for r in df.filter(
+                F.arrays_overlap("replicas", F.array(
+                    *[F.lit(b) for b in sorted(removed)]).cast("array<int>")))
+                .select("topic", "partition", "replicas").limit(VIOLATION_ROWS).collect()]
+        shared = [(str(r[0]), int(r[1]), [int(x) for x in r[2]], int(r[3]))
+                  for r in df.filter(_rack_dup_filter(bal))
+                  .select("topic", "partition", "replicas", "size")
+                  .limit(VIOLATION_ROWS).collect()]
+        wanted = sorted(set(pids))
+        rows: dict[int, tuple[str, int, list[int]]] = {}
+        if wanted:
+            rows = {int(r[0]): (str(r[1]), int(r[2]), [int(x) for x in r[3]])
+                    for r in df.filter(F.col("pid").isin(wanted))
+                    .select("pid", "topic", "partition", "replicas").collect()}
+        df.unpersist()
+        self._base.unpersist()
+        return Finished(after, moves, left, shared, rows)
 
 
 def run_plan(spark: Any, snapshot_dir: Path, snapshot: Snapshot, goal: Goal,
-             options: PlanOptions = PlanOptions()) -> PlanResult:
-    """Plan ``goal`` for the (validated) snapshot in ``snapshot_dir``."""
-    from pyspark.sql import functions as F
-
+             options: PlanOptions | None = None) -> PlanResult:
+    """Plan ``goal`` for the (validated) snapshot in ``snapshot_dir`` on Spark."""
+    options = options or PlanOptions()
     started = time.monotonic()
-    clock = _Stopwatch()
-    broker_ids = snapshot.broker_ids()
-    warm_up = _WorkerWarmUp(spark, len(snapshot.partitions))
-    base = _load_table(spark, snapshot_dir)
+    clock = Stopwatch()
+    table = SparkTable(spark, snapshot_dir, len(snapshot.partitions))
     clock.lap("load")
-    before = spark_loads(base, broker_ids)
-    clock.lap("loads before")
-    removed = set(goal.brokers) if goal.kind == "remove-brokers" else set()
-    new = set(goal.brokers) if goal.kind == "add-brokers" else set()
-    eligible = set(broker_ids) - removed
-    totals = [float(sum(before[b][m] for b in broker_ids)) for m in range(5)]
-    racks = {b.rack for b in snapshot.brokers if b.id in eligible}
-    targets = compute_targets(snapshot.brokers, eligible, totals, options.weights,
-                              options.tolerance, _per_rack(base, len(racks)))
-    dests = new if goal.receivers_limited else eligible
-    bal = Balancer(snapshot.brokers, {b: list(v) for b, v in before.items()}, targets,
-                   dest_ids=dests, removed=removed, restriction=restriction(goal))
-    mean_size = totals[DISK] / totals[REPLICAS] if totals[REPLICAS] else 1.0
-    stats: list[RoundStat] = []
-    rack_dup = _rack_dup_filter(bal)
-
-    start = last = objective(targets, bal.loads)
-    repair = goal.moves_data and not goal.receivers_limited and not goal.drain_only and \
-        bool(bal.racks) and \
-        base.filter(rack_dup).limit(1).count() > 0
-    if goal.moves_data:
-        widen = False
-        for rnd in range(options.max_rounds):
-            t0 = time.monotonic()
-            sources = bal.replica_sources(goal.kind, new, goal.balance, widen)
-            bal.relaxed = widen
-            round_dests = dests if bal.receivers is None else dests & bal.receivers
-            if (not sources or not round_dests) and not repair:
-                break
-            ctx = _context(bal, sources, round_dests, options.seed * 1_000_003 + rnd,
-                           options.choices, mean_size, repair)
-            cands = _collect_candidates(base, ctx, bal.source_caps(sources), False)
-            t1 = time.monotonic()
-            accepted = bal.run_round(cands)
-            t2 = time.monotonic()
-            now = objective(bal.targets, bal.loads)
-            stats.append(RoundStat("replicas", rnd, len(sources), len(cands), accepted,
-                                   time.monotonic() - t0, t2 - t1, now))
-            if accepted == 0 and (widen or not new):
-                break
-            if accepted and settled(last, now, start, options.min_round_gain, bal.receivers):
-                if not widen and new & bal.underloaded(REPLICA_METRICS):
-                    widen = True  # new brokers still short: fill them before settling
-                    last = now
-                    continue
-                bal.stalled = True
-                break
-            last = now
-            # nothing accepted: from now on every broker that can give does
-            widen = widen or accepted == 0
-
-    warm_up.join()
-    clock.lap("replica rounds")
-    last = objective(bal.targets, bal.loads)
-    widen = False
-    for rnd in range(options.max_rounds):
-        t0 = time.monotonic()
-        sources = bal.leader_sources(new, widen)
-        bal.relaxed = widen
-        if not sources or bal.receivers == set():
-            break
-        ctx = _context(bal, sources, eligible, options.seed * 1_000_003 + 7919 + rnd,
-                       options.choices, mean_size)
-        cands = _collect_candidates(base, ctx, bal.source_caps(sources, True), True)
-        t1 = time.monotonic()
-        accepted = bal.run_round(cands, leaders=True)
-        t2 = time.monotonic()
-        now = objective(bal.targets, bal.loads)
-        stats.append(RoundStat("leaders", rnd, len(sources), len(cands), accepted,
-                               time.monotonic() - t0, t2 - t1, now))
-        if accepted == 0 and (widen or not new):
-            break
-        if accepted and settled(last, now, start, options.min_round_gain, bal.receivers):
-            if not widen and new & bal.underloaded(LEADER_METRICS):
-                widen = True  # new brokers still short of leaders: fill them first
-                last = now
-                continue
-            break
-        last = now
-        widen = widen or accepted == 0
-
-    clock.lap("leader rounds")
-    df = _with_changes(spark, base, bal.changed).localCheckpoint(eager=True)
-    after = spark_loads(df, broker_ids)
-    if after != bal.loads:
-        raise RuntimeError("internal: driver and Spark disagree on the planned loads")
-    moved = df.filter(F.col("replicas") != F.col("orig_replicas")) \
-        .select("topic", "partition", "orig_replicas", "replicas", "size", "orig_leader") \
-        .orderBy("size", "topic", "partition").collect()
-    moves = [PartitionMove(str(r[0]), int(r[1]), tuple(r[2]), tuple(r[3]), int(r[4]), int(r[5]))
-             for r in moved]
-    violations = check_assignment(
-        snapshot.brokers, [m.topic for m in moves], [m.partition for m in moves],
-        [m.before for m in moves], [m.after for m in moves], [m.size_bytes for m in moves],
-        removed)
-    # partitions nobody moved may still break a rule (e.g. drained brokers that are full)
-    violations += _unmoved_violations(df, bal, removed)
-    violations += _unplaced(df, bal.unplaced)
-    df.unpersist()
-    base.unpersist()
-    clock.lap("finish")
-    return PlanResult(
-        goal=goal, seed=options.seed, brokers=list(snapshot.brokers), eligible=eligible,
-        moves=moves, loads_before=before, loads_after=after, targets=targets,
-        partitions_total=len(snapshot.partitions), violations=_dedupe(violations),
-        rounds=stats, seconds=time.monotonic() - started, timings=clock.laps,
-        shortfalls=bal.shortfalls(), sources=input_sources(snapshot))
-
-
-def input_sources(snapshot: Snapshot) -> dict[str, str]:
-    """The manifest's ``sources`` (figure -> where it came from), strings only."""
-    raw = snapshot.extra.get("sources")
-    if not isinstance(raw, dict):
-        return {}
-    return {str(k): str(v) for k, v in raw.items()}
-
-
-class _Stopwatch:
-    def __init__(self) -> None:
-        self.laps: dict[str, float] = {}
-        self._last = time.monotonic()
-
-    def lap(self, name: str) -> None:
-        now = time.monotonic()
-        self.laps[name] = round(now - self._last, 3)
-        self._last = now
-
-
-def _unmoved_violations(df: Any, bal: Balancer, removed: set[int]) -> list[Any]:
-    from pyspark.sql import functions as F
-
-    from controller_core.planning.objective import Violation
-
-    out: list[Violation] = []
-    for b in sorted(bal.loads):
-        if bal.loads[b][DISK] > bal.capacity[b]:
-            out.append(Violation("disk capacity", f"broker {b}",
-                                 f"{bal.loads[b][DISK]} bytes planned, capacity "
-                                 f"{bal.capacity[b]}"))
-    if removed:
-        left = df.filter(F.arrays_overlap("replicas", F.array(
-            *[F.lit(b) for b in sorted(removed)]).cast("array<int>"))) \
-            .select("topic", "partition", "replicas").limit(50).collect()
-        for r in left:
-            out.append(Violation("drain", f"{r[0]}-{r[1]}",
-                                 f"still on removed broker(s) "
-                                 f"{sorted(set(r[2]) & removed)}"))
-    rack_dup = _rack_dup_filter(bal)
-    for r in df.filter(rack_dup).select("topic", "partition", "replicas", "size") \
-            .limit(50).collect():
-        out.append(Violation("rack awareness", f"{r[0]}-{r[1]}",
-                             f"replicas {list(r[2])} share a rack: "
-                             f"{bal.why_rack_shared(list(r[2]), int(r[3]))}"))
-    if bal.loads and any(bal.loads[b][REPLICAS] < 0 for b in bal.loads):
-        raise RuntimeError("internal: negative replica count")
-    return out
-
-
-def _unplaced(df: Any, unplaced: list[tuple[int, int, str]]) -> list[Any]:
-    """Placement violations of the replicas that had to move and could not (one job)."""
-    from pyspark.sql import functions as F
-
-    from controller_core.planning.objective import Violation
-
-    if not unplaced:
-        return []
-    pids = sorted({pid for pid, _, _ in unplaced})
-    rows = {int(r[0]): r for r in df.filter(F.col("pid").isin(pids))
-            .select("pid", "topic", "partition", "replicas").collect()}
-    return [Violation("placement", f"{rows[pid][1]}-{rows[pid][2]} replica "
-                                   f"{list(rows[pid][3])[pos]}", f"could not move: {why}")
-            for pid, pos, why in unplaced]
-
-
-def _dedupe(items: list[Any]) -> list[Any]:
-    seen: set[str] = set()
-    out = []
-    for v in items:
-        if str(v) not in seen:
-            seen.add(str(v))
-            out.append(v)
-    return out
-
-
+    return plan(table, snapshot, goal, options, started, clock)
 
 
 def stop_jvm(spark: Any, timeout: float = 600.0) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 # Modules of the optional extras (pyproject.toml), and the extra that brings each.
 OPTIONAL_MODULES = {
@@ -31,10 +32,20 @@ def missing_extra(command: str, module: str) -> str | None:
             f"pip install 'kraftsman[{extra}]'")
 
 
+# Looked up, not imported, by require_extra: importing pyspark costs a second or more, and a
+# plan that runs on the driver never needs it (an import that fails later is still named
+# by the CLI's handler of ModuleNotFoundError, through missing_extra)
+FOUND_NOT_IMPORTED = frozenset({"pyspark"})
+
+
 def require_extra(command: str, extra: str) -> None:
     """Check up front that an extra is installed, so its absence is named as such — not
     reported later as, say, an unreadable Parquet file."""
     for module in sorted(m for m, e in OPTIONAL_MODULES.items() if e == extra):
+        if module in FOUND_NOT_IMPORTED:
+            if importlib.util.find_spec(module) is None:
+                raise UsageError(missing_extra(command, module) or module)
+            continue
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as e:

@@ -84,7 +84,8 @@ def test_a_local_plan_without_an_archive_says_how_to_record_one(
     snap = tmp_path / "snap"
     write_snapshot(make_snapshot(brokers=6, partitions=30, seed=2), snap)
     monkeypatch.setenv(class_archive.ENV, str(tmp_path / "missing.jsa"))
-    args = ["plan", "--snapshot", str(snap), "--goal", "rebalance", "--master", "local[2]"]
+    args = ["plan", "--snapshot", str(snap), "--goal", "rebalance", "--master", "local[2]",
+            "--engine", "spark"]
     assert main([*args, "--out", str(tmp_path / "p1")]) == 0
     assert "kraftsman spark-archive" in capsys.readouterr().err
     monkeypatch.setenv(class_archive.ENV, "off")
@@ -163,7 +164,8 @@ def test_recorded_archive_is_mapped_by_the_next_plan(tmp_path: Path) -> None:
     snap = tmp_path / "snap"
     write_snapshot(make_snapshot(brokers=6, partitions=60, seed=3, skew=1.0), snap)
     proc = subprocess.Popen([str(BIN), "plan", "--snapshot", str(snap), "--goal", "rebalance",
-                             "--out", str(tmp_path / "plan"), "--master", "local[2]"],
+                             "--out", str(tmp_path / "plan"), "--master", "local[2]",
+                             "--engine", "spark"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     mapped = False
     while proc.poll() is None:

@@ -234,13 +234,38 @@ def test_java_missing_says_what_to_install(capsys: pytest.CaptureFixture[str], s
     monkeypatch.setenv("PATH", str(empty))
     monkeypatch.delenv("JAVA_HOME", raising=False)
     err = assert_refused(capsys, tmp_path / "o", "--snapshot", str(snap_dir),
-                         "--goal", "rebalance")
+                         "--goal", "rebalance", "--engine", "spark")
     assert "no `java` on PATH and JAVA_HOME is not set" in err
     assert "openjdk-17-jre-headless" in err
     monkeypatch.setenv("JAVA_HOME", str(tmp_path))
     err = assert_refused(capsys, tmp_path / "o", "--snapshot", str(snap_dir),
-                         "--goal", "rebalance")
+                         "--goal", "rebalance", "--engine", "spark")
     assert f"JAVA_HOME={tmp_path} has no bin/java" in err
+    # a large table on a local master, or any other master, needs Spark too
+    err = assert_refused(capsys, tmp_path / "o", "--snapshot", str(snap_dir),
+                         "--goal", "rebalance", "--master", "spark://host:7077")
+    assert f"JAVA_HOME={tmp_path} has no bin/java" in err
+
+
+def test_a_small_local_plan_runs_on_the_driver_without_java(
+        capsys: pytest.CaptureFixture[str], snap_dir: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """--engine auto plans a small snapshot on a local master in this process: no JVM
+    starts (so none is needed) and no class-archive hint is printed."""
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    code, out, err = run(capsys, "plan", "--snapshot", str(snap_dir), "--goal", "rebalance",
+                         "--out", str(tmp_path / "p"), "--seed", "3")
+    assert code == 0, err
+    assert "plan written to" in out and "spark-archive" not in err
+    report = json.loads((tmp_path / "p" / "report.json").read_text())
+    assert report["summary"]["replicasToMove"] > 0 and report["summary"]["violations"] == []
+    with pytest.raises(SystemExit) as refused:
+        run(capsys, "plan", "--snapshot", str(snap_dir), "--goal", "rebalance",
+            "--out", str(tmp_path / "q"), "--engine", "turbo")
+    assert refused.value.code == 2 and "invalid choice: 'turbo'" in capsys.readouterr().err
 
 
 def test_snapshot_without_a_cluster(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -248,3 +273,23 @@ def test_snapshot_without_a_cluster(capsys: pytest.CaptureFixture[str], tmp_path
                        "--out", str(tmp_path / "s"))
     assert code == 2 and "no cluster in" in err
     assert not (tmp_path / "s").exists()
+
+
+def test_a_missing_pyspark_is_named_without_importing_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """require_extra looks pyspark up instead of importing it (a second or more that a plan
+    on the driver never needs), and still names the extra when it is not installed."""
+    import importlib.util
+    import sys
+
+    from kraftsman.cli_errors import UsageError, require_extra
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "pyspark" else real(name, *a))
+    monkeypatch.delitem(sys.modules, "pyspark", raising=False)
+    with pytest.raises(UsageError) as e:
+        require_extra("plan", "plan")
+    assert e.value.problems == ["`kraftsman plan` needs pyspark, which comes with the 'plan' "
+                                "extra: pip install 'kraftsman[plan]'"]
+    assert "pyspark" not in sys.modules

@@ -208,7 +208,7 @@ def test_scoring_offers_the_small_replicas_of_a_broker_light_on_disk() -> None:
     """The vectorised scorer keeps the same rule as the driver (Balancer.sheds_small)."""
     pd = pytest.importorskip("pandas")
     from controller_core.planning.scoring import score_replica_moves
-    from controller_core.planning.spark_job import _context
+    from controller_core.planning.spark_job import context
 
     brokers = [Broker(i, None, 10**12, 1000.0, 1000.0) for i in range(3)]
     loads = {0: [1300, 0, 900 * 10**6, 0, 0], 1: [850, 0, 1100 * 10**6, 0, 0],
@@ -218,5 +218,5 @@ def test_scoring_offers_the_small_replicas_of_a_broker_light_on_disk() -> None:
                    dest_ids={0, 1, 2}, removed=set())
     rows = pd.DataFrame({"pid": [1, 2], "replicas": [[1, 0], [1, 0]], "leader": [1, 1],
                          "size": [10**5, 2 * 10**6], "bin": [0, 0], "bout": [0, 0]})
-    out = score_replica_moves(rows, _context(bal, {0}, {2}, 1, 4, 10**6))
+    out = score_replica_moves(rows, context(bal, {0}, {2}, 1, 4, 10**6))
     assert list(zip(out["pid"], out["src"], out["dests"], strict=True)) == [(1, 0, [2])]

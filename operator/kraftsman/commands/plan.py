@@ -77,6 +77,11 @@ def register(sub: Any) -> None:
     p.add_argument("--spark-conf", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
                    help="Spark settings, e.g. --spark-conf spark.driver.memory=4g "
                         "spark.executor.memory=8g (repeatable)")
+    p.add_argument("--engine", choices=("auto", "spark", "driver"), default="auto",
+                   help="where the planning rounds run: spark, or driver (this process: the "
+                        "same plan without starting a JVM); auto (default): the driver for a "
+                        "local master without --spark-conf and up to 100,000 partitions, "
+                        "else Spark")
     p.add_argument("--force", action="store_true", help="replace --out if it is not empty")
     p.set_defaults(handler=run_plan)
 
@@ -148,7 +153,8 @@ def run_plan(args: argparse.Namespace) -> int:
         max_concurrent_moves=args.max_concurrent_moves,
         max_concurrent_moves_per_broker=args.max_concurrent_moves_per_broker,
         cluster_name=args.cluster_name, spark_conf=spark_conf(args.spark_conf),
-        max_partitions=args.max_partitions_per_resource or 1000, force=args.force)
+        max_partitions=args.max_partitions_per_resource or 1000, force=args.force,
+        engine=args.engine)
     try:
         out = pipeline.run(req)
     except (SnapshotError, GoalError) as e:
@@ -173,7 +179,7 @@ def run_plan(args: argparse.Namespace) -> int:
         print("  resources: none — no move improves the balance, nothing to apply")
     for note in out.result.shortfalls:
         print(f"  target not reached: {note}")
-    if req.master.startswith("local"):
+    if out.spark and req.master.startswith("local"):
         from controller_core.planning import class_archive
         from controller_core.planning.spark_job import check_java
 

@@ -1,0 +1,200 @@
+"""The partition table in the driver's memory: the same plan as Spark's, without a JVM.
+
+A small plan on a local master spends most of its time starting Spark — the JVM, its
+classes, the Python workers — not planning (20,000 partitions: ~4 s of rounds in a 19 s
+run on a quiet machine). Here the rounds of :mod:`.rounds` scan a pandas copy of the table
+in batches with the very functions Spark runs in ``mapInPandas`` (:mod:`.scoring`), and cut
+them with the same ``best_per_source``; the partition ids are Spark's own hash
+(:mod:`.pid`). The scorer treats each row on its own and the cut is a total order, so the
+candidates, and so the plan, are the same as Spark's for the same snapshot and seed
+(``tests/planning/test_local_table.py`` compares them). Loads are summed with numpy.
+
+Large tables stay on Spark (see ``pipeline.DRIVER_PLAN_PARTITIONS``): this copy holds every
+row in one process.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from controller_core.planning.balancer import Balancer, Candidate
+from controller_core.planning.goals import Goal
+from controller_core.planning.options import PlanOptions
+from controller_core.planning.pid import partition_ids, topic_hash
+from controller_core.planning.result import PartitionMove, PlanResult
+from controller_core.planning.rounds import Stopwatch, plan, to_candidates
+from controller_core.planning.schema import PARTITION_COLUMNS, PARTITIONS_FILE
+from controller_core.planning.scoring import (
+    RoundContext,
+    _padded,
+    _shares_a_rack,
+    best_per_source,
+    score_leader_moves,
+    score_replica_moves,
+)
+from controller_core.planning.snapshot import Snapshot
+from controller_core.planning.table import VIOLATION_ROWS, Changes, Finished
+
+# rows per scored batch: bounds the (rows x destinations) arrays of the scorer
+BATCH_ROWS = 4096
+
+
+def _np() -> Any:
+    return importlib.import_module("numpy")
+
+
+class LocalTable:
+    """The partition table as numpy/pandas in this process (see :class:`.table.PlanTable`)."""
+
+    def __init__(self, snapshot_dir: Path, batch_rows: int = BATCH_ROWS) -> None:
+        np = _np()
+        pd = importlib.import_module("pandas")
+        pq = importlib.import_module("pyarrow.parquet")
+        table = pq.read_table(str(snapshot_dir / PARTITIONS_FILE),
+                              columns=[c.name for c in PARTITION_COLUMNS])
+        width = 8 if table.schema.field("partition").type.bit_width == 64 else 4
+        topic = table.column("topic").to_pandas()
+        codes, names = pd.factorize(topic)
+        seeds = np.array([topic_hash(str(t)) for t in names], dtype=np.int64)[codes]
+        part = table.column("partition").to_numpy().astype(np.int64)
+        self.topic = topic.to_numpy(dtype=object)
+        self.partition = part
+        self.pid = partition_ids(seeds, part, width)
+        self.replicas: list[list[int]] = [[int(x) for x in r]
+                                          for r in table.column("replicas").to_pylist()]
+        self.leader = table.column("leader").to_numpy().astype(np.int64)
+        self.size = table.column("size_bytes").to_numpy().astype(np.int64)
+        # Spark: floor(rate + 0.5) as a long
+        self.bin = np.floor(table.column("bytes_in_per_second").to_numpy() + 0.5) \
+            .astype(np.int64)
+        self.bout = np.floor(table.column("bytes_out_per_second").to_numpy() + 0.5) \
+            .astype(np.int64)
+        frame = pd.DataFrame({"pid": self.pid, "replicas": self.replicas,
+                              "leader": self.leader, "size": self.size, "bin": self.bin,
+                              "bout": self.bout})
+        self._batches = [frame.iloc[i:i + batch_rows] for i in range(0, len(frame), batch_rows)]
+
+    # -- PlanTable ----------------------------------------------------------------------
+
+    def loads(self, broker_ids: Iterable[int]) -> dict[int, list[int]]:
+        return _loads(self.replicas, self.leader, self.size, self.bin, self.bout, broker_ids)
+
+    def per_rack(self, racks: int) -> list[float]:
+        if len(set(self.pid.tolist())) != len(self.pid):
+            raise RuntimeError("internal: partition id hash collision; rename a topic or "
+                               "report")
+        if racks < 2:
+            return [0.0] * 5
+        np = _np()
+        every = np.array([len(r) == racks for r in self.replicas], dtype=bool)
+        return [float(every.sum()), 0.0, float(self.size[every].sum()),
+                float(self.bin[every].sum()), 0.0]
+
+    def any_rack_shared(self, bal: Balancer) -> bool:
+        return bool(_rack_shared_rows(self.replicas, bal).any())
+
+    def candidates(self, ctx: RoundContext, caps: dict[int, int], leaders: bool
+                   ) -> list[Candidate]:
+        pd = importlib.import_module("pandas")
+        scorer = score_leader_moves if leaders else score_replica_moves
+        frames = [out for batch in self._batches if len(out := scorer(batch, ctx))]
+        if not frames:
+            return []
+        return to_candidates(best_per_source(pd.concat(frames, ignore_index=True), caps))
+
+    def scored(self) -> None:
+        return None
+
+    def finish(self, changes: Changes, broker_ids: Iterable[int], bal: Balancer,
+               removed: set[int], pids: Iterable[int]) -> Finished:
+        np = _np()
+        row_of = {int(p): i for i, p in enumerate(self.pid.tolist())} if changes or pids \
+            else {}
+        replicas = list(self.replicas)
+        leader = self.leader.copy()
+        for pid, (reps, lead) in changes.items():
+            r = row_of[pid]
+            replicas[r] = list(reps)
+            leader[r] = lead
+        after = _loads(replicas, leader, self.size, self.bin, self.bout, broker_ids)
+        moved = [row_of[pid] for pid, (reps, _) in changes.items()
+                 if list(reps) != self.replicas[row_of[pid]]]
+        moved.sort(key=lambda r: (int(self.size[r]), str(self.topic[r]),
+                                  int(self.partition[r])))
+        moves = [PartitionMove(str(self.topic[r]), int(self.partition[r]),
+                               tuple(self.replicas[r]), tuple(replicas[r]), int(self.size[r]),
+                               int(self.leader[r])) for r in moved]
+        left: list[tuple[str, int, list[int]]] = []
+        if removed:
+            for r, now in enumerate(replicas):
+                if len(left) == VIOLATION_ROWS:
+                    break
+                if not removed.isdisjoint(now):
+                    left.append((str(self.topic[r]), int(self.partition[r]), list(now)))
+        shared_rows = np.nonzero(_rack_shared_rows(replicas, bal))[0][:VIOLATION_ROWS]
+        shared = [(str(self.topic[r]), int(self.partition[r]), list(replicas[r]),
+                   int(self.size[r])) for r in shared_rows.tolist()]
+        rows = {pid: (str(self.topic[row_of[pid]]), int(self.partition[row_of[pid]]),
+                      list(replicas[row_of[pid]])) for pid in pids}
+        return Finished(after, moves, left, shared, rows)
+
+
+def _loads(replicas: list[list[int]], leader: Any, size: Any, bin_: Any, bout: Any,
+           broker_ids: Iterable[int]) -> dict[int, list[int]]:
+    """[replicas, leaders, disk, bytes in, bytes out] per broker, as ``spark_loads`` sums
+    them: every broker asked for, and any other a replica names."""
+    np = _np()
+    loads = {b: [0, 0, 0, 0, 0] for b in broker_ids}
+    if not replicas:
+        return loads
+    ids = _padded(replicas, max(len(r) for r in replicas))
+    rf = (ids >= 0).sum(axis=1)
+    present = ids >= 0
+    flat = ids[present]
+    row = np.nonzero(present)[0]
+    brokers, slot = np.unique(flat, return_inverse=True)
+    k = len(brokers)
+    is_leader = flat == leader[row]
+    n = np.bincount(slot, minlength=k)
+    leads = np.bincount(slot, weights=is_leader, minlength=k)
+    # integer sums (bincount's float weights would round bytes beyond 2**53)
+    disk = np.zeros(k, dtype=np.int64)
+    np.add.at(disk, slot, size[row])
+    nin = np.zeros(k, dtype=np.int64)
+    np.add.at(nin, slot, bin_[row])
+    nout = np.zeros(k, dtype=np.int64)
+    out_rate = bout + bin_ * (rf - 1)
+    np.add.at(nout, slot[is_leader], out_rate[row[is_leader]])
+    for i, b in enumerate(brokers.tolist()):
+        loads[int(b)] = [int(n[i]), int(leads[i]), int(disk[i]), int(nin[i]), int(nout[i])]
+    return loads
+
+
+def _rack_shared_rows(replicas: list[list[int]], bal: Balancer) -> Any:
+    """bool per row: replicas share a rack while the racks allow otherwise (a broker
+    without a rack counts as the rack "none"), as Spark's ``_rack_dup_filter``."""
+    np = _np()
+    if not bal.racks or not replicas:
+        return np.zeros(len(replicas), dtype=bool)
+    names = sorted({r for r in bal.rack_of.values() if r is not None})
+    index = {r: i for i, r in enumerate(names)}
+    ids = _padded(replicas, max(len(r) for r in replicas))
+    rack_of = {b: (-1 if r is None else index[r]) for b, r in bal.rack_of.items()}
+    racks = np.array([[rack_of.get(int(b), -1) if b >= 0 else -2 for b in row]
+                      for row in ids.tolist()], dtype=np.int64).reshape(ids.shape)
+    rf = (ids >= 0).sum(axis=1)
+    return _shares_a_rack(racks, rf, len(bal.racks))
+
+
+def run_plan_on_driver(snapshot_dir: Path, snapshot: Snapshot, goal: Goal,
+                       options: PlanOptions | None = None) -> PlanResult:
+    """Plan ``goal`` for the (validated) snapshot in ``snapshot_dir`` in this process."""
+    started = time.monotonic()
+    clock = Stopwatch()
+    table = LocalTable(snapshot_dir)
+    clock.lap("load")
+    return plan(table, snapshot, goal, options or PlanOptions(), started, clock)

@@ -1,0 +1,257 @@
+"""The planning rounds: replica rounds, then leader rounds, then the result.
+
+Each round scores the table's partitions against the loads at the start of the round
+(:mod:`.scoring`, run wherever the table lives: see :mod:`.table`) and lets the driver
+accept a consistent set (:mod:`.balancer`). At the end the changes are applied to the table
+once, its loads must agree with the driver's, and what could not be done is named.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from controller_core.planning.balancer import Balancer, Candidate, settled
+from controller_core.planning.goals import Goal
+from controller_core.planning.objective import (
+    DISK,
+    LEADER_METRICS,
+    REPLICA_METRICS,
+    REPLICAS,
+    Targets,
+    Violation,
+    check_assignment,
+    compute_targets,
+    objective,
+)
+from controller_core.planning.options import PlanOptions
+from controller_core.planning.result import PlanResult, RoundStat
+from controller_core.planning.scoring import CANDIDATE_COLUMNS, RoundContext
+from controller_core.planning.snapshot import Snapshot
+from controller_core.planning.table import Finished, PlanTable
+
+
+def to_candidates(frame: Any) -> list[Candidate]:
+    """The rows of a cut candidate frame (:data:`.scoring.CANDIDATE_COLUMNS`) as objects.
+
+    Column by column (``tolist`` gives Python scalars at once): a million candidates a
+    round at 10^6 partitions, where converting each field of each row took seconds."""
+    cols = [frame[c].tolist() for c in CANDIDATE_COLUMNS]
+    return [Candidate(pid=pid, pos=pos, src=src, mandatory=bool(mand),
+                      dests=_ints(dests), priority=float(prio), replicas=_ints(reps),
+                      leader=leader, size=size, bin=bin_, bout=bout)
+            for pid, pos, src, mand, dests, prio, reps, leader, size, bin_, bout
+            in zip(*cols, strict=True)]
+
+
+def _ints(values: Any) -> tuple[int, ...]:
+    """A list cell as Python ints: numpy arrays from Spark's Arrow, lists on the driver."""
+    return tuple(values.tolist() if hasattr(values, "tolist") else values)
+
+
+def context(bal: Balancer, sources: set[int], dests: set[int], seed: int, choices: int,
+             mean_size: float, repair: bool = False) -> RoundContext:
+    """The broker figures of this round for the scorer (small: shipped with the closure)."""
+    import numpy as np
+
+    ids = sorted(bal.loads)
+    slot_of = np.full(max(ids) + 1, -1, dtype=np.int64)
+    for i, b in enumerate(ids):
+        slot_of[b] = i
+    t: Targets = bal.targets
+    excess = np.array([[bal.loads[b][m] - t.target[b][m] for m in range(5)] for b in ids])
+    band = np.array([list(t.band[b]) for b in ids])
+    target = np.array([list(t.target[b]) for b in ids])
+    coef = np.array([2.0 * t.weights[m] / (t.mean[m] ** 2) for m in range(5)])
+    racks = sorted({r for r in bal.rack_of.values() if r is not None})
+    rack_idx = {r: i for i, r in enumerate(racks)}
+    rack = np.array([rack_idx.get(bal.rack_of[b] or "", -1) if bal.rack_of[b] is not None
+                     else -1 for b in ids], dtype=np.int64)
+    return RoundContext(
+        slot_of=slot_of, broker_ids=np.array(ids, dtype=np.int64), excess=excess, band=band,
+        target=target,
+        coef=coef,
+        free_disk=np.array([bal.capacity[b] - bal.loads[b][DISK] for b in ids], dtype=float),
+        rack=rack, n_racks=len(bal.racks),
+        is_source=np.array([b in sources for b in ids]),
+        is_removed=np.array([b in bal.removed for b in ids]),
+        dest_slots=np.array([i for i, b in enumerate(ids) if b in dests], dtype=np.int64),
+        seed=seed, choices=choices, mean_size=mean_size, relaxed=bal.relaxed, repair=repair,
+        changes=dict(bal.changed))
+
+
+
+def restriction(goal: Goal) -> str | None:
+    """What the goal forbids, in the words of a constraint message."""
+    ids = sorted(goal.brokers)
+    if goal.receivers_limited:
+        return (f"only moves onto the new brokers {ids} are allowed (add-brokers without "
+                "--balance)")
+    if goal.drain_only:
+        return (f"only the replicas of the removed brokers {ids} move (remove-brokers without "
+                "--balance)")
+    return None
+
+
+def plan(table: PlanTable, snapshot: Snapshot, goal: Goal, options: PlanOptions,
+         started: float, clock: Stopwatch) -> PlanResult:
+    """Plan ``goal`` for the (validated) snapshot whose partitions ``table`` holds."""
+    broker_ids = snapshot.broker_ids()
+    before = table.loads(broker_ids)
+    clock.lap("loads before")
+    removed = set(goal.brokers) if goal.kind == "remove-brokers" else set()
+    new = set(goal.brokers) if goal.kind == "add-brokers" else set()
+    eligible = set(broker_ids) - removed
+    totals = [float(sum(before[b][m] for b in broker_ids)) for m in range(5)]
+    racks = {b.rack for b in snapshot.brokers if b.id in eligible}
+    targets = compute_targets(snapshot.brokers, eligible, totals, options.weights,
+                              options.tolerance, table.per_rack(len(racks)))
+    dests = new if goal.receivers_limited else eligible
+    bal = Balancer(snapshot.brokers, {b: list(v) for b, v in before.items()}, targets,
+                   dest_ids=dests, removed=removed, restriction=restriction(goal))
+    mean_size = totals[DISK] / totals[REPLICAS] if totals[REPLICAS] else 1.0
+    stats: list[RoundStat] = []
+
+    start = last = objective(targets, bal.loads)
+    repair = goal.moves_data and not goal.receivers_limited and not goal.drain_only and \
+        bool(bal.racks) and \
+        table.any_rack_shared(bal)
+    if goal.moves_data:
+        widen = False
+        for rnd in range(options.max_rounds):
+            t0 = time.monotonic()
+            sources = bal.replica_sources(goal.kind, new, goal.balance, widen)
+            bal.relaxed = widen
+            round_dests = dests if bal.receivers is None else dests & bal.receivers
+            if (not sources or not round_dests) and not repair:
+                break
+            ctx = context(bal, sources, round_dests, options.seed * 1_000_003 + rnd,
+                           options.choices, mean_size, repair)
+            cands = table.candidates(ctx, bal.source_caps(sources), False)
+            t1 = time.monotonic()
+            accepted = bal.run_round(cands)
+            t2 = time.monotonic()
+            now = objective(bal.targets, bal.loads)
+            stats.append(RoundStat("replicas", rnd, len(sources), len(cands), accepted,
+                                   time.monotonic() - t0, t2 - t1, now))
+            if accepted == 0 and (widen or not new):
+                break
+            if accepted and settled(last, now, start, options.min_round_gain, bal.receivers):
+                if not widen and new & bal.underloaded(REPLICA_METRICS):
+                    widen = True  # new brokers still short: fill them before settling
+                    last = now
+                    continue
+                bal.stalled = True
+                break
+            last = now
+            # nothing accepted: from now on every broker that can give does
+            widen = widen or accepted == 0
+
+    table.scored()
+    clock.lap("replica rounds")
+    last = objective(bal.targets, bal.loads)
+    widen = False
+    for rnd in range(options.max_rounds):
+        t0 = time.monotonic()
+        sources = bal.leader_sources(new, widen)
+        bal.relaxed = widen
+        if not sources or bal.receivers == set():
+            break
+        ctx = context(bal, sources, eligible, options.seed * 1_000_003 + 7919 + rnd,
+                       options.choices, mean_size)
+        cands = table.candidates(ctx, bal.source_caps(sources, True), True)
+        t1 = time.monotonic()
+        accepted = bal.run_round(cands, leaders=True)
+        t2 = time.monotonic()
+        now = objective(bal.targets, bal.loads)
+        stats.append(RoundStat("leaders", rnd, len(sources), len(cands), accepted,
+                               time.monotonic() - t0, t2 - t1, now))
+        if accepted == 0 and (widen or not new):
+            break
+        if accepted and settled(last, now, start, options.min_round_gain, bal.receivers):
+            if not widen and new & bal.underloaded(LEADER_METRICS):
+                widen = True  # new brokers still short of leaders: fill them first
+                last = now
+                continue
+            break
+        last = now
+        widen = widen or accepted == 0
+
+    clock.lap("leader rounds")
+    done = table.finish(bal.changed, broker_ids, bal, removed,
+                        {pid for pid, _, _ in bal.unplaced})
+    after = done.loads
+    if after != bal.loads:
+        raise RuntimeError("internal: the rounds and the table disagree on the planned loads")
+    moves = done.moves
+    violations = check_assignment(
+        snapshot.brokers, [m.topic for m in moves], [m.partition for m in moves],
+        [m.before for m in moves], [m.after for m in moves], [m.size_bytes for m in moves],
+        removed)
+    # partitions nobody moved may still break a rule (e.g. drained brokers that are full)
+    violations += _unmoved_violations(done, bal)
+    violations += _unplaced(done, bal.unplaced)
+    clock.lap("finish")
+    return PlanResult(
+        goal=goal, seed=options.seed, brokers=list(snapshot.brokers), eligible=eligible,
+        moves=moves, loads_before=before, loads_after=after, targets=targets,
+        partitions_total=len(snapshot.partitions), violations=_dedupe(violations),
+        rounds=stats, seconds=time.monotonic() - started, timings=clock.laps,
+        shortfalls=bal.shortfalls(), sources=input_sources(snapshot))
+
+
+def input_sources(snapshot: Snapshot) -> dict[str, str]:
+    """The manifest's ``sources`` (figure -> where it came from), strings only."""
+    raw = snapshot.extra.get("sources")
+    if not isinstance(raw, dict):
+        return {}
+    return {str(k): str(v) for k, v in raw.items()}
+
+
+class Stopwatch:
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._last = time.monotonic()
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.laps[name] = round(now - self._last, 3)
+        self._last = now
+
+
+def _unmoved_violations(done: Finished, bal: Balancer) -> list[Violation]:
+    out: list[Violation] = []
+    for b in sorted(bal.loads):
+        if bal.loads[b][DISK] > bal.capacity[b]:
+            out.append(Violation("disk capacity", f"broker {b}",
+                                 f"{bal.loads[b][DISK]} bytes planned, capacity "
+                                 f"{bal.capacity[b]}"))
+    for topic, partition, replicas in done.drained_left:
+        out.append(Violation("drain", f"{topic}-{partition}",
+                             f"still on removed broker(s) "
+                             f"{sorted(set(replicas) & bal.removed)}"))
+    for topic, partition, replicas, size in done.rack_shared:
+        out.append(Violation("rack awareness", f"{topic}-{partition}",
+                             f"replicas {replicas} share a rack: "
+                             f"{bal.why_rack_shared(replicas, size)}"))
+    if bal.loads and any(bal.loads[b][REPLICAS] < 0 for b in bal.loads):
+        raise RuntimeError("internal: negative replica count")
+    return out
+
+
+def _unplaced(done: Finished, unplaced: list[tuple[int, int, str]]) -> list[Violation]:
+    """Placement violations of the replicas that had to move and could not."""
+    rows = done.rows
+    return [Violation("placement", f"{rows[pid][0]}-{rows[pid][1]} replica "
+                                   f"{rows[pid][2][pos]}", f"could not move: {why}")
+            for pid, pos, why in unplaced]
+
+
+def _dedupe(items: list[Violation]) -> list[Violation]:
+    seen: set[str] = set()
+    out = []
+    for v in items:
+        if str(v) not in seen:
+            seen.add(str(v))
+            out.append(v)
+    return out
