@@ -42,6 +42,9 @@ RESOURCES_DIR = "reassignments"
 # Spark, whose workers score the table in parallel and hold it outside this process.
 DRIVER_PLAN_PARTITIONS = 100_000
 ENGINES = ("auto", "spark", "driver")
+# Spark settings that only size Spark, for when it runs: the operator's planner Job passes
+# the heap its memory limit allows, which is no request to start a JVM for a small plan.
+SIZING_CONFS = frozenset({"spark.driver.memory"})
 
 
 class OutputError(Exception):
@@ -80,9 +83,10 @@ class PlanOutput:
 
 def on_driver(req: PlanRequest, partitions: int) -> bool:
     """Whether the rounds run in this process: asked for, or ``auto`` with a local master,
-    no Spark settings and a table small enough (:data:`DRIVER_PLAN_PARTITIONS`)."""
+    no Spark settings but sizing ones (:data:`SIZING_CONFS`) and a table small enough
+    (:data:`DRIVER_PLAN_PARTITIONS`)."""
     if req.engine == "auto":
-        return req.master.startswith("local") and not req.spark_conf and \
+        return req.master.startswith("local") and set(req.spark_conf) <= SIZING_CONFS and \
             partitions <= DRIVER_PLAN_PARTITIONS
     return req.engine == "driver"
 

@@ -293,3 +293,29 @@ def test_a_missing_pyspark_is_named_without_importing_it(
     assert e.value.problems == ["`kraftsman plan` needs pyspark, which comes with the 'plan' "
                                 "extra: pip install 'kraftsman[plan]'"]
     assert "pyspark" not in sys.modules
+
+
+def test_auto_takes_the_heap_for_a_sizing_hint_and_other_spark_settings_for_spark() -> None:
+    """The operator's planner Job passes only spark.driver.memory (sized from its limit): a
+    small plan still runs on the driver; any other Spark setting, a remote master or a big
+    table runs Spark."""
+    from controller_core.planning.pipeline import DRIVER_PLAN_PARTITIONS, PlanRequest, on_driver
+    from kraftsman.planner_job_spec import PlannerConfig, planner_job
+
+    req = PlanRequest(Path("snap"), ["rebalance"], Path("out"))
+    assert on_driver(req, 10)
+    job = planner_job(PlannerConfig(image="kraftsman:test", state_claim="state"), name="rb",
+                      namespace="default", uid="uid", proposal_id=1, embedded=True,
+                      spark_master=None)
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    confs = [args[i + 1] for i, a in enumerate(args) if a == "--spark-conf"]
+    assert confs == ["spark.driver.memory=2048m"]
+    req.spark_conf = dict(c.split("=", 1) for c in confs)
+    assert on_driver(req, 10) and on_driver(req, DRIVER_PLAN_PARTITIONS)
+    assert not on_driver(req, DRIVER_PLAN_PARTITIONS + 1)
+    req.spark_conf = {"spark.driver.memory": "2g", "spark.sql.shuffle.partitions": "2"}
+    assert not on_driver(req, 10)
+    req.spark_conf, req.master = {}, "spark://host:7077"
+    assert not on_driver(req, 10)
+    req.master, req.engine = "local[2]", "spark"
+    assert not on_driver(req, 10)
