@@ -98,11 +98,6 @@ def executor_for(admin: ClusterAdmin, spec: PartitionReassignmentSpec,
     return ex, problems, retargeted
 
 
-def apply_controls(ex: ReassignmentExecutor, spec: PartitionReassignmentSpec) -> None:
-    """Cancel, pause and the limits act on a running executor at once."""
-    ex.control(limits_of(spec), controls_of(spec))
-
-
 def election_of(admin: ClusterAdmin, spec: LeaderElectionSpec) -> ElectionReport:
     kind = ElectionType(spec.election_type)
     if spec.partitions is not None:

@@ -19,6 +19,7 @@ from controller_core.model import ElectionType, TopicPartition
 from controller_core.orchestration.reassignment import Limits, Phase, PlanProblem, dry_run
 from controller_core.orchestration.voters import WalkPhase
 from controller_core.raft.describe import QuorumStatus, ReplicaStatus
+from kraftsman import metrics
 from kraftsman.handlers import build_registry, configure
 from kraftsman.handlers.common import PLURALS, generation, parse_spec, publish, settled
 from kraftsman.handlers.opstate import Outbox, encode
@@ -277,10 +278,20 @@ def test_parse_spec_names_the_field_without_the_kind() -> None:
 
 def test_every_kind_is_handled_on_the_operator_s_registry(tmp_path: Path) -> None:
     registry = build_registry(Runtime(tmp_path))
-    handled = {h.selector.plural for reg in (registry._spawning, registry._changing,
-                                             registry._indexing)
+    handled = {h.selector.plural for reg in (registry._spawning, registry._changing)
                for h in reg.get_all_handlers() if h.selector is not None}
     assert handled == set(PLURALS.values())
+
+
+def test_the_metrics_indexes_exist_only_when_metrics_are_served(tmp_path: Path) -> None:
+    """Each index is work on every watch event: an operator without ``--metrics`` has none."""
+    ids = {metrics.index_id(kind) for kind in PLURALS}
+
+    def indexed(registry: kopf.OperatorRegistry) -> set[str]:
+        return {h.id for h in registry._indexing.get_all_handlers()} & ids
+
+    assert indexed(build_registry(Runtime(tmp_path))) == set()
+    assert indexed(build_registry(Runtime(tmp_path), serve_metrics=True)) == ids
 
 
 def test_configure_keeps_kopf_bookkeeping_out_of_the_status(tmp_path: Path) -> None:

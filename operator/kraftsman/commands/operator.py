@@ -133,7 +133,7 @@ def _run(args: argparse.Namespace) -> int:
         image_pull_secrets=pull_secrets, problem=planner_problem)
     rt = Runtime(args.state_dir, tick_seconds=args.tick, time_scale=args.time_scale,
                  planner=planner)
-    registry = build_registry(rt)
+    registry = build_registry(rt, serve_metrics=endpoint is not None)
     login.register(registry)
     # Settings before kopf starts: the first peering keepalive already uses the lifetime.
     settings = kopf.OperatorSettings()

@@ -47,20 +47,24 @@ def configure(settings: kopf.OperatorSettings, rt: Runtime) -> None:
     quiet_logs()  # no line per timer tick; waiting at INFO, once (logfilter.py)
 
 
-def build_registry(rt: Runtime) -> kopf.OperatorRegistry:
+def build_registry(rt: Runtime, *, serve_metrics: bool = False) -> kopf.OperatorRegistry:
+    """``serve_metrics`` adds kopf indexes of every operation's status for ``/metrics``; an
+    operator that serves none is spared their work on every watch event."""
     registry = kopf.OperatorRegistry()
 
     @kopf.on.startup(registry=registry)
     def _startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
         configure(settings, rt)
         rt.settings = settings  # kopf's API access (reading Secrets) needs them
-        # kopf's live indexes (kept current by its watches): what /metrics reads
-        rt.operations = {kind: kwargs[metrics.index_id(kind)] for kind in PLURALS}
+        if serve_metrics:
+            # kopf's live indexes (kept current by its watches): what /metrics reads
+            rt.operations = {kind: kwargs[metrics.index_id(kind)] for kind in PLURALS}
 
-    for kind in PLURALS:
-        @kopf.index(**resource(kind), registry=registry, id=metrics.index_id(kind))
-        def _operation(namespace: str, name: str, status: Any, **_: Any) -> Any:
-            return {(namespace, name): metrics.operation(status)}
+    if serve_metrics:
+        for kind in PLURALS:
+            @kopf.index(**resource(kind), registry=registry, id=metrics.index_id(kind))
+            def _operation(namespace: str, name: str, status: Any, **_: Any) -> Any:
+                return {(namespace, name): metrics.operation(status)}
 
     @kopf.on.cleanup(registry=registry)
     def _cleanup(**_: Any) -> None:
