@@ -88,7 +88,9 @@ def test_a_scrape_counts_phases_per_kind_and_lists_bytes_left_and_eta() -> None:
 # -- the counters ------------------------------------------------------------------------------
 
 def test_a_pass_recording_an_error_is_counted_by_kind_and_reason() -> None:
-    from kraftsman.handlers.common import degrade
+    import kopf
+
+    from kraftsman.handlers.common import degrade, healthy, publish
     from kraftsman.status import LeaderElectionStatus
 
     def count() -> float:
@@ -96,8 +98,16 @@ def test_a_pass_recording_an_error_is_counted_by_kind_and_reason() -> None:
                                                reason="ProbeReason")._value.get()
 
     before = count()
-    degrade(LeaderElectionStatus(), "ProbeReason", "a test's error", 1)
-    degrade(LeaderElectionStatus(), "ProbeReason", "a test's error", 1)
+    for _ in range(2):  # two passes that end Degraded
+        st = LeaderElectionStatus()
+        degrade(st, "ProbeReason", "a test's error", 1)
+        publish(kopf.Patch(), {}, st, 1)
+    assert count() == before + 2
+    st = LeaderElectionStatus()
+    degrade(st, "ProbeReason", "a test's error", 1)
+    publish(kopf.Patch(), {}, st, 1, early=True)  # the same pass writes again: counted there
+    healthy(st, 1)
+    publish(kopf.Patch(), {}, st, 1)  # the error is over by the pass's end
     assert count() == before + 2
 
 

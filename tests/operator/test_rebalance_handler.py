@@ -294,6 +294,22 @@ async def test_a_stale_proposal_is_not_executed(env: Env) -> None:
     assert await env.get(f"{PREAS}/rb-1-0001") is None
 
 
+async def test_a_pass_that_ends_degraded_counts_one_reconcile_error(env: Env) -> None:
+    """The flow sets its own conditions (no common.degrade), and a pass that consumes an
+    annotation writes its status twice: still one error per pass for /metrics."""
+    from kraftsman.metrics import RECONCILE_ERRORS
+
+    def count() -> float:
+        return RECONCILE_ERRORS.labels(kind="KafkaRebalance",
+                                       reason="StaleProposal")._value.get()
+
+    rb = await proposal_ready(env, fingerprint="0" * 64)
+    before = count()
+    await env.approve(rb)
+    assert rb["status"]["phase"] == "Stale"
+    assert count() == before + 1
+
+
 async def test_approval_waits_while_the_cluster_is_not_open(env: Env) -> None:
     rb = await proposal_ready(env)
     env.d.rt.clusters.pop(("default", "demo"))

@@ -54,7 +54,6 @@ def set_cond(st: BaseStatus, type_: str, status: ConditionStatus, reason: str, m
 
 
 def degrade(st: BaseStatus, reason: str, message: str, gen: int) -> None:
-    count_error(type(st).__name__.removesuffix("Status"), reason)
     set_cond(st, DEGRADED, "True", reason, message, gen)
 
 
@@ -62,10 +61,17 @@ def healthy(st: BaseStatus, gen: int) -> None:
     set_cond(st, DEGRADED, "False", "AsExpected", "", gen)
 
 
-def publish(patch: Any, old: Any, st: BaseStatus, gen: int) -> bool:
+def publish(patch: Any, old: Any, st: BaseStatus, gen: int, *, early: bool = False) -> bool:
     """Patch the status when it changed, or when `lastReconcileTime` is older than the
     heartbeat (so a stalled operator shows without a write on every pass); fields now unset
-    are removed (null in the patch)."""
+    are removed (null in the patch).
+
+    Every pass ends here, so a pass that ends Degraded is counted here, whichever way its
+    kind degrades (the KafkaRebalance flow sets its own conditions); ``early`` is a write
+    ahead of the pass's last, which counts it."""
+    degraded = st.condition(DEGRADED)
+    if not early and degraded is not None and degraded.status == "True":
+        count_error(type(st).__name__.removesuffix("Status"), degraded.reason)
     st.observed_generation = gen
     old_wire = dict(old or {})
     st.last_reconcile_time = old_wire.get("lastReconcileTime")

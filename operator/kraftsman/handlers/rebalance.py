@@ -276,7 +276,7 @@ class _Io:
         instead of starting one on the next event — and the rebalance waits for good
         (tests/operator/test_timer_continuity.py)."""
         scratch = kopf.Patch()
-        if publish(scratch, old, st.model_copy(deep=True), gen):
+        if publish(scratch, old, st.model_copy(deep=True), gen, early=True):
             await kube.patch(kube.url(API_VERSION, PLURALS[KIND], self.namespace, self.name)
                              + "/status", {"status": dict(scratch.status)},
                              f"{KIND} {self.namespace}/{self.name} status", self.settings,
