@@ -58,8 +58,11 @@ class StallWatch:
                 if now_ms - s.since_ms >= self.window_ms]
 
 
-def copied(admin: ClusterAdmin, adding: Mapping[TopicPartition, Sequence[int]]
-           ) -> dict[TopicPartition, tuple[int, list[int]]]:
+Copied = dict[TopicPartition, tuple[int, list[int]]]
+"""Each move in flight -> (bytes its adding replicas hold, their brokers)."""
+
+
+def copied(admin: ClusterAdmin, adding: Mapping[TopicPartition, Sequence[int]]) -> Copied:
     """What :meth:`StallWatch.observe` takes: each move -> (bytes its adding replicas hold,
     their brokers), from the replicas' log sizes (DescribeLogDirs on a real cluster)."""
     wanted = [(tp, r) for tp, replicas in adding.items() for r in replicas]

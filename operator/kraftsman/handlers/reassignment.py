@@ -29,7 +29,7 @@ from controller_core.orchestration.reassignment import (
     dry_run,
     throttles_owed,
 )
-from controller_core.orchestration.stall import StalledMove, StallWatch, copied, describe
+from controller_core.orchestration.stall import Copied, StalledMove, StallWatch, copied, describe
 from controller_core.units import counted
 from kraftsman.handlers.common import (
     degrade,
@@ -76,11 +76,8 @@ def problem_messages(spec: PartitionReassignmentSpec, problems: list[PlanProblem
     return "; ".join(parts) + more + "; fix the plan"
 
 
-Moving = dict[TopicPartition, tuple[int, list[int]]]
-
-
 def fill_progress(st: PartitionReassignmentStatus, spec: PartitionReassignmentSpec,
-                  progress: Progress, executor: ReassignmentExecutor) -> Moving:
+                  progress: Progress, executor: ReassignmentExecutor) -> Copied:
     """The status' figures and rows; returns each row's move in flight -> (bytes its adding
     replicas hold, their brokers), what the stall watch measures."""
     # The adding replicas of the rows still moving; a failed row has no move in flight.
