@@ -164,31 +164,33 @@ class Endpoint:
     path: str
 
 
-def parse_endpoint(url: str) -> Endpoint:
-    """``--metrics http://HOST:PORT/PATH``, refused with what to write instead."""
-    fix = "write it as http://0.0.0.0:9090/metrics"
+def parse_endpoint(url: str, option: str = "--metrics",
+                   example: str = "http://0.0.0.0:9090/metrics") -> Endpoint:
+    """``--metrics`` (or kopf's ``--liveness``) ``http://HOST:PORT/PATH``, refused with what
+    to write instead: kopf would fail on a bad liveness URL with a traceback, after starting."""
+    fix = f"write it as {example}"
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as e:
-        raise UsageError(f"--metrics {url}: {e}; {fix}") from None
+        raise UsageError(f"{option} {url}: {e}; {fix}") from None
     if parts.scheme != "http" or not parts.hostname or port is None:
-        raise UsageError(f"--metrics {url}: expected http://HOST:PORT/PATH; {fix}")
+        raise UsageError(f"{option} {url}: expected http://HOST:PORT/PATH; {fix}")
     if port == 0:
-        raise UsageError(f"--metrics {url}: port 0 is not a port to scrape; {fix}")
-    return Endpoint(parts.hostname, port, parts.path or "/metrics")
+        raise UsageError(f"{option} {url}: port 0 is not a port to scrape; {fix}")
+    return Endpoint(parts.hostname, port, parts.path or urlsplit(example).path)
 
 
-def check_apart(endpoint: Endpoint, liveness: str) -> None:
+def parse_liveness(url: str) -> Endpoint:
+    return parse_endpoint(url, "--liveness", "http://0.0.0.0:8080/healthz")
+
+
+def check_apart(endpoint: Endpoint, liveness: Endpoint) -> None:
     """kopf's liveness endpoint binds after the metrics: on the same port it would fail with
     kopf's traceback, so the clash is refused here."""
-    try:
-        port = urlsplit(liveness).port
-    except ValueError:
-        return  # kopf judges its own URL
-    if port == endpoint.port:
-        raise UsageError(f"--metrics and --liveness both use port {port}: give the metrics "
-                         "another port (the chart's metrics.port, 9090 by default)")
+    if liveness.port == endpoint.port:
+        raise UsageError(f"--metrics and --liveness both use port {endpoint.port}: give the "
+                         "metrics another port (the chart's metrics.port, 9090 by default)")
 
 
 class MetricsServer:

@@ -174,8 +174,20 @@ def test_the_shipped_operator_refuses_a_bad_metrics_url_and_a_clash_with_livenes
                          "--liveness=http://127.0.0.1:18080/healthz")
     assert clash.returncode == 2, clash
     assert "--metrics and --liveness both use port 18080" in clash.stderr
-    for r in (bad, clash):
+    # kopf would start, then fail on its own liveness URL with a traceback
+    live = run_operator(tmp_path, "--liveness=http://0.0.0.0:abc/healthz")
+    assert live.returncode == 2, live
+    assert "--liveness http://0.0.0.0:abc/healthz: Port could not be cast" in live.stderr
+    assert "write it as http://0.0.0.0:8080/healthz" in live.stderr
+    for r in (bad, clash, live):
         assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("url", ["http://0.0.0.0/healthz", "tcp://0.0.0.0:8080/healthz"])
+def test_a_liveness_url_kopf_could_not_serve_is_refused(url: str) -> None:
+    with pytest.raises(UsageError, match=f"^--liveness {url}: expected http://HOST:PORT/PATH"):
+        metrics.parse_liveness(url)
+    assert metrics.parse_liveness("http://0.0.0.0:8080").path == "/healthz"
 
 
 def test_the_shipped_operator_says_when_the_metrics_port_is_taken(tmp_path: Path,

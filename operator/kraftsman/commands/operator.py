@@ -103,8 +103,9 @@ def _run(args: argparse.Namespace) -> int:
     from kraftsman import metrics
 
     endpoint = metrics.parse_endpoint(args.metrics) if args.metrics is not None else None
-    if endpoint is not None and args.liveness is not None:
-        metrics.check_apart(endpoint, args.liveness)
+    liveness = metrics.parse_liveness(args.liveness) if args.liveness is not None else None
+    if endpoint is not None and liveness is not None:
+        metrics.check_apart(endpoint, liveness)
     if args.peering_lifetime < MIN_PEERING_LIFETIME:
         raise UsageError(f"--peering-lifetime {args.peering_lifetime}: must be at least "
                          f"{MIN_PEERING_LIFETIME} seconds (kopf renews the record 5-10 s "
