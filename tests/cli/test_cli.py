@@ -391,7 +391,7 @@ def test_apply_says_once_when_its_moves_copy_nothing(
         capsys: pytest.CaptureFixture[str], tmp_path: Path, state: Path) -> None:
     """Broker 3 dies as its copies start: `apply` names the stalled moves and their broker
     after spec.stalledAfterSeconds, once; back up, the next run completes without a word of
-    it. (Its "copy again" line needs the broker back within one run: not tested here.)"""
+    it (test_apply_says_when_stalled_moves_copy_again has it back within one run)."""
     s = ["--state-dir", str(state)]
     assert run(capsys, "apply", "-f", write(tmp_path, "c.yaml", CLUSTER), *s)[0] == 0
     watched = MOVE.replace("maxConcurrentMoves: 2",
@@ -408,3 +408,39 @@ def test_apply_says_once_when_its_moves_copy_nothing(
     assert run(capsys, "cluster", "restore-broker", "3", *s)[0] == 0
     code, out, err = run(capsys, "apply", "-f", move, *s)
     assert code == 0 and "stalled" not in out + err, out + err
+
+
+def test_apply_says_when_stalled_moves_copy_again(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, state: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Broker 3 dies as its copies start and restarts 15 simulated seconds into the run:
+    `apply` says once that the moves stalled, once that they copy again, and completes."""
+    from controller_core.embedded.cluster import EmbeddedCluster
+
+    s = ["--state-dir", str(state)]
+    assert run(capsys, "apply", "-f", write(tmp_path, "c.yaml", CLUSTER), *s)[0] == 0
+    move = write(tmp_path, "m.yaml", MOVE.replace(
+        "maxConcurrentMoves: 2", "maxConcurrentMoves: 2\n  stalledAfterSeconds: 5"))
+    assert run(capsys, "apply", "-f", move, *s, "--no-wait")[0] == 0
+    assert run(capsys, "cluster", "fail-broker", "3", *s)[0] == 0
+    advance = EmbeddedCluster.advance
+    restart_at: float | None = None  # 15 s after the run's first step
+    restarted = False
+
+    def advance_then_restart(cluster: EmbeddedCluster, seconds: float) -> None:
+        nonlocal restart_at, restarted
+        if restart_at is None:
+            restart_at = cluster.now + 15
+        advance(cluster, seconds)
+        if not restarted and cluster.now >= restart_at:
+            restarted = True
+            cluster.restore_broker(3)
+
+    monkeypatch.setattr(EmbeddedCluster, "advance", advance_then_restart)
+    code, out, err = run(capsys, "apply", "-f", move, *s, "--for", "120")
+    text = out + err
+    assert code == 0, text
+    stalled = text.index("stalled — no byte progress: orders-0 (adding on broker 3; ")
+    again = text.index("the stalled moves copy again or have ended")
+    assert stalled < again and text.count("copy again") == 1, text
+    assert restarted and "Completed" in text[again:], text
