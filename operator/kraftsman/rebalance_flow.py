@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import orjson
 
@@ -31,6 +31,7 @@ from kraftsman.status import (
     DETAIL_CAP,
     PROGRESSING,
     READY,
+    STALLED,
     BalanceFigure,
     KafkaRebalanceStatus,
     ProposalFigures,
@@ -202,11 +203,21 @@ class Event:
     warning: bool = False
 
 
+class StepSeen(NamedTuple):
+    """The running PartitionReassignment as a pass reads it; ``stalled`` is its Stalled
+    condition's message while that is True (its moves copy nothing), else empty."""
+
+    phase: str
+    progress: str
+    message: str
+    stalled: str = ""
+
+
 @dataclass(frozen=True)
 class Observed:
     """What the handler saw this pass. ``job``/``proposal``/``steps`` are about the current
-    proposal (gathered in PendingProposal); ``current`` is the running reassignment's
-    (phase, progress, message), None when it does not exist; ``fingerprint`` is the cluster's,
+    proposal (gathered in PendingProposal); ``current`` is the running reassignment, None
+    when it does not exist; ``fingerprint`` is the cluster's,
     given when :func:`decide` asked for it."""
 
     name: str
@@ -221,7 +232,7 @@ class Observed:
     job_failure: str = ""  # the failed Job's reason and message (DeadlineExceeded: ...)
     proposal: Proposal | None = None
     steps: Sequence[RebalanceStep] | str | None = None  # str: why the parts are unusable
-    current: tuple[str, str, str] | None = None
+    current: StepSeen | None = None
     fingerprint: str | None = None
 
 
@@ -292,7 +303,11 @@ def decide(st: KafkaRebalanceStatus, obs: Observed, now: str) -> Decision:
     if phase == "ProposalReady":
         return _ready(p, spec, action)
     if phase == "Rebalancing":
-        return _rebalancing(p, spec, action, digest)
+        decision = _rebalancing(p, spec, action, digest)
+        stalled = s.condition(STALLED)
+        if s.phase != "Rebalancing" and stalled is not None and stalled.status == "True":
+            p.cond(STALLED, "False", "ExecutionEnded", f"the execution ended ({s.phase})")
+        return decision
     # Ready, Failed, Rejected, Stale: nothing to do until refresh or a spec change.
     if phase == "Rejected" and spec.approval == "Approved" and s.decided_by == "spec.approval":
         # GitOps: spec.approval went from Rejected to Approved; plan afresh, execute when ready.
@@ -539,7 +554,8 @@ def _rebalancing(p: _Pass, spec: KafkaRebalanceSpec, action: str | None,
             f"PartitionReassignment {running.name} was deleted while it ran (its moves in "
             f"flight were rolled back); annotate {ANNOTATION}=refresh for a new proposal"),
             ready_reason="Failed")
-    phase, progress, message = obs.current
+    phase, progress, message, stalled = obs.current
+    _stall(p, running.name, "" if phase == "Completed" or phase in PREAS_FAILED else stalled)
     if phase == "Completed":
         running.state = "Completed"
         s.current_progress = "100%"
@@ -558,6 +574,23 @@ def _rebalancing(p: _Pass, spec: KafkaRebalanceSpec, action: str | None,
     done = sum(1 for x in s.steps if x.state == "Completed")
     s.progress = f"{done}/{len(s.steps)}"
     return p.d
+
+
+def _stall(p: _Pass, step: str, stalled: str) -> None:
+    """The running step's Stalled condition, said on the rebalance too (with a warning Event
+    when it starts, one when it clears), so an alert or Argo CD on the KafkaRebalance sees a
+    stuck execution without looking for its steps."""
+    was = p.st.condition(STALLED)
+    if stalled:
+        message = f"PartitionReassignment {step}: {stalled}"
+        p.cond(STALLED, "True", "StepStalled", message)
+        if was is None or was.status != "True":
+            p.event("Stalled", message, warning=True)
+    elif was is not None and was.status == "True":
+        p.cond(STALLED, "False", "ProgressResumed", f"PartitionReassignment {step} copies "
+               "again or has ended")
+        p.event("ProgressResumed", f"PartitionReassignment {step}: the stalled moves copy "
+                "again or have ended")
 
 
 def _summary_done(s: KafkaRebalanceStatus) -> str:

@@ -29,6 +29,7 @@ from kraftsman.rebalance_flow import (
     Decision,
     DeleteProposal,
     Observed,
+    StepSeen,
     decide,
     figures_of,
     parse_index,
@@ -313,13 +314,13 @@ def test_an_empty_proposal_is_ready_on_approval() -> None:
 
 def test_steps_run_one_after_another_until_ready() -> None:
     st = rebalancing()
-    moving = step(st, obs(current=("Moving", "40%", "")))
+    moving = step(st, obs(current=StepSeen("Moving", "40%", "")))
     assert moving.actions == [] and moving.status.current_progress == "40%"
-    d = step(moving.status, obs(current=("Completed", "100%", "")))
+    d = step(moving.status, obs(current=StepSeen("Completed", "100%", "")))
     assert [a.step.name for a in d.actions if isinstance(a, CreateReassignment)] == ["rb-1-0002"]
     assert [x.state for x in d.status.steps] == ["Completed", "Created"]
     assert d.status.progress == "1/2"
-    last = step(d.status, obs(current=("Completed", "100%", "")))
+    last = step(d.status, obs(current=StepSeen("Completed", "100%", "")))
     s = last.status
     assert s.phase == "Ready" and last.actions == []
     assert [x.state for x in s.steps] == ["Completed", "Completed"]
@@ -330,7 +331,7 @@ def test_steps_run_one_after_another_until_ready() -> None:
 
 def test_a_failed_step_fails_the_rebalance_and_creates_no_more() -> None:
     st = rebalancing()
-    d = step(st, obs(current=("Failed", "50%", "2 partitions failed")))
+    d = step(st, obs(current=StepSeen("Failed", "50%", "2 partitions failed")))
     assert d.status.phase == "Failed" and d.actions == []
     message = cond(d.status, "Degraded")[2]
     assert message.startswith("PartitionReassignment rb-1-0001 ended Failed: 2 partitions "
@@ -344,8 +345,49 @@ def test_a_deleted_step_fails_the_rebalance() -> None:
     assert cond(d.status, "Degraded")[1] == "ReassignmentDeleted"
 
 
+STUCK = "no byte progress: orders-0 (adding on broker 3; 0 B copied in 600 s)"
+
+
+def test_a_stalled_step_is_said_on_the_rebalance_once_and_cleared_when_it_copies() -> None:
+    """Alerts and Argo CD read the KafkaRebalance: its running step's Stalled shows there,
+    with one warning Event when it starts and one Event when it clears."""
+    st = rebalancing()
+    assert st.condition("Stalled") is None  # never stalled: no condition at all
+    d = step(st, obs(current=StepSeen("Moving", "10%", "", STUCK)))
+    assert cond(d.status, "Stalled") == ("True", "StepStalled",
+                                         f"PartitionReassignment rb-1-0001: {STUCK}")
+    assert [(e.reason, e.warning) for e in d.events] == [("Stalled", True)]
+    again = step(d.status, obs(current=StepSeen("Moving", "10%", "", STUCK)))
+    assert again.events == [] and cond(again.status, "Stalled")[0] == "True"
+    moving = step(again.status, obs(current=StepSeen("Moving", "20%", "")))
+    assert cond(moving.status, "Stalled")[:2] == ("False", "ProgressResumed")
+    assert [e.reason for e in moving.events] == ["ProgressResumed"]
+    assert moving.status.phase == "Rebalancing"
+
+
+def test_a_stalled_step_that_ends_clears_the_rebalance_s_stalled() -> None:
+    stalled = step(rebalancing(), obs(current=StepSeen("Moving", "10%", "", STUCK))).status
+    done = step(stalled, obs(current=StepSeen("Completed", "100%", "", STUCK)))
+    assert cond(done.status, "Stalled")[:2] == ("False", "ProgressResumed")
+    failed = step(stalled, obs(current=StepSeen("Failed", "10%", "broker 3 is gone", STUCK)))
+    assert failed.status.phase == "Failed"
+    assert cond(failed.status, "Stalled")[:2] == ("False", "ProgressResumed")
+
+
+def test_a_rebalance_stopped_while_stalled_is_not_left_stalled() -> None:
+    stalled = step(rebalancing(), obs(current=StepSeen("Moving", "10%", "", STUCK))).status
+    rejected = step(stalled, obs(annotation="reject", current=StepSeen("Moving", "10%", "",
+                                                                       STUCK)))
+    assert rejected.status.phase == "Rejected"
+    assert cond(rejected.status, "Stalled") == ("False", "ExecutionEnded",
+                                                "the execution ended (Rejected)")
+    deleted = step(stalled, obs(current=None))
+    assert deleted.status.phase == "Failed"
+    assert cond(deleted.status, "Stalled")[:2] == ("False", "ExecutionEnded")
+
+
 def test_reject_while_rebalancing_cancels_the_running_step() -> None:
-    d = step(rebalancing(), obs(annotation="reject", current=("Moving", "10%", "")))
+    d = step(rebalancing(), obs(annotation="reject", current=StepSeen("Moving", "10%", "")))
     assert d.actions == [CancelReassignment("rb-1-0001")]
     s = d.status
     assert s.phase == "Rejected" and d.remove_annotation
@@ -354,14 +396,14 @@ def test_reject_while_rebalancing_cancels_the_running_step() -> None:
 
 
 def test_refresh_while_rebalancing_is_refused() -> None:
-    d = step(rebalancing(), obs(annotation="refresh", current=("Moving", "10%", "")))
+    d = step(rebalancing(), obs(annotation="refresh", current=StepSeen("Moving", "10%", "")))
     assert d.status.phase == "Rebalancing" and d.actions == [] and d.remove_annotation
     assert d.events[0].reason == "AnnotationIgnored" and "reject" in d.events[0].message
 
 
 def test_a_spec_change_while_rebalancing_waits_for_the_end() -> None:
     d = step(rebalancing(), obs(spec(maxConcurrentMoves=2), generation=2,
-                                current=("Moving", "10%", "")))
+                                current=StepSeen("Moving", "10%", "")))
     assert d.status.phase == "Rebalancing" and d.actions == []
     assert "a new proposal is made when it ends" in cond(d.status, "Progressing")[2]
 
@@ -420,8 +462,8 @@ def test_a_failed_rebalance_stays_degraded_when_annotated() -> None:
 
 def test_approve_after_the_end_is_ignored_with_a_warning() -> None:
     st = rebalancing()
-    st = step(st, obs(current=("Completed", "100%", ""))).status
-    st = step(st, obs(current=("Completed", "100%", ""))).status
+    st = step(st, obs(current=StepSeen("Completed", "100%", ""))).status
+    st = step(st, obs(current=StepSeen("Completed", "100%", ""))).status
     d = step(st, obs(annotation="approve"))
     assert d.status.phase == "Ready" and d.actions == [] and d.remove_annotation
     assert d.events[0].reason == "AnnotationIgnored" and d.events[0].warning
@@ -740,10 +782,10 @@ def test_approval_and_each_step_are_reported_on_the_conditions_and_events() -> N
     assert events(d) == [("Approved", "proposal 1 approved by annotation", False),
                          ("ReassignmentCreated", created, False)]
     assert d.status.approved_at == NOW
-    second = step(d.status, obs(current=("Completed", "100%", "")))
+    second = step(d.status, obs(current=StepSeen("Completed", "100%", "")))
     assert events(second) == [("ReassignmentCreated",
                                "PartitionReassignment rb-1-0002 (2 of 2) created", False)]
-    last = step(second.status, obs(current=("Completed", "100%", "")))
+    last = step(second.status, obs(current=StepSeen("Completed", "100%", "")))
     done = "proposal 1 executed: 2 PartitionReassignment(s) Completed, 4 replicas (2.5 GB) moved"
     assert conditions(last.status)["Ready"] == ("True", "Completed", done)
     assert conditions(last.status)["Progressing"] == ("False", "Completed", done)
@@ -805,13 +847,13 @@ def test_rejections_say_when_and_by_whom() -> None:
     msg = "proposal 1 rejected while the planner ran (by spec.approval)"
     assert said(d) == (("False", "Rejected", msg),) * 3 and d.remove_annotation is False
     assert d.actions == [DeleteProposal(1)]
-    d = step(rebalancing(), obs(annotation="reject", current=("Moving", "10%", "")))
+    d = step(rebalancing(), obs(annotation="reject", current=StepSeen("Moving", "10%", "")))
     msg = ("proposal 1 rejected while rebalancing: rb-1-0001 cancelled (its moves in flight "
            "roll back), 0 of 2 reassignments had completed (by annotation)")
     assert said(d) == (("False", "Rejected", msg),) * 3
     st = rebalancing()
     st.steps[0].state, st.steps[1].state = "Completed", "Created"
-    d = step(st, obs(spec(approval="Rejected"), current=("Moving", "10%", "")))
+    d = step(st, obs(spec(approval="Rejected"), current=StepSeen("Moving", "10%", "")))
     assert "rb-1-0002 cancelled (its moves in flight roll back), 1 of 2 reassignments had " \
         "completed (by spec.approval)" in conditions(d.status)["Ready"][2]
 
@@ -838,11 +880,11 @@ def test_a_finished_rebalance_rejected_then_approved_in_git_plans_afresh() -> No
 def test_a_status_edited_by_hand_goes_on_with_the_next_step_or_ends() -> None:
     st = rebalancing()
     st.steps[0].state = "Completed"  # none Created, one Pending
-    d = step(st, obs(current=("", "", "")))
+    d = step(st, obs(current=StepSeen("", "", "")))
     assert d.actions == [CreateReassignment(st.steps[1].model_copy(update={"state": "Created"}),
                                             1)]
     st.steps[1].state = "Completed"
-    d = step(st, obs(current=("", "", "")))
+    d = step(st, obs(current=StepSeen("", "", "")))
     assert d.status.phase == "Ready" and d.actions == []
     assert conditions(d.status)["Ready"][2] == (
         "proposal 1 executed: 2 PartitionReassignment(s) Completed, 4 replicas (2.5 GB) moved")
@@ -850,7 +892,7 @@ def test_a_status_edited_by_hand_goes_on_with_the_next_step_or_ends() -> None:
 
 def test_step_failures_name_the_step_what_completed_and_the_fix() -> None:
     st = rebalancing()
-    d = step(st, obs(current=("Failed", "40%", "broker 5 is gone")))
+    d = step(st, obs(current=StepSeen("Failed", "40%", "broker 5 is gone")))
     msg = ("PartitionReassignment rb-1-0001 ended Failed: broker 5 is gone; 0 of 2 had "
            "completed, the rest were not created; see `kubectl describe preas rb-1-0001`, then "
            f"annotate {ANNOTATION}=refresh for a new proposal")
@@ -861,7 +903,7 @@ def test_step_failures_name_the_step_what_completed_and_the_fix() -> None:
     assert c["ProposalReady"][1] == "ProposalReady"  # the proposal itself was fine
     assert events(d) == [("ReassignmentFailed", msg, True)]
     assert [x.state for x in d.status.steps] == ["Failed", "Pending"]
-    d = step(st, obs(current=("Cancelled", "40%", "")))
+    d = step(st, obs(current=StepSeen("Cancelled", "40%", "")))
     assert [x.state for x in d.status.steps] == ["Cancelled", "Pending"]
     assert "ended Cancelled; 0 of 2 had completed" in conditions(d.status)["Ready"][2]
     d = step(st, obs(current=None))
@@ -872,18 +914,18 @@ def test_step_failures_name_the_step_what_completed_and_the_fix() -> None:
 
 
 def test_annotations_while_rebalancing_or_after_are_ignored_with_a_warning() -> None:
-    d = step(rebalancing(), obs(annotation="approve", current=("Moving", "10%", "")))
+    d = step(rebalancing(), obs(annotation="approve", current=StepSeen("Moving", "10%", "")))
     assert events(d) == [("AnnotationIgnored", f"{ANNOTATION}=approve ignored while "
                           f"rebalancing; annotate {ANNOTATION}=reject to stop, then refresh",
                           True)]
     st = rebalancing()
     st.plan_digest = "other"
-    d = step(st, obs(current=("Moving", "10%", "")))
+    d = step(st, obs(current=StepSeen("Moving", "10%", "")))
     assert conditions(d.status)["Progressing"] == (
         "True", "Rebalancing", "the spec changed while proposal 1 runs: a new proposal is made "
         "when it ends")
     assert (d.status.current, d.status.current_progress) == ("rb-1-0001", "10%")
-    d = step(st, obs(current=("Moving", "", "")))
+    d = step(st, obs(current=StepSeen("Moving", "", "")))
     assert d.status.current_progress == "0%"
     done = rebalancing()
     done.phase = "Ready"
@@ -904,7 +946,7 @@ def test_a_run_whose_figures_were_lost_still_ends_with_a_summary() -> None:
     st = rebalancing()
     st.proposal = None
     st.steps[0].state, st.steps[1].state = "Completed", "Created"
-    d = step(st, obs(current=("Completed", "100%", "")))
+    d = step(st, obs(current=StepSeen("Completed", "100%", "")))
     assert conditions(d.status)["Ready"] == (
         "True", "Completed", "proposal 1 executed: 2 PartitionReassignment(s) Completed, done")
 
@@ -942,9 +984,9 @@ def test_progress_counts_the_completed_steps_while_the_next_one_runs() -> None:
     st.steps[0].state = "Completed"
     st.steps.append(st.steps[1].model_copy(update={"name": "rb-1-0003"}))
     st.steps[1].state = "Created"
-    d = step(st, obs(current=("Moving", "10%", "")))
+    d = step(st, obs(current=StepSeen("Moving", "10%", "")))
     assert d.status.progress == "1/3"
-    failed = step(st, obs(current=("Failed", "10%", "")))
+    failed = step(st, obs(current=StepSeen("Failed", "10%", "")))
     assert "; 1 of 3 had completed" in conditions(failed.status)["Ready"][2]
     created = step(proposal_ready(), obs(annotation="approve", fingerprint=FP)).status
     assert created.current_progress == "0%"
@@ -972,6 +1014,6 @@ def test_a_reject_annotation_while_planning_is_the_user_s_and_is_dropped() -> No
 
 
 def test_a_rebalancing_pass_with_the_same_spec_keeps_the_step_s_progress_message() -> None:
-    d = step(rebalancing(), obs(current=("Moving", "10%", "")))
+    d = step(rebalancing(), obs(current=StepSeen("Moving", "10%", "")))
     assert conditions(d.status)["Progressing"] == (
         "True", "Rebalancing", "PartitionReassignment rb-1-0001 (1 of 2) created")

@@ -253,6 +253,22 @@ async def test_approval_runs_the_steps_one_after_another_until_ready(env: Env) -
     assert rb["status"]["progress"] == "2/2"
 
 
+async def test_the_running_step_s_stalled_condition_is_read_onto_the_rebalance(
+        env: Env) -> None:
+    rb = await proposal_ready(env)
+    await env.approve(rb)
+    stuck = "no byte progress: orders-0 (adding on broker 3; 0 B copied in 600 s)"
+    await env.merge(f"{PREAS}/rb-1-0001/status", {"status": {"phase": "Running", "conditions": [
+        {"type": "Stalled", "status": "True", "reason": "NoProgress", "message": stuck}]}})
+    await env.d.call(rb, "reconcile")
+    assert condition(rb, "Stalled")["message"] == f"PartitionReassignment rb-1-0001: {stuck}"
+    assert ("Warning", "Stalled") in [(t, r) for t, r, _ in env.d.events]
+    await env.merge(f"{PREAS}/rb-1-0001/status", {"status": {"conditions": [
+        {"type": "Stalled", "status": "False", "reason": "ProgressResumed", "message": ""}]}})
+    await env.d.call(rb, "reconcile")
+    assert condition(rb, "Stalled")["status"] == "False"
+
+
 async def test_a_failed_step_fails_the_rebalance_with_the_step_s_degraded_message(
         env: Env) -> None:
     rb = await proposal_ready(env)

@@ -49,6 +49,7 @@ from kraftsman.rebalance_flow import (
     DeleteProposal,
     Observed,
     Proposal,
+    StepSeen,
     decide,
     index_name,
     job_name,
@@ -56,7 +57,14 @@ from kraftsman.rebalance_flow import (
     steps_of,
 )
 from kraftsman.resources import API_VERSION, KafkaRebalanceSpec, PartitionReassignmentSpec
-from kraftsman.status import READY, KafkaRebalanceStatus, RebalanceStep, now_rfc3339, read_status
+from kraftsman.status import (
+    READY,
+    STALLED,
+    KafkaRebalanceStatus,
+    RebalanceStep,
+    now_rfc3339,
+    read_status,
+)
 
 KIND = "KafkaRebalance"
 PREAS = "partitionreassignments"
@@ -214,10 +222,10 @@ class _Io:
         return dataclasses.replace(obs, job=state, job_failure=failure, proposal=proposal,
                                    steps=steps)
 
-    async def current(self, st: KafkaRebalanceStatus) -> tuple[str, str, str] | None:
+    async def current(self, st: KafkaRebalanceStatus) -> StepSeen | None:
         running = next((s for s in st.steps if s.state == "Created"), None)
         if running is None:
-            return ("", "", "")
+            return StepSeen("", "", "")
         obj = await kube.get(kube.url(API_VERSION, PREAS, self.namespace, running.name),
                              f"PartitionReassignment {self.namespace}/{running.name}",
                              self.settings, self.logger)
@@ -229,7 +237,11 @@ class _Io:
         if not message:
             message = next((c.get("message") or "" for c in pst.get("conditions") or []
                             if c.get("type") == "Succeeded"), "")
-        return (str(pst.get("phase") or ""), str(pst.get("progress") or ""), message)
+        stalled = next((c.get("message") or "moves in flight copy nothing"
+                        for c in pst.get("conditions") or []
+                        if c.get("type") == STALLED and c.get("status") == "True"), "")
+        return StepSeen(str(pst.get("phase") or ""), str(pst.get("progress") or ""), message,
+                        stalled)
 
     async def fingerprint(self, ref: str) -> tuple[str | None, str]:
         opened = self.rt.clusters.get((self.namespace, ref))

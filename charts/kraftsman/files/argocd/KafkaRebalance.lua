@@ -1,6 +1,7 @@
 -- Argo CD health of a kraftsman.io KafkaRebalance: Progressing while the planner runs and while
 -- the approved proposal executes; Suspended while a proposal waits for approval (or was
--- rejected); Healthy once executed; Degraded on an error or a stale proposal.
+-- rejected); Healthy once executed; Degraded on an error, a stale proposal, or while the running
+-- step's moves copy nothing (condition Stalled).
 -- The prelude shared by every kraftsman health script, down to the Degraded check: Argo CD
 -- scripts cannot import, so `kraftsman crds generate` writes each kind's health.lua from
 -- operator/kraftsman/templates/argocd/prelude.lua and <Kind>.lua.j2. Edit those, not a copy.
@@ -58,6 +59,12 @@ end
 if phase == "Rejected" then
   hs.status = "Suspended"
   hs.message = text(ready, "Rejected")
+  return hs
+end
+local stalled = condition("Stalled")
+if phase == "Rebalancing" and stalled ~= nil and stalled.status == "True" then
+  hs.status = "Degraded"
+  hs.message = "Stalled: " .. text(stalled, "the running step's moves copy nothing")
   return hs
 end
 hs.status = "Progressing"
