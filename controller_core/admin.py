@@ -150,8 +150,9 @@ class ClusterAdmin(Protocol):
     def replica_log_sizes(
         self, replicas: Iterable[tuple[TopicPartition, int]]
     ) -> dict[tuple[TopicPartition, int], int]:
-        """Bytes in each replica's log (DescribeLogDirs); replicas that do not exist are
-        omitted. Cheaper than replica_status when only progress in bytes is wanted."""
+        """Bytes in each replica's log (DescribeLogDirs, asked of each replica's broker);
+        replicas that do not exist, or whose broker does not answer (down), are omitted.
+        Cheaper than replica_status when only progress in bytes is wanted."""
         ...
 
     def elect_leaders(

@@ -298,7 +298,13 @@ class KafkaAdmin:
         def go() -> dict[tuple[TopicPartition, int], int]:
             out = {}
             for broker, tps in by_broker.items():
-                for tp, p in self._log_dirs(broker, tps).items():
+                try:
+                    found = self._log_dirs(broker, tps)
+                except (kerr.KafkaError, _Retry):
+                    # DescribeLogDirs goes to the broker itself: a dead one (the very case a
+                    # stall watch is for) answers nothing, and must not fail the whole pass
+                    continue
+                for tp, p in found.items():
                     out[(tp, broker)] = int(p.partition_size)
             return out
         return self._call("DescribeLogDirs", go)

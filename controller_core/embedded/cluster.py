@@ -678,7 +678,10 @@ class EmbeddedCluster:
         self._require_controller()
         out: dict[tuple[TopicPartition, int], int] = {}
         lagging, topics, now = self.data.lagging, self.image.topics, self.now
+        down = self.data.down  # asked of the broker itself, which is dead: no answer
         for tp, broker in replicas:
+            if broker in down:
+                continue
             topic = topics.get(tp.topic)
             p = self.image.partition(tp)
             if topic is None or p is None or broker not in p.replicas:

@@ -37,19 +37,24 @@ class StallWatch:
     _seen: dict[TopicPartition, _Seen] = field(default_factory=dict)
 
     def observe(self, now_ms: float,
-                moving: Mapping[TopicPartition, tuple[int, Sequence[int]]]
+                moving: Mapping[TopicPartition, tuple[int | None, Sequence[int]]]
                 ) -> list[StalledMove]:
-        """``moving``: each move in flight -> (bytes its adding replicas hold, their brokers).
-        Returns the stalled ones, in partition order. A move that left the map (done,
-        cancelled, failed) is forgotten; one that comes back starts a new window. Fewer
-        bytes than before (a replica that started its copy again) is no progress, but
+        """``moving``: each move in flight -> (bytes its adding replicas hold, their brokers);
+        None when a broker did not answer (dead), which is no progress and keeps the last
+        figure. Returns the stalled ones, in partition order. A move that left the map
+        (done, cancelled, failed) is forgotten; one that comes back starts a new window.
+        Fewer bytes than before (a replica that started its copy again) is no progress, but
         lowers the mark later growth is measured from."""
         for tp in [tp for tp in self._seen if tp not in moving]:
             del self._seen[tp]
         for tp, (moved, brokers) in moving.items():
             adding = tuple(sorted(brokers))
             seen = self._seen.get(tp)
-            if seen is None or moved > seen.bytes_moved or adding != seen.brokers:
+            if seen is None or adding != seen.brokers:
+                self._seen[tp] = _Seen(moved or 0, now_ms, adding)
+            elif moved is None:
+                continue
+            elif moved > seen.bytes_moved:
                 self._seen[tp] = _Seen(moved, now_ms, adding)
             elif moved < seen.bytes_moved:
                 seen.bytes_moved = moved
@@ -58,17 +63,23 @@ class StallWatch:
                 if now_ms - s.since_ms >= self.window_ms]
 
 
-Copied = dict[TopicPartition, tuple[int, list[int]]]
-"""Each move in flight -> (bytes its adding replicas hold, their brokers)."""
+Copied = dict[TopicPartition, tuple[int | None, list[int]]]
+"""Each move in flight -> (bytes its adding replicas hold, None when none of them has a
+figure; their brokers)."""
 
 
 def copied(admin: ClusterAdmin, adding: Mapping[TopicPartition, Sequence[int]]) -> Copied:
-    """What :meth:`StallWatch.observe` takes: each move -> (bytes its adding replicas hold,
-    their brokers), from the replicas' log sizes (DescribeLogDirs on a real cluster)."""
+    """What :meth:`StallWatch.observe` takes, from the replicas' log sizes (DescribeLogDirs
+    on a real cluster). A replica with no figure (not created yet, or its broker is down and
+    cannot answer) adds nothing; a move none of whose replicas has one has no figure."""
     wanted = [(tp, r) for tp, replicas in adding.items() for r in replicas]
     sizes = admin.replica_log_sizes(wanted) if wanted else {}
-    return {tp: (sum(sizes.get((tp, r), 0) for r in replicas), list(replicas))
-            for tp, replicas in adding.items() if replicas}
+    out: Copied = {}
+    for tp, replicas in adding.items():
+        if replicas:
+            known = [sizes[(tp, r)] for r in replicas if (tp, r) in sizes]
+            out[tp] = (sum(known) if known else None, list(replicas))
+    return out
 
 
 def describe(stalled: Sequence[StalledMove], now_ms: float, limit: int = 5) -> str:

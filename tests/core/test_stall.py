@@ -3,8 +3,11 @@ replicas hold no more bytes than a window ago is named, with its brokers."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from controller_core.model import TopicPartition
-from controller_core.orchestration.stall import StalledMove, StallWatch, describe
+from controller_core.orchestration.stall import StalledMove, StallWatch, copied, describe
+from tests.helpers import cluster
 
 A, B = TopicPartition("orders", 0), TopicPartition("orders", 1)
 
@@ -46,3 +49,26 @@ def test_the_description_names_partitions_brokers_and_how_long() -> None:
     assert text.startswith("no byte progress: t-0 (adding on broker 5; 0 bytes copied, "
                            "none for 600 s); t-1 (adding on brokers 3, 4; 10 bytes copied")
     assert "t-4" in text and "t-5" not in text and text.endswith(" and 2 more")
+
+
+def test_a_move_with_no_figure_is_no_progress_and_keeps_its_last_one() -> None:
+    """None: no adding replica answered (its broker is dead). The copy stands still, and the
+    figure said is the last one read, not 0."""
+    w = StallWatch(window_ms=10)
+    assert w.observe(0, {A: (None, [3]), B: (700, [4])}) == []
+    assert w.observe(5, {A: (None, [3]), B: (None, [4])}) == []
+    assert w.observe(10, {A: (None, [3]), B: (None, [4])}) == [StalledMove(A, (3,), 0, 0),
+                                                                StalledMove(B, (4,), 700, 0)]
+    assert w.observe(11, {A: (None, [3]), B: (701, [4])}) == [StalledMove(A, (3,), 0, 0)]
+
+
+def test_copied_sums_what_answers_and_has_no_figure_when_nothing_does(tmp_path: Path) -> None:
+    """On the twin as on Kafka, DescribeLogDirs is asked of the replica's broker: a dead
+    one answers nothing (the kafka backend skips it rather than failing the pass)."""
+    c = cluster(tmp_path)  # orders-0 on brokers 0, 1, 2; orders-1 on 1, 2, 0
+    size = c.replica_log_sizes([(A, 0)])[(A, 0)]
+    assert size > 0
+    assert copied(c, {A: [0, 1], B: [2]}) == {A: (2 * size, [0, 1]), B: (size, [2])}
+    c.fail_broker(1)
+    assert c.replica_log_sizes([(A, 1), (A, 0)]) == {(A, 0): size}
+    assert copied(c, {A: [0, 1], B: [1]}) == {A: (size, [0, 1]), B: (None, [1])}

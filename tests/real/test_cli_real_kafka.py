@@ -221,6 +221,33 @@ def test_a_broker_killed_mid_move_loses_nothing_and_the_move_completes(real_kafk
     assert kafka_topics(real_kafka, name)[0][0] == [3, 1, 2]
 
 
+def test_a_move_whose_adding_broker_died_is_reported_stalled(real_kafka: Session,
+                                                           tmp_path: Path) -> None:
+    """The stall watch on a real cluster: the adding replica's broker is killed, so its
+    copy stands still (and DescribeLogDirs cannot reach it); `apply` says so once, naming
+    the partition and the broker, and the move completes once the broker is back."""
+    name = topic(real_kafka, [[0, 1, 2]], mb=2)
+    cli = Cli(real_kafka, tmp_path / "state")
+    p = plan(tmp_path / "p.yaml", name, {0: [3, 1, 2]}, throttle=20_000)
+    watched = p.read_text().replace("  maxConcurrentMoves: 10\n",
+                                    "  maxConcurrentMoves: 10\n  stalledAfterSeconds: 3\n")
+    p.write_text(watched)
+    cli.ok("apply", "-f", str(p), "--no-wait")
+    real_kafka.cluster.kill(3)
+    try:
+        waited = cli.run("apply", "-f", str(p), "--for", "10")
+        text = waited.stdout + waited.stderr
+        assert waited.returncode == 0 and "Traceback" not in text, text
+        assert text.count(f"stalled — no byte progress: {name}-0 (adding on broker 3; ") == 1, text
+        assert _moving(cli)
+    finally:
+        real_kafka.cluster.start(3)
+    out = cli.ok("apply", "-f", str(plan(tmp_path / "p.yaml", name, {0: [3, 1, 2]},
+                                         throttle=50_000_000)))
+    assert "completed: 1 moved" in out, out
+    assert kafka_topics(real_kafka, name)[0][0] == [3, 1, 2]
+
+
 def test_the_active_controller_killed_mid_move(real_kafka: Session, tmp_path: Path) -> None:
     name = topic(real_kafka, [[0, 1, 2]], mb=2)
     cli = Cli(real_kafka, tmp_path / "state")
