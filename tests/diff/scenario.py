@@ -172,6 +172,14 @@ def start_controller(node: int) -> Callable[[Target], Any]:
     return lambda t: t.start_controller(node)
 
 
+def sizes_answered(tp: TopicPartition, brokers: Sequence[int]) -> Callable[[Target], Any]:
+    """Which brokers answer DescribeLogDirs for their replica of ``tp`` (a dead one cannot:
+    the stall watch reads progress this way). Sizes themselves depend on timing."""
+    def act(t: Target) -> Any:
+        return sorted(b for (_, b) in t.admin.replica_log_sizes([(tp, b) for b in brokers]))
+    return act
+
+
 def kill(broker: int) -> Callable[[Target], Any]:
     return lambda t: t.kill_broker(broker)
 
