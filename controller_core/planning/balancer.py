@@ -69,6 +69,10 @@ class Balancer:
     stalled: bool = False
     # what the goal forbids, for messages ("only moves onto the new brokers [7] are allowed")
     restriction: str | None = None
+    # demote-brokers: brokers that must stop being preferred leaders, and the partitions
+    # (pids) that cannot, every replica being demoted
+    demoted: set[int] = field(default_factory=set)
+    stuck: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.rack_of = {b.id: b.rack for b in self.brokers}
@@ -261,6 +265,38 @@ class Balancer:
         self.changed[c.pid] = ((dst, *[r for r in replicas if r != dst]), dst)
         return True
 
+    # -- demotion ---------------------------------------------------------------------
+
+    def try_demotion(self, c: Candidate) -> bool:
+        """Give the partition a preferred leader that is not demoted: of ``c.dests`` (its
+        other replicas, in list order), the one leader-balance would pick — the lowest
+        change of the objective, the earlier replica on a tie. A mandatory move: no band,
+        no gain required. No destination: every replica is demoted; it stays, reported."""
+        replicas, leader = self.current(c)
+        if not c.dests:
+            self.stuck.append(c.pid)
+            return False
+        amounts = self._leader_amounts(c, len(replicas))
+        dst, best = c.dests[0], self._lead_delta(leader, c.dests[0], amounts)
+        for other in c.dests[1:]:
+            d = self._lead_delta(leader, other, amounts)
+            if d < best - EPS:
+                dst, best = other, d
+        if dst != leader:
+            self._move_leadership(leader, dst, amounts)
+        self.changed[c.pid] = (demoted_last(replicas, dst, self.demoted), dst)
+        return True
+
+    def _lead_delta(self, src: int, dst: int, amounts: tuple[int, int]) -> float:
+        return sum(transfer_delta(self.targets, self.loads, m, src, dst, a)
+                   for m, a in zip(LEADER_METRICS, amounts, strict=True))
+
+    def run_demotions(self, candidates: Sequence[Candidate]) -> int:
+        """Demote every candidate, fewest choices first (``priority``), so a partition
+        with one undemoted replica is placed before the flexible ones balance around it."""
+        ordered = sorted(candidates, key=lambda c: (_finite(c.priority), c.pid))
+        return sum(self.try_demotion(c) for c in ordered)
+
     # -- a round ----------------------------------------------------------------------
 
     def run_round(self, candidates: Sequence[Candidate], leaders: bool = False) -> int:
@@ -328,8 +364,14 @@ class Balancer:
                 if any(self.excess(b, m) > -self.targets.band[b][m] for m in short)}
 
     def shortfalls(self) -> list[str]:
-        """Brokers left outside their band on replicas, disk or leaders, and why."""
-        metrics = ((REPLICAS, "replicas"), (DISK, "disk"), (LEADERS, "leaders"))
+        """Brokers left outside their band on replicas, disk or leaders, and why.
+
+        demote-brokers moves no data and changes only the demoted brokers' partitions:
+        its report names the leaders only, each time with that restriction as the why."""
+        metrics: tuple[tuple[int, str], ...] = (
+            (REPLICAS, "replicas"), (DISK, "disk"), (LEADERS, "leaders"))
+        if self.demoted:
+            metrics = ((LEADERS, "leaders"),)
         stay = sorted(b for b in self.loads if b not in self.removed)
         out: list[str] = []
         for m, name in metrics:
@@ -347,7 +389,7 @@ class Balancer:
             under = [b for b in under if b in self.dest_ids]
             if under:
                 out.append(f"{name}: brokers {_few(under)} stay below target: "
-                           f"{self._no_more(' onto them')}")
+                           f"{self.restriction if self.demoted else self._no_more(' onto them')}")
         return out
 
     def _no_more(self, where: str) -> str:
@@ -373,6 +415,13 @@ class Balancer:
                            self.excess(b, NET_IN) / per_in if per_in else 0.0)
             caps[b] = math.ceil(max(need, 0.0) * 3) + 32
         return caps
+
+
+def demoted_last(replicas: Sequence[int], first: int, demoted: set[int]) -> tuple[int, ...]:
+    """``first``, the other replicas that are not demoted, then the demoted ones — each group
+    in its original order. The same set: only the order (the preferred leader) changes."""
+    rest = [r for r in replicas if r != first]
+    return (first, *[r for r in rest if r not in demoted], *[r for r in rest if r in demoted])
 
 
 def settled(before: float, after: float, start: float, min_gain: float,

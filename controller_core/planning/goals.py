@@ -3,7 +3,9 @@
 * ``rebalance`` — every broker may give and take replicas;
 * ``add-brokers`` — replicas move only onto the named (new, registered) brokers;
 * ``remove-brokers`` — the named brokers are drained completely, nothing else moves;
-* ``leader-balance`` — no data moves; only the preferred-leader order changes.
+* ``leader-balance`` — no data moves; only the preferred-leader order changes;
+* ``demote-brokers`` — no data moves; the partitions the named brokers prefer to lead get
+  another preferred leader (maintenance: a preferred election then moves leadership off).
 
 ``balance`` (add-brokers/remove-brokers only) widens a fill or a drain into one plan that
 also balances every broker that stays: any replica may then move between any of them, and
@@ -17,9 +19,12 @@ from typing import Literal
 
 from controller_core.planning.snapshot import Snapshot
 
-GoalKind = Literal["rebalance", "add-brokers", "remove-brokers", "leader-balance"]
+GoalKind = Literal["rebalance", "add-brokers", "remove-brokers", "leader-balance",
+                   "demote-brokers"]
 GOAL_KINDS: tuple[GoalKind, ...] = ("rebalance", "add-brokers", "remove-brokers",
-                                    "leader-balance")
+                                    "leader-balance", "demote-brokers")
+# the goals that take a broker list (--goal KIND 3,4)
+BROKER_GOALS: tuple[GoalKind, ...] = ("add-brokers", "remove-brokers", "demote-brokers")
 
 
 class GoalError(Exception):
@@ -38,7 +43,12 @@ class Goal:
 
     @property
     def moves_data(self) -> bool:
-        return self.kind != "leader-balance"
+        return self.kind not in ("leader-balance", "demote-brokers")
+
+    @property
+    def demoted(self) -> frozenset[int]:
+        """Brokers that must stop being preferred leaders (demote-brokers)."""
+        return frozenset(self.brokers) if self.kind == "demote-brokers" else frozenset()
 
     @property
     def receivers_limited(self) -> bool:
@@ -71,7 +81,7 @@ def parse_goal(words: list[str], balance: bool = False) -> Goal:
     kind, rest = words[0], words[1:]
     if kind not in GOAL_KINDS:
         raise GoalError([f"--goal: unknown goal {kind!r}; one of {', '.join(GOAL_KINDS)}"])
-    if kind in ("add-brokers", "remove-brokers"):
+    if kind in BROKER_GOALS:
         text = ",".join(rest).strip(",")
         if not text:
             raise GoalError([f"--goal {kind}: name the brokers, e.g. --goal {kind} 7,8"])
@@ -98,6 +108,10 @@ def check_goal(goal: Goal, snapshot: Snapshot) -> list[str]:
     known = set(snapshot.broker_ids())
     problems: list[str] = []
     unknown = sorted(set(goal.brokers) - known)
+    if unknown and goal.kind == "demote-brokers":
+        return [f"--goal demote-brokers {_ids(goal.brokers)}: unknown broker(s) {unknown}; "
+                f"the snapshot knows {sorted(known)} — name brokers of this cluster (take the "
+                "snapshot again if one just joined)"]
     if unknown:
         problems.append(
             f"--goal {goal.kind}: unknown broker(s) {unknown}; the snapshot knows "
@@ -122,9 +136,17 @@ def check_goal(goal: Goal, snapshot: Snapshot) -> list[str]:
                 f"{len(racks_left)} rack(s) {sorted(racks_left)} but replication factor "
                 f"{max_rf} needs {max_rf} racks to keep replicas in distinct racks; "
                 "keep a broker in each rack")
+    if goal.demoted and goal.demoted >= known:
+        problems.append(
+            f"--goal demote-brokers {_ids(goal.brokers)}: would leave no broker to lead; "
+            f"the snapshot knows {sorted(known)} — leave at least one broker undemoted")
     if goal.kind == "add-brokers" and len(goal.brokers) == len(known):
         problems.append("--goal add-brokers: names every broker; name only the new ones")
     if max_rf > len(known):
         problems.append(f"partitions.parquet: replication factor {max_rf} exceeds the "
                         f"{len(known)} brokers")
     return problems
+
+
+def _ids(brokers: tuple[int, ...]) -> str:
+    return ",".join(map(str, brokers))

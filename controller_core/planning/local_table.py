@@ -33,8 +33,7 @@ from controller_core.planning.scoring import (
     _padded,
     _shares_a_rack,
     best_per_source,
-    score_leader_moves,
-    score_replica_moves,
+    scorer_for,
 )
 from controller_core.planning.snapshot import Snapshot
 from controller_core.planning.table import VIOLATION_ROWS, Changes, Finished
@@ -100,7 +99,7 @@ class LocalTable:
     def candidates(self, ctx: RoundContext, caps: dict[int, int], leaders: bool
                    ) -> list[Candidate]:
         pd = importlib.import_module("pandas")
-        scorer = score_leader_moves if leaders else score_replica_moves
+        scorer = scorer_for(ctx, leaders)
         frames = [out for batch in self._batches if len(out := scorer(batch, ctx))]
         if not frames:
             return []

@@ -129,6 +129,20 @@ def compute_targets(brokers: Sequence[Broker], eligible: set[int],
     return Targets(target, mean, band, tuple(weights))
 
 
+def with_leader_targets(targets: Targets, leaders: Targets) -> Targets:
+    """``targets`` with the leader metrics of ``leaders``: demoted brokers keep their replica
+    targets but lead nothing, so the leadership they give up is shared by the others."""
+    def pick(m: int, mine: float, theirs: float) -> float:
+        return theirs if m in LEADER_METRICS else mine
+
+    target = {b: tuple(pick(m, x, leaders.target[b][m]) for m, x in enumerate(row))
+              for b, row in targets.target.items()}
+    band = {b: tuple(pick(m, x, leaders.band[b][m]) for m, x in enumerate(row))
+            for b, row in targets.band.items()}
+    mean = tuple(pick(m, x, leaders.mean[m]) for m, x in enumerate(targets.mean))
+    return Targets(target, mean, band, targets.weights)
+
+
 def transfer_delta(targets: Targets, loads: dict[int, list[int]], metric: int, src: int,
                    dst: int, amount: float) -> float:
     """Change of the objective when ``amount`` of ``metric`` moves from ``src`` to ``dst``."""

@@ -143,7 +143,8 @@ def markdown(result: PlanResult, resources: Sequence[RenderedResource], throttle
     for b in result.brokers:
         x, y = result.loads_before[b.id], result.loads_after[b.id]
         cap = b.disk_capacity_bytes
-        tag = " (removed)" if b.id not in result.eligible else ""
+        tag = " (removed)" if b.id not in result.eligible else \
+            " (demoted)" if b.id in result.goal.demoted else ""
         lines.append(
             f"| {b.id}{tag} | {b.rack or '-'} | {x[REPLICAS]} → {y[REPLICAS]} | "
             f"{x[LEADERS]} → {y[LEADERS]} | {fmt_bytes(x[DISK])} → {fmt_bytes(y[DISK])} | "

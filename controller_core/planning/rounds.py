@@ -23,12 +23,16 @@ from controller_core.planning.objective import (
     check_assignment,
     compute_targets,
     objective,
+    with_leader_targets,
 )
 from controller_core.planning.options import PlanOptions
 from controller_core.planning.result import PlanResult, RoundStat
 from controller_core.planning.scoring import CANDIDATE_COLUMNS, RoundContext
 from controller_core.planning.snapshot import Snapshot
 from controller_core.planning.table import Finished, PlanTable
+
+# partitions a demote-brokers plan cannot change named in its report (the count is exact)
+STUCK_EXAMPLES = 5
 
 
 def to_candidates(frame: Any) -> list[Candidate]:
@@ -50,7 +54,7 @@ def _ints(values: Any) -> tuple[int, ...]:
 
 
 def context(bal: Balancer, sources: set[int], dests: set[int], seed: int, choices: int,
-             mean_size: float, repair: bool = False) -> RoundContext:
+             mean_size: float, repair: bool = False, demote: bool = False) -> RoundContext:
     """The broker figures of this round for the scorer (small: shipped with the closure)."""
     import numpy as np
 
@@ -77,7 +81,8 @@ def context(bal: Balancer, sources: set[int], dests: set[int], seed: int, choice
         is_removed=np.array([b in bal.removed for b in ids]),
         dest_slots=np.array([i for i, b in enumerate(ids) if b in dests], dtype=np.int64),
         seed=seed, choices=choices, mean_size=mean_size, relaxed=bal.relaxed, repair=repair,
-        changes=dict(bal.changed))
+        changes=dict(bal.changed),
+        is_demoted=np.array([b in bal.demoted for b in ids]) if demote else None)
 
 
 
@@ -90,6 +95,9 @@ def restriction(goal: Goal) -> str | None:
     if goal.drain_only:
         return (f"only the replicas of the removed brokers {ids} move (remove-brokers without "
                 "--balance)")
+    if goal.demoted:
+        return (f"only the partitions whose preferred leader is a demoted broker {ids} change, "
+                "and only their replica order (demote-brokers)")
     return None
 
 
@@ -106,9 +114,14 @@ def plan(table: PlanTable, snapshot: Snapshot, goal: Goal, options: PlanOptions,
     racks = {b.rack for b in snapshot.brokers if b.id in eligible}
     targets = compute_targets(snapshot.brokers, eligible, totals, options.weights,
                               options.tolerance, table.per_rack(len(racks)))
+    if goal.demoted:
+        targets = with_leader_targets(targets, compute_targets(
+            snapshot.brokers, eligible - goal.demoted, totals, options.weights,
+            options.tolerance))
     dests = new if goal.receivers_limited else eligible
     bal = Balancer(snapshot.brokers, {b: list(v) for b, v in before.items()}, targets,
-                   dest_ids=dests, removed=removed, restriction=restriction(goal))
+                   dest_ids=dests, removed=removed, restriction=restriction(goal),
+                   demoted=set(goal.demoted))
     mean_size = totals[DISK] / totals[REPLICAS] if totals[REPLICAS] else 1.0
     stats: list[RoundStat] = []
 
@@ -151,7 +164,10 @@ def plan(table: PlanTable, snapshot: Snapshot, goal: Goal, options: PlanOptions,
     clock.lap("replica rounds")
     last = objective(bal.targets, bal.loads)
     widen = False
-    for rnd in range(options.max_rounds):
+    if goal.demoted:
+        stats.append(demote_round(table, bal, options, mean_size))
+    # demote-brokers changes the demoted brokers' partitions only: no leader-balance rounds
+    for rnd in range(0 if goal.demoted else options.max_rounds):
         t0 = time.monotonic()
         sources = bal.leader_sources(new, widen)
         bal.relaxed = widen
@@ -179,7 +195,7 @@ def plan(table: PlanTable, snapshot: Snapshot, goal: Goal, options: PlanOptions,
 
     clock.lap("leader rounds")
     done = table.finish(bal.changed, broker_ids, bal, removed,
-                        {pid for pid, _, _ in bal.unplaced})
+                        {pid for pid, _, _ in bal.unplaced} | set(bal.stuck[:STUCK_EXAMPLES]))
     after = done.loads
     if after != bal.loads:
         raise RuntimeError("internal: the rounds and the table disagree on the planned loads")
@@ -197,7 +213,37 @@ def plan(table: PlanTable, snapshot: Snapshot, goal: Goal, options: PlanOptions,
         moves=moves, loads_before=before, loads_after=after, targets=targets,
         partitions_total=len(snapshot.partitions), violations=_dedupe(violations),
         rounds=stats, seconds=time.monotonic() - started, timings=clock.laps,
-        shortfalls=bal.shortfalls(), sources=input_sources(snapshot))
+        shortfalls=_stuck(done, bal) + _misled(snapshot, goal.demoted) + bal.shortfalls(),
+        sources=input_sources(snapshot))
+
+
+def demote_round(table: PlanTable, bal: Balancer, options: PlanOptions, mean_size: float
+                 ) -> RoundStat:
+    """The one round of demote-brokers: every partition a demoted broker prefers to lead
+    gets another preferred leader, chosen as leader-balance would (see
+    :meth:`.Balancer.try_demotion`)."""
+    t0 = time.monotonic()
+    stay = set(bal.loads) - bal.demoted
+    ctx = context(bal, bal.demoted, stay, options.seed * 1_000_003 + 7919, options.choices,
+                  mean_size, demote=True)
+    cands = table.candidates(ctx, bal.source_caps(bal.demoted, True), True)
+    t1 = time.monotonic()
+    accepted = bal.run_demotions(cands)
+    t2 = time.monotonic()
+    return RoundStat("demote", 0, len(bal.demoted), len(cands), accepted,
+                     time.monotonic() - t0, t2 - t1, objective(bal.targets, bal.loads))
+
+
+def _stuck(done: Finished, bal: Balancer) -> list[str]:
+    """The partitions a demotion cannot change (every replica demoted), as one line."""
+    if not bal.stuck:
+        return []
+    shown = [f"{t}-{p} {r}" for t, p, r in
+             sorted(done.rows[pid] for pid in bal.stuck[:STUCK_EXAMPLES])]
+    more = ", ..." if len(bal.stuck) > len(shown) else ""
+    return [f"demote-brokers: {len(bal.stuck)} partition(s) keep a demoted preferred leader: "
+            f"every replica is on a demoted broker ({', '.join(shown)}{more}); add a replica "
+            "on another broker to move their leadership, or demote fewer brokers"]
 
 
 def input_sources(snapshot: Snapshot) -> dict[str, str]:
@@ -217,6 +263,26 @@ class Stopwatch:
         now = time.monotonic()
         self.laps[name] = round(now - self._last, 3)
         self._last = now
+
+
+def _misled(snapshot: Snapshot, demoted: frozenset[int]) -> list[str]:
+    """The partitions a demoted broker leads though another replica is their preferred
+    leader (a failover left it there), as one line: the plan does not reorder them, so its
+    election does not reach them."""
+    if not demoted:
+        return []
+    pt = snapshot.partitions
+    rows = [i for i, (reps, leader) in enumerate(zip(pt.replicas, pt.leader, strict=True))
+            if leader in demoted and reps[0] not in demoted]
+    if not rows:
+        return []
+    shown = ", ".join(f"{pt.topic[i]}-{pt.partition[i]} led by {pt.leader[i]}"
+                      for i in rows[:STUCK_EXAMPLES])
+    more = ", ..." if len(rows) > STUCK_EXAMPLES else ""
+    return [f"demote-brokers: {len(rows)} partition(s) are led by a demoted broker though "
+            f"another replica is their preferred leader ({shown}{more}); the plan leaves them "
+            "as they are: elect their preferred leaders (a LeaderElection with electionType "
+            "PREFERRED) to move that leadership"]
 
 
 def _unmoved_violations(done: Finished, bal: Balancer) -> list[Violation]:

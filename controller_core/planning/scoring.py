@@ -14,7 +14,7 @@ piling onto the single most underloaded one, and the draw is reproducible.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +56,11 @@ class RoundContext:
     # pid -> (replicas, leader) of every partition the plan changed so far: the table in
     # Spark keeps the snapshot's assignment, each batch is brought up to date here
     changes: Mapping[int, tuple[tuple[int, ...], int]] = field(default_factory=dict)
+    # bool[k]: the brokers of a demote round (demote-brokers); None: not a demote round
+    is_demoted: Any = None
+
+
+Scorer = Callable[[Any, RoundContext], Any]
 
 
 def with_changes(pdf: Any, changes: Mapping[int, tuple[tuple[int, ...], int]]) -> Any:
@@ -280,6 +285,42 @@ def score_leader_moves(pdf: Any, ctx: RoundContext) -> Any:
         "bin": bi.astype(np.int64), "bout": bo.astype(np.int64),
     })
     return frame[keep]
+
+
+def score_demotions(pdf: Any, ctx: RoundContext) -> Any:
+    """A mandatory candidate for every partition whose preferred leader (first replica) is
+    demoted; ``dests`` are its replicas that are not, in list order (none: all demoted),
+    ``priority`` their number, so the most constrained partitions are placed first."""
+    np, pd = _np(), _pd()
+    empty = pd.DataFrame({c: [] for c in CANDIDATE_COLUMNS})
+    if len(pdf) == 0:
+        return empty
+    pdf = with_changes(pdf, ctx.changes)
+    lists = list(pdf["replicas"])
+    ids = _padded(lists, max(len(r) for r in lists))
+    slots = ctx.slot_of[np.clip(ids, 0, len(ctx.slot_of) - 1)]
+    demoted = (ids >= 0) & ctx.is_demoted[np.clip(slots, 0, None)]
+    rows = np.nonzero(demoted[:, 0])[0]
+    if rows.size == 0:
+        return empty
+    dests = [[int(b) for b, d in zip(ids[r], demoted[r], strict=True) if b >= 0 and not d]
+             for r in rows]
+    return pd.DataFrame({
+        "pid": pdf["pid"].to_numpy(np.int64)[rows], "pos": np.zeros(rows.size, dtype=np.int32),
+        "src": ids[rows, 0], "mandatory": np.ones(rows.size, dtype=bool), "dests": dests,
+        "priority": np.array([len(d) for d in dests], dtype=np.float64),
+        "replicas": [lists[r] for r in rows],
+        "leader": pdf["leader"].to_numpy(np.int64)[rows],
+        "size": pdf["size"].to_numpy(np.int64)[rows],
+        "bin": pdf["bin"].to_numpy(np.int64)[rows], "bout": pdf["bout"].to_numpy(np.int64)[rows],
+    })
+
+
+def scorer_for(ctx: RoundContext, leaders: bool) -> Scorer:
+    """The scorer of a round: replica moves, leadership changes, or demotions."""
+    if ctx.is_demoted is not None:
+        return score_demotions
+    return score_leader_moves if leaders else score_replica_moves
 
 
 def best_per_source(frame: Any, caps: dict[int, int]) -> Any:

@@ -42,8 +42,7 @@ from controller_core.planning.schema import PARTITION_COLUMNS, PARTITIONS_FILE
 from controller_core.planning.scoring import (
     RoundContext,
     best_per_source,
-    score_leader_moves,
-    score_replica_moves,
+    scorer_for,
 )
 from controller_core.planning.snapshot import Snapshot
 from controller_core.planning.table import VIOLATION_ROWS, Changes, Finished
@@ -247,7 +246,7 @@ _CANDIDATE_SCHEMA = (
 
 def _collect_candidates(rows: Any, ctx: RoundContext, caps: dict[int, int],
                         leaders: bool) -> list[Candidate]:
-    scorer = score_leader_moves if leaders else score_replica_moves
+    scorer = scorer_for(ctx, leaders)
 
     def score(batches: Iterable[Any]) -> Iterable[Any]:
         frames = [out for pdf in batches if len(out := scorer(pdf, ctx))]

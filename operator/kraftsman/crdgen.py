@@ -27,6 +27,7 @@ from kraftsman.resources import (
     BROKERS_REFUSED,
     BROKERS_REQUIRED,
     CANCEL_WITH_DRY_RUN,
+    GOALS_WITH_BROKERS,
     GROUP,
     KINDS,
     VERSION,
@@ -150,6 +151,9 @@ FLOAT_EXACT = 2**53
 
 # Per (model, field) schema additions that pydantic cannot express.
 _SET = {"x-kubernetes-list-type": "set"}
+# CEL: spec.goal is one of the goals that take spec.brokers
+_GOAL_TAKES_BROKERS = "(has(self.goal) && (" + " || ".join(
+    f"self.goal == '{g}'" for g in GOALS_WITH_BROKERS) + "))"
 FIELD_EXTRAS: dict[tuple[str, str], dict[str, Any]] = {
     ("KafkaQuorumSpec", "voters"): _SET,
     ("EmbeddedClusterSpec", "controllers"): _SET,
@@ -201,11 +205,9 @@ MODEL_RULES: dict[str, list[dict[str, str]]] = {
          "message": CANCEL_WITH_DRY_RUN},
     ],
     "KafkaRebalanceSpec": [
-        {"rule": "!(has(self.goal) && (self.goal == 'add-brokers' || "
-                 "self.goal == 'remove-brokers')) || has(self.brokers)",
+        {"rule": f"!{_GOAL_TAKES_BROKERS} || has(self.brokers)",
          "message": BROKERS_REQUIRED},
-        {"rule": "(has(self.goal) && (self.goal == 'add-brokers' || "
-                 "self.goal == 'remove-brokers')) || !has(self.brokers)",
+        {"rule": f"{_GOAL_TAKES_BROKERS} || !has(self.brokers)",
          "message": BROKERS_REFUSED},
     ],
     "LeaderElectionSpec": [

@@ -27,7 +27,7 @@ from controller_core.planning.fingerprint import table_fingerprint
 from controller_core.planning.goals import GOAL_KINDS, Goal, GoalError, check_goal
 from controller_core.planning.snapshot import Snapshot, SnapshotError
 from kraftsman.resources import (
-    GOALS_WITH_BROKERS,
+    GOALS_WITH_BALANCE,
     KafkaClusterSpec,
     KafkaRebalanceSpec,
     format_validation_error,
@@ -71,7 +71,7 @@ def parse_rebalance(name: str, spec: Any) -> KafkaRebalanceSpec:
 def goal_of(name: str, spec: KafkaRebalanceSpec) -> Goal:
     """The plan's goal (the model already checked brokers against the goal)."""
     brokers = tuple(spec.brokers or ())
-    if spec.balance and spec.goal not in GOALS_WITH_BROKERS:
+    if spec.balance and spec.goal not in GOALS_WITH_BALANCE:
         raise ProposeError(f"KafkaRebalance {name}: spec.balance: only with goal add-brokers or "
                            f"remove-brokers (goal is {spec.goal}, which already balances or "
                            "moves no data); remove it")

@@ -205,15 +205,19 @@ class LeaderElectionSpec(CamelModel):
         return self
 
 
-RebalanceGoal = Literal["rebalance", "add-brokers", "remove-brokers", "leader-balance"]
-GOALS_WITH_BROKERS = ("add-brokers", "remove-brokers")
+RebalanceGoal = Literal["rebalance", "add-brokers", "remove-brokers", "leader-balance",
+                        "demote-brokers"]
+GOALS_WITH_BROKERS = ("add-brokers", "remove-brokers", "demote-brokers")
+# the goals spec.balance widens (a fill or a drain that also balances the others)
+GOALS_WITH_BALANCE = ("add-brokers", "remove-brokers")
 Approval = Literal["Pending", "Approved", "Rejected"]
 
 
-BROKERS_REQUIRED = ("spec.brokers: required for goals add-brokers and remove-brokers; list the "
-                    "broker ids to add or remove, e.g. brokers: [6, 7]")
-BROKERS_REFUSED = ("spec.brokers: only for goals add-brokers and remove-brokers; remove "
-                   "spec.brokers or change spec.goal")
+BROKERS_REQUIRED = ("spec.brokers: required for goals add-brokers, remove-brokers and "
+                    "demote-brokers; list the broker ids to add, remove or demote, e.g. "
+                    "brokers: [6, 7]")
+BROKERS_REFUSED = ("spec.brokers: only for goals add-brokers, remove-brokers and "
+                   "demote-brokers; remove spec.brokers or change spec.goal")
 
 
 class KafkaRebalanceSpec(CamelModel):
@@ -222,11 +226,12 @@ class KafkaRebalanceSpec(CamelModel):
 
     cluster_ref: ObjectRef = Field(description="The KafkaCluster to plan for.")
     goal: RebalanceGoal = Field(default="rebalance", description="What the plan does: "
-                                "rebalance, add-brokers, remove-brokers or leader-balance "
-                                "(the goals of `kraftsman plan`).")
+                                "rebalance, add-brokers, remove-brokers, leader-balance or "
+                                "demote-brokers (the goals of `kraftsman plan`).")
     brokers: list[BrokerId] | None = Field(
-        default=None, min_length=1, description="Brokers to fill (add-brokers) or drain "
-        "(remove-brokers); refused for the other goals.")
+        default=None, min_length=1, description="Brokers to fill (add-brokers), drain "
+        "(remove-brokers) or move preferred leadership away from, moving no data "
+        "(demote-brokers); refused for the other goals.")
     balance: bool = Field(default=False, description="add/remove-brokers: also balance the "
                           "other brokers in the same plan (`kraftsman plan --balance`).")
     throttle_bytes_per_second: int | None = Field(

@@ -315,6 +315,7 @@ CEL = [
      "exactly one of spec.partitions"),
     ("KafkaRebalance", {**REF, "goal": "add-brokers"}, "spec.brokers: required for goals"),
     ("KafkaRebalance", {**REF, "goal": "remove-brokers"}, "spec.brokers: required for goals"),
+    ("KafkaRebalance", {**REF, "goal": "demote-brokers"}, "spec.brokers: required for goals"),
     ("KafkaRebalance", {**REF, "brokers": [3]}, "spec.brokers: only for goals"),
     ("KafkaRebalance", {**REF, "goal": "leader-balance", "brokers": [3]},
      "spec.brokers: only for goals"),

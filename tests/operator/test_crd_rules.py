@@ -56,6 +56,8 @@ def test_cancel_with_dry_run_is_refused_by_the_crd_and_the_model() -> None:
 @pytest.mark.parametrize(("spec", "refused_by"), [
     ({**REF, "goal": "add-brokers"}, "required"),
     ({**REF, "goal": "remove-brokers"}, "required"),
+    ({**REF, "goal": "demote-brokers"}, "required"),
+    ({**REF, "goal": "demote-brokers", "brokers": [3, 4]}, None),
     ({**REF, "brokers": [3]}, "only for"),  # goal defaults to rebalance
     ({**REF, "goal": "leader-balance", "brokers": [3]}, "only for"),
     ({**REF, "goal": "add-brokers", "brokers": [6]}, None),

@@ -205,11 +205,11 @@ def test_malformed_index_is_an_error_naming_the_config_map(data: dict[str, str],
 
 @pytest.mark.parametrize(("raw", "field", "fix"), [
     ({"clusterRef": {"name": "demo"}, "goal": "add-brokers"}, "spec.brokers",
-     "list the broker ids to add or remove"),
+     "list the broker ids to add, remove or demote"),
     ({"clusterRef": {"name": "demo"}, "goal": "rebalance", "brokers": [1]}, "spec.brokers",
      "remove spec.brokers or change spec.goal"),
     ({"clusterRef": {"name": "demo"}, "goal": "shuffle"}, "spec.goal",
-     "'rebalance', 'add-brokers', 'remove-brokers' or 'leader-balance'"),
+     "'rebalance', 'add-brokers', 'remove-brokers', 'leader-balance' or 'demote-brokers'"),
     ({"clusterRef": {"name": "demo"}, "approval": "Yes"}, "spec.approval", "'Approved'"),
 ])
 def test_invalid_spec_names_the_field_and_the_fix(raw: dict[str, Any], field: str,

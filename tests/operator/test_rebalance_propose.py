@@ -323,6 +323,34 @@ def test_a_retried_job_replaces_its_config_maps(kube: Kube, embedded: dict[str, 
     assert len(names) == len(set(names))
 
 
+def test_a_demote_proposal_reorders_the_demoted_brokers_partitions(
+        kube: Kube, kubeconfig: Path, tmp_path: Path) -> None:
+    """goal demote-brokers, on the driver engine (the Job's heap setting is no request for
+    Spark): broker 0's four partitions get broker 1 as preferred leader, nothing is copied,
+    and every step elects the preferred leaders once reordered."""
+    cluster_uid = kube.create("KafkaCluster", "maint", {"embedded": CLUSTER})
+    embedded_state(tmp_path, "maint", cluster_uid)
+    uid = kube.create("KafkaRebalance", "maint-0", {
+        "clusterRef": {"name": "maint"}, "goal": "demote-brokers", "brokers": [0],
+        "throttleBytesPerSecond": 1_000_000, "maxConcurrentMoves": 3,
+        "maxPartitionsPerResource": 2})
+    run = propose(kubeconfig, "maint-0", "1", tmp_path, "--spark-conf",
+                  "spark.driver.memory=1g")
+    assert run.returncode == 0, run.stderr[-3000:]
+    index = kube.config_map("maint-0-proposal-1")
+    assert index is not None and set(index["data"]) == {"summary.json", "parts"}, index
+    summary = json.loads(index["data"]["summary.json"])
+    assert (summary["goal"], summary["partitionsInPlan"], summary["replicasToMove"],
+            summary["bytesToMove"]) == ("demote-brokers 0", 4, 0, 0)
+    docs = [yaml.safe_load(d) for d in documents(kube, index)]
+    assert len(docs) == 2 and all(d["spec"]["electPreferredLeaders"] for d in docs)
+    moves = [m for d in docs for m in d["spec"]["partitions"]]
+    assert sorted(m["partition"] for m in moves) == [0, 2, 4, 6]  # [0, 1] in CLUSTER
+    assert all(m["replicas"] == [1, 0] for m in moves)
+    cm = kube.config_map("maint-0-proposal-1-1")
+    assert cm is not None and cm["metadata"]["ownerReferences"][0]["uid"] == uid
+
+
 # ---------------------------------------------------------------------------------------
 # the kafka backend: `kraftsman cluster serve` with SASL/SCRAM
 
@@ -431,6 +459,9 @@ def test_missing_cluster(kube: Kube, kubeconfig: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize(("spec", "expected"), [
     ({"goal": "shuffle"}, "spec.goal: Input should be 'rebalance'"),
     ({"goal": "add-brokers", "brokers": [9]}, "spec.brokers (goal add-brokers): unknown"),
+    ({"goal": "demote-brokers", "brokers": [0, 1, 2, 3]},
+     "spec.brokers 0,1,2,3 (goal demote-brokers): would leave no broker to lead; the snapshot "
+     "knows [0, 1, 2, 3] — leave at least one broker undemoted"),
 ])
 def test_bad_goal_or_brokers(kube: Kube, kubeconfig: Path, tmp_path: Path, spec: dict[str, Any],
                              expected: str) -> None:
@@ -447,7 +478,12 @@ def test_bad_goal_or_brokers(kube: Kube, kubeconfig: Path, tmp_path: Path, spec:
 
 
 @pytest.mark.parametrize(("spec", "expected"), [
-    ({"goal": "add-brokers"}, "spec.brokers: required for goals add-brokers and remove"),
+    ({"goal": "add-brokers"}, "spec.brokers: required for goals add-brokers, remove-brokers "
+     "and demote-brokers"),
+    ({"goal": "demote-brokers"}, "spec.brokers: required for goals add-brokers, remove-brokers "
+     "and demote-brokers; list the broker ids to add, remove or demote"),
+    ({"goal": "demote-brokers", "brokers": [3], "balance": True},
+     "spec.balance: only with goal add-brokers or remove-brokers (goal is demote-brokers"),
     ({"goal": "remove-brokers", "brokers": []}, "spec.brokers: List should have at least 1"),
     ({"goal": "rebalance", "brokers": [1]}, "spec.brokers: only for goals add-brokers"),
     ({"goal": "remove-brokers", "brokers": [2, 2]}, "lists a broker twice"),
@@ -463,6 +499,7 @@ def test_bad_goal_or_brokers(kube: Kube, kubeconfig: Path, tmp_path: Path, spec:
      "Input should be less than or equal to 9223372036854775807; give a whole number"),
     ({"goal": "rebalance"}, None),
     ({"goal": "remove-brokers", "brokers": [3], "balance": True}, None),
+    ({"goal": "demote-brokers", "brokers": [3, 4]}, None),
 ])
 def test_spec_checks(spec: dict[str, Any], expected: str | None) -> None:
     """The same checks in-process (each also reached by the console script above)."""
@@ -484,6 +521,10 @@ def test_goal_problems_name_the_spec_field() -> None:
     with pytest.raises(ProposeError, match=re.escape(
             "spec.brokers 0,1,2 (goal remove-brokers): leaves 1 broker(s)")):
         check_goal_fits("r", Goal("remove-brokers", (0, 1, 2)), snap)
+    with pytest.raises(ProposeError, match=re.escape(
+            "KafkaRebalance r: spec.brokers 2,7 (goal demote-brokers): unknown broker(s) [7]; "
+            "the snapshot knows [0, 1, 2, 3] — name brokers of this cluster")):
+        check_goal_fits("r", Goal("demote-brokers", (2, 7)), snap)
 
 
 def test_embedded_state_not_mounted(kube: Kube, kubeconfig: Path, tmp_path: Path) -> None:

@@ -4,6 +4,8 @@ message naming the problem, and no output left behind."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,8 @@ from controller_core.planning.report import max_over_mean
 from controller_core.planning.snapshot import read_snapshot, write_snapshot
 from controller_core.planning.synthetic import make_snapshot
 from kraftsman.cli import main
+
+BIN = Path(sys.executable).parent / "kraftsman"
 
 CLUSTER = """
 apiVersion: kraftsman.io/v1alpha1
@@ -141,6 +145,22 @@ def test_unknown_brokers_in_the_goal(capsys: pytest.CaptureFixture[str], snap_di
     err = assert_refused(capsys, tmp_path / "o", "--snapshot", str(snap_dir),
                          "--goal", "add-brokers", "7,8")
     assert "error: --goal add-brokers: unknown broker(s) [7, 8]" in err
+
+
+def test_demoting_unknown_brokers_or_every_broker(capsys: pytest.CaptureFixture[str],
+                                                  snap_dir: Path, tmp_path: Path) -> None:
+    err = assert_refused(capsys, tmp_path / "o", "--snapshot", str(snap_dir),
+                         "--goal", "demote-brokers", "4,9")
+    assert "error: --goal demote-brokers 4,9: unknown broker(s) [9]; the snapshot knows " \
+        "[0, 1, 2, 3, 4, 5] — name brokers of this cluster" in err
+    err = assert_refused(capsys, tmp_path / "o", "--snapshot", str(snap_dir),
+                         "--goal", "demote-brokers", "0,1,2,3,4,5")
+    assert "error: --goal demote-brokers 0,1,2,3,4,5: would leave no broker to lead; " \
+        "the snapshot knows [0, 1, 2, 3, 4, 5] — leave at least one broker undemoted" in err
+    err = assert_refused(capsys, tmp_path / "o", "--snapshot", str(snap_dir),
+                         "--goal", "demote-brokers", "3", "--balance")
+    assert "--balance: only with --goal add-brokers or remove-brokers (got demote-brokers)" \
+        in err
 
 
 def test_goal_leaving_too_few_racks(capsys: pytest.CaptureFixture[str], snap_dir: Path,
@@ -319,3 +339,60 @@ def test_auto_takes_the_heap_for_a_sizing_hint_and_other_spark_settings_for_spar
     assert not on_driver(req, 10)
     req.master, req.engine = "local[2]", "spark"
     assert not on_driver(req, 10)
+
+
+def kraftsman(*argv: str) -> str:
+    """The console script as a user runs it; its stdout (exit 0 asserted)."""
+    done = subprocess.run([str(BIN), *argv], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def assignment(d: Path) -> dict[tuple[str, int], tuple[list[int], int]]:
+    """(topic, partition) -> (replicas, current leader) as the cluster reported them."""
+    pt = read_snapshot(d).partitions
+    return {(t, p): (list(r), ld) for t, p, r, ld in zip(
+        pt.topic, pt.partition, pt.replicas, pt.leader, strict=True)
+        if t != THROTTLE_MARKER_TOPIC}
+
+
+def test_demote_applied_on_the_embedded_cluster_moves_leadership_and_no_data(
+        tmp_path: Path) -> None:
+    """demote-brokers 0 end to end with the console script on the embedded cluster: the plan
+    only reorders broker 0's partitions, `apply` runs the preferred election after the
+    reorder, and broker 0 leads nothing; a later leader-balance gives it its share back."""
+    state = str(tmp_path / "state")
+    (tmp_path / "cluster.yaml").write_text(CLUSTER)
+    kraftsman("apply", "-f", str(tmp_path / "cluster.yaml"), "--state-dir", state)
+    kraftsman("snapshot", "--state-dir", state, "--out", str(tmp_path / "s1"))
+    before = assignment(tmp_path / "s1")
+    led = {tp for tp, (reps, _) in before.items() if reps[0] == 0}
+    assert len(led) == 6
+
+    out = kraftsman("plan", "--snapshot", str(tmp_path / "s1"), "--goal", "demote-brokers",
+                    "0", "--out", str(tmp_path / "demote"), "--engine", "driver")
+    assert "goal: demote-brokers 0; partitions in plan: 6 of 18; replicas to copy: 0" in out
+    summary = json.loads((tmp_path / "demote" / "report.json").read_text())["summary"]
+    assert summary["partitionsReorderedOnly"] == 6 and summary["bytesToMove"] == 0
+    docs = [yaml.safe_load(p.read_text())
+            for p in sorted((tmp_path / "demote" / "reassignments").iterdir())]
+    assert docs and all(d["spec"]["electPreferredLeaders"] is True for d in docs)
+    assert "| 0 (demoted) |" in (tmp_path / "demote" / "report.md").read_text()
+
+    applied = kraftsman("apply", "-f", str(tmp_path / "demote" / "reassignments"),
+                        "--state-dir", state)
+    assert "completed" in applied, applied
+    kraftsman("snapshot", "--state-dir", state, "--out", str(tmp_path / "s2"))
+    after = assignment(tmp_path / "s2")
+    assert {tp: sorted(r) for tp, (r, _) in after.items()} == \
+        {tp: sorted(r) for tp, (r, _) in before.items()}  # no replica moved
+    assert [tp for tp, (reps, leader) in after.items() if 0 in (reps[0], leader)] == []
+    assert {tp for tp, (r, _) in after.items() if r != before[tp][0]} == led  # nothing else
+
+    # undone by a later plan: leader-balance gives broker 0 leadership again
+    kraftsman("plan", "--snapshot", str(tmp_path / "s2"), "--goal", "leader-balance",
+              "--out", str(tmp_path / "back"), "--engine", "driver")
+    kraftsman("apply", "-f", str(tmp_path / "back" / "reassignments"), "--state-dir", state)
+    kraftsman("snapshot", "--state-dir", state, "--out", str(tmp_path / "s3"))
+    leads = snapshot_loads(tmp_path / "s3")
+    assert abs(leads[0][LEADERS] - 3) <= 1, leads  # its share: 18 leaders over 6 brokers, ±1

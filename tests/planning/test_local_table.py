@@ -2,8 +2,9 @@
 
 Every case plans one snapshot twice — on the Spark session of conftest and in this
 process — and compares everything the result says except the timings. The cases cover
-each goal, rack repair, a drain that does not fit (placement and drain violations),
-brokers without racks and a mix of topics with long, short and non-ASCII names.
+each goal, rack repair, a demotion that leaves partitions on demoted brokers, a drain that
+does not fit (placement and drain violations), brokers without racks and a mix of topics
+with long, short and non-ASCII names.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ CASES = [
     ("skewed", "remove-brokers 1 --balance"),
     ("added", "add-brokers 6,7,8"),
     ("added", "add-brokers 6,7,8 --balance"),
+    ("skewed", "demote-brokers 0,4"),
 ]
 
 
@@ -70,7 +72,7 @@ def test_the_driver_plans_what_spark_plans(spark: Any, skewed_dir: Path, added_d
                                            which: str, goal: str) -> None:
     d = skewed_dir if which == "skewed" else added_dir
     on_spark, on_driver = both(spark, d, goal)
-    assert on_spark.replicas_moved > 0 or goal == "leader-balance"
+    assert on_spark.replicas_moved > 0 or goal in ("leader-balance", "demote-brokers 0,4")
     assert len(on_spark.moves) > 0
     assert comparable(on_driver) == comparable(on_spark)
 
@@ -98,6 +100,23 @@ def test_the_same_violations_when_a_drain_does_not_fit_and_brokers_have_no_rack(
     kinds = sorted(v.constraint for v in on_spark.violations)
     assert kinds == ["drain", "drain", "placement", "placement"]
     assert comparable(on_driver) == comparable(on_spark)
+
+
+def test_the_same_demotion_when_some_partitions_have_only_demoted_replicas(
+        spark: Any, tmp_path: Path) -> None:
+    """The partitions a demotion cannot change are named from Spark's table as from the
+    driver's; the others get the same new preferred leaders."""
+    snap = renamed(make_snapshot(brokers=6, partitions=200, seed=9, replication_factor=2))
+    for i in range(0, 40, 5):
+        snap.partitions.replicas[i] = [1, 2]
+        snap.partitions.leader[i] = 1
+    d = save(snap, tmp_path / "stuck")
+    on_spark, on_driver = both(spark, d, "demote-brokers 1,2")
+    stuck = sum(1 for r in snap.partitions.replicas if set(r) <= {1, 2})
+    assert stuck >= 8
+    assert on_spark.shortfalls[0].startswith(
+        f"demote-brokers: {stuck} partition(s) keep a demoted")
+    assert on_spark.moves and comparable(on_driver) == comparable(on_spark)
 
 
 def test_partition_ids_and_loads_are_sparks(spark: Any, tmp_path: Path) -> None:

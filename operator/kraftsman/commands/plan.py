@@ -50,8 +50,9 @@ def register(sub: Any) -> None:
                     "a snapshot. Runs on local[*] by default, on any Spark with --master.")
     p.add_argument("--snapshot", type=Path, required=True, help="snapshot directory")
     p.add_argument("--goal", nargs="+", required=True, metavar="GOAL",
-                   help=f"one of {', '.join(GOAL_KINDS)}; add-brokers/remove-brokers take "
-                        "broker ids: --goal add-brokers 7,8")
+                   help=f"one of {', '.join(GOAL_KINDS)}; add-brokers/remove-brokers/"
+                        "demote-brokers take broker ids: --goal add-brokers 7,8; "
+                        "demote-brokers 3 moves broker 3's preferred leadership away, no data")
     p.add_argument("--balance", action="store_true",
                    help="with add-brokers/remove-brokers: also balance the other brokers in "
                         "the same plan (replicas may move between any brokers that stay)")

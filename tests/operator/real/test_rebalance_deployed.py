@@ -27,7 +27,10 @@ from harness import Api, cond_is
 from real_install import CHART_NAMESPACE, RELEASE, chart
 from test_operator_kmock import CLUSTER, REF
 
+from controller_core.config import EmbeddedClusterSpec
+from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.planning.fingerprint import assignment_fingerprint
+from kraftsman.handlers.runtime import embedded_cluster_dir
 from kraftsman.proposal import proposal_config_maps
 from tests.realk8s.apiserver import RealServer
 
@@ -213,11 +216,29 @@ async def execute(api: Api, steps: list[str]) -> dict[str, Any]:
     return obj
 
 
+async def leadership(api: Api, kubelet: Kubelet) -> dict[tuple[str, int], tuple[int, ...]]:
+    """(topic, partition) -> replicas and, last, the leader: the operator's embedded cluster
+    read as the planner Job reads it (read-only, no lock)."""
+    kc = await api.get("KafkaCluster", "demo")
+    assert kc is not None
+    where = embedded_cluster_dir(kubelet.op.state_dir, (api.namespace, "demo"),
+                                 kc["metadata"]["uid"])
+    c = EmbeddedCluster.open_read_only(where, EmbeddedClusterSpec.model_validate(
+        CLUSTER["embedded"]))
+    try:
+        return {(d.tp.topic, d.tp.partition): (*d.replicas, d.leader)
+                for d in c.describe_partitions()}
+    finally:
+        c.close()
+
+
 async def test_proposal_approved_by_annotation_executes_in_order(api: Api,
                                                                  kubelet: Kubelet) -> None:
     """Propose (the real planner on Spark), figures in status, nothing before approval;
     `kraftsman.io/rebalance=approve` passes the staleness check (the planner's and the
-    operator's fingerprints agree) and the reassignments run one at a time, to Ready."""
+    operator's fingerprints agree) and the reassignments run one at a time, to Ready.
+    Then a demote-brokers rebalance, approved in its spec: its steps reorder broker 0's
+    partitions, elect their preferred leaders, and broker 0 leads nothing, no replica moved."""
     await api.create("KafkaRebalance", "rb", REBALANCE)
     obj = await propose(api, kubelet, "rb-plan-1", 1)
     assert await preas_of(api) == {}  # nothing happens before approval
@@ -228,6 +249,21 @@ async def test_proposal_approved_by_annotation_executes_in_order(api: Api,
     assert annotation_gone(obj) and obj["status"]["decidedBy"] == "annotation"
     events = await api.wait_events("rb", "ProposalReady", "Approved", "Completed")
     assert [e["reason"] for e in events].count("ReassignmentCreated") == len(steps)
+
+    before = await leadership(api, kubelet)
+    assert any(v[0] == 0 for v in before.values())  # broker 0 is a preferred leader
+    await api.create("KafkaRebalance", "demote", {**REF, "goal": "demote-brokers",
+                                                  "brokers": [0], "approval": "Approved"})
+    done = await kubelet.play("demote-plan-1")  # the driver engine: no JVM
+    assert done.returncode == 0, done.stderr
+    obj = await api.wait("KafkaRebalance", "demote", phase("Ready"), timeout=120)
+    assert obj["status"]["moves"] == 0 and obj["status"]["proposal"]["bytesToMove"] == 0
+    after = await leadership(api, kubelet)
+    assert {tp: sorted(v[:-1]) for tp, v in after.items()} == \
+        {tp: sorted(v[:-1]) for tp, v in before.items()}  # the same replicas
+    assert [tp for tp, v in after.items() if 0 in (v[0], v[-1])] == []
+    assert {tp for tp, v in after.items() if v != before[tp]} == \
+        {tp for tp, v in before.items() if v[0] == 0}  # those partitions only
 
 
 @pytest.mark.slow  # two Spark runs: minutes on a loaded 2-core machine (--soak runs it)
