@@ -23,6 +23,7 @@ import jinja2
 import yaml
 from pydantic import BaseModel
 
+from kraftsman import dashboard
 from kraftsman.resources import (
     BROKERS_REFUSED,
     BROKERS_REQUIRED,
@@ -41,6 +42,7 @@ CRD_DIR = Path("crds")
 ARGOCD_DIR = Path("manifests") / "argocd"
 ARGOCD_SCRIPTS = ARGOCD_DIR / "resource_customizations" / GROUP
 CHART_ARGOCD_DIR = Path("charts") / "kraftsman" / "files" / "argocd"
+DASHBOARD_NAME = "kraftsman-dashboard.json"
 CATEGORY = "kraftsman"
 
 
@@ -400,6 +402,9 @@ def render_all() -> dict[Path, str]:
     for kind, script in scripts.items():
         out[ARGOCD_SCRIPTS / kind / "health.lua"] = script
         out[CHART_ARGOCD_DIR / f"{kind}.lua"] = script
+    board = dashboard.render()  # the Grafana dashboard: for import, and the chart's ConfigMap
+    out[Path("manifests") / "grafana" / DASHBOARD_NAME] = board
+    out[CHART_DIR / "files" / "grafana" / DASHBOARD_NAME] = board
     return out
 
 

@@ -6,7 +6,8 @@ What a platform team alerts on, read where it already lives rather than kept twi
   index per kind: kopf keeps it current, deletions included), so a scrape says what
   `kubectl get` says. kopf's peering stops a standby's watches, so a standby shows what it
   saw when it last acted, or nothing if it never did;
-- reconcile errors are counted where a pass records one (``handlers.common.degrade``);
+- reconcile errors are counted where every pass ends (``handlers.common.publish``), when it
+  ends Degraded;
 - the API server's answer times are taken around kopf's own request function, which every
   call of the operator goes through (kopf's patches, watches and ``handlers/kube.py``).
 """

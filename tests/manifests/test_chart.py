@@ -322,8 +322,9 @@ def test_metrics_are_served_on_a_named_port_behind_a_service_and_a_service_monit
     (sm,) = [d for d in docs if d["kind"] == "ServiceMonitor"]
     assert sm["metadata"]["labels"]["release"] == "prometheus"
     assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    # honorLabels: the series' own `namespace` (the resource's) is not renamed
     assert sm["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics",
-                                        "interval": "15s"}]
+                                        "interval": "15s", "honorLabels": True}]
     assert sm["spec"]["namespaceSelector"] == {"matchNames": ["kraftsman-system"]}
     (dep,) = [d for d in docs if d["kind"] == "Deployment"]
     assert "--metrics=http://0.0.0.0:9191/metrics" in dep["spec"]["template"]["spec"][
@@ -335,3 +336,18 @@ def test_metrics_are_served_on_a_named_port_behind_a_service_and_a_service_monit
     assert not [a for a in container["args"] if a.startswith("--metrics")]
     assert [p["name"] for p in container["ports"]] == ["health"]
     assert not [d for d in docs if d["kind"] in ("Service", "ServiceMonitor")]
+
+
+def test_the_grafana_dashboard_is_a_config_map_for_grafana_s_sidecar_on_demand(
+        chart: helm.Chart) -> None:
+    assert not [d for d in render(chart, {}) if d["kind"] == "ConfigMap"
+                and d["metadata"]["name"] == "kraftsman-dashboard"]
+    docs = render(chart, {"metrics": {"enabled": True, "port": 9090, "grafanaDashboard": {
+        "enabled": True, "namespace": "monitoring"}}})
+    (cm,) = [d for d in docs if d["metadata"]["name"] == "kraftsman-dashboard"]
+    assert cm["kind"] == "ConfigMap" and cm["metadata"]["namespace"] == "monitoring"
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    board = json.loads(cm["data"]["kraftsman-dashboard.json"])
+    assert board == json.loads((ROOT / "manifests" / "grafana" /
+                                "kraftsman-dashboard.json").read_text())
+    assert board["uid"] == "kraftsman-operations" and len(board["panels"]) >= 7

@@ -348,9 +348,13 @@ def server(tmp_path: Path) -> Iterator[ServedCluster]:
         yield s
 
 
-def kafka_driver(tmp_path: Path) -> Driver:
+def kafka_driver(tmp_path: Path, budget: float = 10.0) -> Driver:
+    """``budget``: seconds a Kafka call may take with its retries. A test that waits for a
+    cluster to be out of reach keeps it short; every other needs room for a busy machine
+    (at 1 s, an authorization refusal by a served cluster timed out under a load of 20)."""
     d = Driver(tmp_path / "op")
-    d.rt.kafka_retry = RetryPolicy(total_seconds=1.0, request_timeout_ms=1000)
+    d.rt.kafka_retry = RetryPolicy(total_seconds=budget,
+                                   request_timeout_ms=int(min(budget, 5.0) * 1000))
     d.rt.settings = d.settings  # as the operator's startup handler sets them (Secrets need them)
     return d
 
@@ -406,7 +410,7 @@ async def test_a_bootstrap_servers_cluster_whose_deletion_waits_is_connected_mea
 
 async def test_an_unreachable_cluster_is_degraded_and_retried_with_backoff(
         tmp_path: Path) -> None:
-    d = kafka_driver(tmp_path)
+    d = kafka_driver(tmp_path, budget=1.0)
     kc = d.create("KafkaCluster", "real", {"bootstrapServers": "127.0.0.1:1"})
     await d.call(kc, "reconcile")
     st = kc["status"]
@@ -468,7 +472,7 @@ async def test_voters_of_a_bootstrap_servers_cluster_are_checked_against_its_nod
 
 async def test_a_real_cluster_without_a_controller_is_unavailable(
         tmp_path: Path, server: ServedCluster) -> None:
-    d = kafka_driver(tmp_path)
+    d = kafka_driver(tmp_path, budget=1.0)
     kc = d.create("KafkaCluster", "real", {"bootstrapServers": server.bootstrap})
     await d.call(kc, "reconcile")
     for node in (0, 1, 2):
@@ -552,9 +556,10 @@ def secrets(monkeypatch: pytest.MonkeyPatch) -> Secrets:
     return store
 
 
-def secret_cluster(tmp_path: Path, server: ServedCluster) -> tuple[Driver, dict[str, Any]]:
+def secret_cluster(tmp_path: Path, server: ServedCluster, budget: float = 10.0
+                   ) -> tuple[Driver, dict[str, Any]]:
     """A driver and KafkaCluster "real" on ``server`` with the credentials of Secret "creds"."""
-    d = kafka_driver(tmp_path)
+    d = kafka_driver(tmp_path, budget)
     return d, d.create("KafkaCluster", "real", {"bootstrapServers": server.bootstrap,
                                                "authSecretRef": {"name": "creds"}})
 
@@ -612,7 +617,7 @@ async def test_a_changed_secret_connects_anew_when_it_is_read_again(
 async def test_the_backoff_starts_again_after_a_success(
         tmp_path: Path, server: ServedCluster, secrets: Secrets) -> None:
     """Failures before a success do not lengthen the wait after a later failure."""
-    d, kc = secret_cluster(tmp_path, server)
+    d, kc = secret_cluster(tmp_path, server, budget=1.0)
     await d.call(kc, "reconcile")
     d.now += 1
     await d.call(kc, "reconcile")
@@ -687,7 +692,7 @@ async def test_a_real_cluster_whose_deletion_waits_keeps_its_connection(
 
 async def test_a_refused_deletion_says_why_an_unreachable_cluster_is_not_usable(
         tmp_path: Path) -> None:
-    d = kafka_driver(tmp_path)
+    d = kafka_driver(tmp_path, budget=1.0)
     kc = d.create("KafkaCluster", "gone", {"bootstrapServers": "127.0.0.1:1"})
     d.create("PartitionReassignment", "m", {"clusterRef": {"name": "gone"}, "partitions": [
         {"topic": "orders", "partition": 0, "replicas": [3, 4, 5]}]})
