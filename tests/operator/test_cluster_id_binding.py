@@ -25,7 +25,7 @@ def conds(obj: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
 async def test_a_repointed_cluster_gets_no_moves_and_the_run_waits_for_a_decision(
         tmp_path: Path) -> None:
     d = Driver(tmp_path / "op")
-    d.rt.kafka_retry = RetryPolicy(total_seconds=1.0, request_timeout_ms=1000)
+    d.rt.kafka_retry = RetryPolicy(total_seconds=10.0, request_timeout_ms=5000)  # busy machines
     with served(embedded(tmp_path / "a"), time_scale=50) as a, \
             served(embedded(tmp_path / "b"), time_scale=50) as b:
         a_id = a.call(lambda: a.cluster.describe_cluster().cluster_id)
