@@ -23,7 +23,7 @@ import jinja2
 import yaml
 from pydantic import BaseModel
 
-from kraftsman import dashboard
+from kraftsman import monitoring
 from kraftsman.resources import (
     BROKERS_REFUSED,
     BROKERS_REQUIRED,
@@ -43,6 +43,7 @@ ARGOCD_DIR = Path("manifests") / "argocd"
 ARGOCD_SCRIPTS = ARGOCD_DIR / "resource_customizations" / GROUP
 CHART_ARGOCD_DIR = Path("charts") / "kraftsman" / "files" / "argocd"
 DASHBOARD_NAME = "kraftsman-dashboard.json"
+RULES_NAME = "kraftsman-alerts.yaml"
 CATEGORY = "kraftsman"
 
 
@@ -402,9 +403,12 @@ def render_all() -> dict[Path, str]:
     for kind, script in scripts.items():
         out[ARGOCD_SCRIPTS / kind / "health.lua"] = script
         out[CHART_ARGOCD_DIR / f"{kind}.lua"] = script
-    board = dashboard.render()  # the Grafana dashboard: for import, and the chart's ConfigMap
+    # The Grafana dashboard and the alerting rules: for use by hand, and the chart's copies
+    board, rules = monitoring.render_dashboard(), monitoring.render_rules()
     out[Path("manifests") / "grafana" / DASHBOARD_NAME] = board
     out[CHART_DIR / "files" / "grafana" / DASHBOARD_NAME] = board
+    out[Path("manifests") / "prometheus" / RULES_NAME] = rules
+    out[CHART_DIR / "files" / "prometheus" / RULES_NAME] = rules
     return out
 
 

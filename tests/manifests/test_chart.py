@@ -351,3 +351,17 @@ def test_the_grafana_dashboard_is_a_config_map_for_grafana_s_sidecar_on_demand(
     assert board == json.loads((ROOT / "manifests" / "grafana" /
                                 "kraftsman-dashboard.json").read_text())
     assert board["uid"] == "kraftsman-operations" and len(board["panels"]) >= 7
+
+
+def test_the_alerting_rules_are_a_prometheus_rule_on_demand(chart: helm.Chart) -> None:
+    assert not [d for d in render(chart, {}) if d["kind"] == "PrometheusRule"]
+    docs = render(chart, {"metrics": {"enabled": True, "port": 9090, "prometheusRule": {
+        "enabled": True, "labels": {"release": "prometheus"}}}})
+    (rule,) = [d for d in docs if d["kind"] == "PrometheusRule"]
+    assert rule["metadata"]["labels"]["release"] == "prometheus"
+    assert rule["spec"] == yaml.safe_load((ROOT / "manifests" / "prometheus" /
+                                           "kraftsman-alerts.yaml").read_text())
+    alerts = [r["alert"] for r in rule["spec"]["groups"][0]["rules"]]
+    assert "KraftsmanMoveStalled" in alerts
+    # Helm leaves Prometheus' own templates alone
+    assert "{{ $labels.kind }}" in rule["spec"]["groups"][0]["rules"][0]["annotations"]["summary"]

@@ -1,4 +1,4 @@
-"""The Grafana dashboard (kraftsman/dashboard.py): every query is PromQL (parsed by
+"""The Grafana dashboard and the alerting rules (kraftsman/monitoring.py): every query is PromQL (parsed by
 promql-parser, a port of Prometheus' own parser), reads only series the operator serves,
 and each legend names only labels its query keeps — so a renamed metric or label breaks a
 test, not a user's dashboard."""
@@ -12,7 +12,7 @@ from typing import Any
 import promql_parser as promql
 import pytest
 
-from kraftsman import dashboard, metrics
+from kraftsman import metrics, monitoring
 
 SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum"), "gauge": ("",)}
 
@@ -61,7 +61,7 @@ def kept(node: Any, series: dict[str, set[str]]) -> set[str]:
     return set.intersection(*(series[n] for n in names)) if names else set()
 
 
-TARGETS = [(p["title"], t) for p in dashboard.dashboard()["panels"] for t in p["targets"]]
+TARGETS = [(p["title"], t) for p in monitoring.dashboard()["panels"] for t in p["targets"]]
 
 
 @pytest.mark.parametrize("title, target", TARGETS, ids=[f"{t}-{x['refId']}" for t, x in TARGETS])
@@ -80,7 +80,7 @@ def test_every_family_the_operator_serves_is_on_the_dashboard() -> None:
     def family(series: str) -> str:
         return re.sub(r"_(bucket|count|sum|total)$", "", series)
 
-    read = {family(n) for e in dashboard.expressions() for n in selectors(promql.parse(e))}
+    read = {family(n) for e in monitoring.expressions() for n in selectors(promql.parse(e))}
     assert read == {family(n) for n in served()}
 
 
@@ -93,7 +93,7 @@ def test_a_query_on_a_metric_that_is_not_served_is_caught() -> None:
 
 
 def test_the_panels_tile_the_grid_without_overlap_and_have_unique_ids() -> None:
-    board = dashboard.dashboard()
+    board = monitoring.dashboard()
     json.dumps(board)  # serialisable
     cells: set[tuple[int, int]] = set()
     for p in board["panels"]:
