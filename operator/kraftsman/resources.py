@@ -275,6 +275,8 @@ class Resource(CamelModel):
     generation: int = 1
     spec: Any
     source: str = Field(default="input", exclude=True)  # the file it came from
+    # metadata.annotations; `kraftsman plan` writes its goal there (kraftsman.io/plan-goal)
+    annotations: dict[str, str] = Field(default_factory=dict, exclude=True)
 
     @property
     def key(self) -> str:
@@ -387,8 +389,10 @@ def parse_resource(doc: Any, *, source: str = "input") -> Resource:
         raise UsageError(format_validation_error(where, e, KINDS[kind])) from None
     namespace = meta.get("namespace") or "default"
     generation = int(meta.get("generation") or 1)
+    raw = meta.get("annotations")
+    annotations = ({str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {})
     return Resource(kind=kind, name=name, namespace=namespace, generation=generation, spec=spec,
-                    source=source)
+                    source=source, annotations=annotations)
 
 
 def parse_resources(docs: Iterable[Any], *, source: str = "input") -> list[Resource]:
