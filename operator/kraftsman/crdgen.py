@@ -29,6 +29,7 @@ from kraftsman.resources import (
     CANCEL_WITH_DRY_RUN,
     GROUP,
     KINDS,
+    UNREGISTER_REFUSED,
     VERSION,
 )
 from kraftsman.status import STATUS_MODELS
@@ -207,6 +208,9 @@ MODEL_RULES: dict[str, list[dict[str, str]]] = {
         {"rule": "(has(self.goal) && (self.goal == 'add-brokers' || "
                  "self.goal == 'remove-brokers')) || !has(self.brokers)",
          "message": BROKERS_REFUSED},
+        {"rule": "!has(self.unregister) || !self.unregister || (has(self.goal) && "
+                 "self.goal == 'remove-brokers')",
+         "message": UNREGISTER_REFUSED},
     ],
     "LeaderElectionSpec": [
         {"rule": "(has(self.partitions) ? 1 : 0) + (has(self.topics) ? 1 : 0) + "

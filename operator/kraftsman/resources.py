@@ -212,6 +212,8 @@ Approval = Literal["Pending", "Approved", "Rejected"]
 
 BROKERS_REQUIRED = ("spec.brokers: required for goals add-brokers and remove-brokers; list the "
                     "broker ids to add or remove, e.g. brokers: [6, 7]")
+UNREGISTER_REFUSED = ("spec.unregister: only for goal remove-brokers; remove it or change "
+                      "spec.goal")
 BROKERS_REFUSED = ("spec.brokers: only for goals add-brokers and remove-brokers; remove "
                    "spec.brokers or change spec.goal")
 
@@ -241,6 +243,10 @@ class KafkaRebalanceSpec(CamelModel):
     spark_master: str | None = Field(
         default=None, min_length=1, description="Spark master URL the planner Job's driver "
         "connects to; unset: Spark local[*] inside the Job's pod.")
+    unregister: bool = Field(
+        default=False, description="remove-brokers: once a broker is Drained and its process "
+        "has stopped (it is fenced), unregister it (UnregisterBroker) so that describe cluster "
+        "no longer lists it. Not a planning input.")
     approval: Approval = Field(
         default="Pending", description="Pending: propose only. Approved: execute the proposal "
         "for this spec once it is ready. Rejected: execute nothing (stops a running "
@@ -252,6 +258,8 @@ class KafkaRebalanceSpec(CamelModel):
             raise ValueError(BROKERS_REQUIRED)
         if self.goal not in GOALS_WITH_BROKERS and self.brokers is not None:
             raise ValueError(f"{BROKERS_REFUSED} (goal is {self.goal})")
+        if self.unregister and self.goal != "remove-brokers":
+            raise ValueError(UNREGISTER_REFUSED)
         if self.brokers is not None and len(set(self.brokers)) != len(self.brokers):
             raise ValueError("spec.brokers lists a broker twice; list each broker once")
         return self
