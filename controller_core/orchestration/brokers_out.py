@@ -114,8 +114,10 @@ def uncordon(admin: ClusterAdmin, brokers: Sequence[int]) -> list[str]:
 
 
 def cordoned_brokers(admin: ClusterAdmin) -> dict[int, str]:
-    """Every registered broker with a non-empty ``cordoned.log.dirs``, and its value."""
-    ids = [b.id for b in admin.describe_cluster().brokers]
+    """Every running broker with a non-empty ``cordoned.log.dirs``, and its value. A fenced
+    broker is not asked: a broker's own configs are read on that broker, and a stopped one
+    would only time the whole call out."""
+    ids = [b.id for b in admin.describe_cluster().brokers if not b.fenced]
     configs = admin.describe_configs([("BROKER", str(b)) for b in ids])
     out = {}
     for b in ids:

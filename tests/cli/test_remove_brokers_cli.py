@@ -188,3 +188,24 @@ def test_cordon_uncordon_and_unregister_by_hand(capsys: pytest.CaptureFixture[st
     assert code == 0
     run(capsys, "cluster", "advance", "5", *s)
     assert describe(capsys, tmp_path / "state")[2]["fenced"] is False
+
+
+def test_describe_cluster_without_the_right_to_read_configs_still_describes(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from controller_core import errors
+    from controller_core.errors import KafkaApiError
+    from controller_core.orchestration import brokers_out
+
+    def refused(admin: object) -> dict[int, str]:
+        raise KafkaApiError(errors.CLUSTER_AUTHORIZATION_FAILED, "DescribeConfigs: needs "
+                                                                 "DESCRIBE_CONFIGS")
+
+    state = str(tmp_path / "state")
+    assert run(capsys, "apply", "-f", write(tmp_path, "c.yaml", CLUSTER), "--state-dir",
+               state)[0] == 0
+    monkeypatch.setattr(brokers_out, "cordoned_brokers", refused)
+    code, out, _ = run(capsys, "describe", "cluster", "--state-dir", state)
+    assert code == 0 and "  3\track: a\tonline" in out
+    assert out.rstrip().endswith("Cordoned brokers: unknown (DescribeConfigs: needs "
+                                 "DESCRIBE_CONFIGS)")

@@ -368,14 +368,18 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_describe_cluster(args: argparse.Namespace) -> int:
     with opened(args) as c:
         desc = c.describe_cluster()
-        cordoned = brokers_out.cordoned_brokers(c)
+        try:  # DescribeConfigs of each running broker: not a reason to fail the whole view
+            cordoned, unknown = brokers_out.cordoned_brokers(c), None
+        except KafkaApiError as e:
+            cordoned, unknown = {}, e.message
         embedded = isinstance(c, EmbeddedCluster)
         alive = {b.id: c.alive(b.id) if embedded else not b.fenced for b in desc.brokers}
         now = c.now if embedded else None
     data = {"clusterId": desc.cluster_id, "controllerId": desc.controller_id,
             "timeSeconds": now,
             "brokers": [{"id": b.id, "rack": b.rack, "fenced": b.fenced, "alive": alive[b.id],
-                         "cordonedLogDirs": cordoned.get(b.id)} for b in desc.brokers]}
+                         "cordonedLogDirs": cordoned.get(b.id)} for b in desc.brokers],
+            **({"cordonUnknown": unknown} if unknown else {})}
 
     def text() -> list[str]:
         lines = [f"Cluster ID: {desc.cluster_id}", f"Controller ID: {desc.controller_id}",
@@ -385,6 +389,8 @@ def cmd_describe_cluster(args: argparse.Namespace) -> int:
             if b.id in cordoned:
                 state += f", cordoned ({cordoned[b.id]})"
             lines.append(f"  {b.id}\track: {b.rack or '-'}\t{state}")
+        if unknown:
+            lines.append(f"Cordoned brokers: unknown ({unknown})")
         return lines
 
     emit(args, data, text)
