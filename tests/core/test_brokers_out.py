@@ -169,6 +169,11 @@ def test_kafka_unregisters_a_running_broker_too(tmp_path: Path) -> None:
     assert c.unregister_broker(2).ok
     assert 2 not in [b.id for b in c.describe_cluster().brokers]
     assert all(2 not in d.isr and d.leader != 2 for d in c.describe_partitions())
+    c.fail_broker(2)  # its process, still running, is killed; started again it registers
+    c.restore_broker(2)
+    run_until(c, lambda: any(b.id == 2 and not b.fenced for b in c.describe_cluster().brokers))
+    with pytest.raises(ValueError, match="unknown broker 9"):
+        c.fail_broker(9)
 
 
 def test_unregister_over_the_wire_protocol(tmp_path: Path) -> None:

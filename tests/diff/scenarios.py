@@ -250,8 +250,9 @@ def voter_changes() -> Scenario:
 def removing_brokers() -> Scenario:
     """KIP-1066 and UnregisterBroker: a cordoned broker gets no replica of a new topic, and
     no manual assignment or reassignment may name it; uncordoned it takes replicas again.
-    Stopped, it can be unregistered — and is gone from describe cluster — once only; started
-    again, it registers anew."""
+    Running, it is unregistered all the same (kraftsman's own guard refuses that); stopped,
+    it can be unregistered — and is gone from describe cluster — once only; started again,
+    it registers anew."""
     t = "diff-cordon"
     p0 = tp(t, 0)
 
@@ -262,6 +263,11 @@ def removing_brokers() -> Scenario:
         Step("move p0 onto broker 3", reassign({p0: [3, 1, 2]})),
         Step("uncordon broker 3", cordon({3: False})),
         Step("create a topic on every broker", create_topic("diff-cordon-all", 1, 4)),
+        # Kafka 4.4 unregisters a running broker too; killed and started, it registers anew
+        Step("unregister running broker 3", unregister(3), until=registered(3, False)),
+        Step("describe the cluster without 3", brokers_listed),
+        Step("kill unregistered broker 3", kill(3)),
+        Step("start broker 3 anew", start(3), until=fenced(3, False)),
         Step("kill broker 3", kill(3), until=fenced(3)),
         Step("unregister broker 3", unregister(3), until=registered(3, False)),
         Step("describe the cluster", brokers_listed),
