@@ -111,6 +111,12 @@ MARKER_TOPIC_ACLS = ("DESCRIBE, READ and WRITE on TOPIC " + THROTTLE_MARKER_TOPI
                      + ", and CREATE on it (or on the CLUSTER) until it exists")
 
 
+# KIP-1066: a broker config listing the broker's log directories that take no new replica
+# ("*": all of them). Kafka 4.3+ (metadata.version 4.3-IV0); see metadata/versions.py.
+CORDONED_LOG_DIRS = "cordoned.log.dirs"
+CORDON_ALL = "*"
+
+
 def marker_replication_factor(live_brokers: int) -> int:
     """The marker topic's replication factor: Kafka's usual 3, or every broker of a smaller
     cluster."""
@@ -187,6 +193,26 @@ class ClusterAdmin(Protocol):
         """Set (JSON) or remove (None: a tombstone) the markers of brokers, creating the topic
         on first need; returns once they are durable (acks=all). The problems the cluster
         reported (empty: all written); nothing to change: no request."""
+        ...
+
+    def unregister_broker(self, broker_id: int) -> ApiResult:
+        """UnregisterBroker (API key 64), as Kafka answers it: BROKER_ID_NOT_REGISTERED for an
+        unknown id; otherwise the registration goes, fenced or not — Kafka 4.4 unregisters a
+        running broker too (which then stays out, its heartbeats refused with
+        STALE_BROKER_EPOCH, until it restarts). kraftsman's own guard against that is
+        :func:`controller_core.orchestration.brokers_out.unregister`."""
+        ...
+
+    def metadata_version(self) -> int | None:
+        """The cluster's finalized ``metadata.version`` feature level (ApiVersions); None when
+        the cluster does not report one."""
+        ...
+
+    def set_cordoned(self, brokers: Mapping[int, bool]) -> dict[int, ApiResult]:
+        """Cordon (True: ``cordoned.log.dirs=*``) or uncordon (False: the config deleted) each
+        broker, an incremental AlterConfigs on the broker. Returns once the controller has
+        it — Kafka's controller learns a broker's cordoned directories from the broker's next
+        heartbeat, and only then stops placing replicas there."""
         ...
 
     def now_ms(self) -> int:

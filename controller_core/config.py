@@ -10,6 +10,8 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
+from controller_core.metadata import versions
+
 TOPIC_NAME_PATTERN = r"^[a-zA-Z0-9._-]{1,249}$"
 
 
@@ -96,6 +98,12 @@ class EmbeddedClusterSpec(CamelModel):
         description="KIP-966 eligible leader replicas (eligible.leader.replicas.version 1, "
                     "on by default in new Kafka 4.x clusters): the ISR may empty and a replica "
                     "that left it below min.insync.replicas can still lead cleanly.")
+    metadata_version: str = Field(
+        default=versions.NAMES[versions.LATEST_PRODUCTION],
+        description="The finalized metadata.version, as `kafka-storage format "
+                    "--release-version` names it (default: Kafka 4.4's latest production "
+                    f"one). Cordoning brokers (KIP-1066) needs "
+                    f"{versions.NAMES[versions.CORDON_MIN_LEVEL]} or later.")
 
     @model_validator(mode="after")
     def _consistent(self) -> EmbeddedClusterSpec:
@@ -109,6 +117,9 @@ class EmbeddedClusterSpec(CamelModel):
         if both or len(set(self.spare_controllers)) != len(self.spare_controllers):
             raise ValueError(f"spareControllers: {both or 'duplicate node ids'}: a spare "
                              "controller is listed once and is not an initial voter")
+        if self.metadata_version not in versions.LEVELS:
+            raise ValueError(f"metadataVersion {self.metadata_version!r}: not a Kafka "
+                             f"metadata.version; one of {', '.join(versions.LEVELS)}")
         names = [t.name for t in self.topics]
         dupt = sorted({n for n in names if names.count(n) > 1})
         if dupt:
@@ -125,6 +136,10 @@ class EmbeddedClusterSpec(CamelModel):
                     raise ValueError(
                         f"topics[{t.name}].assignment names unknown broker(s) {unknown}")
         return self
+
+    @property
+    def metadata_version_level(self) -> int:
+        return versions.LEVELS[self.metadata_version]
 
     @property
     def voters(self) -> list[int]:

@@ -74,6 +74,7 @@ CORRUPT_MESSAGE = ErrorCode.of(_kerr.CorruptRecordError)
 KAFKA_STORAGE_ERROR = ErrorCode.of(_kerr.KafkaStorageError)
 OFFSET_OUT_OF_RANGE = ErrorCode.of(_kerr.OffsetOutOfRangeError)
 UNKNOWN_TOPIC_ID = ErrorCode.of(_kerr.UnknownTopicIdError)
+BROKER_ID_NOT_REGISTERED = ErrorCode.of(_kerr.BrokerIdNotRegisteredError)
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,12 +37,14 @@ from kafka.protocol.admin import (
     ListPartitionReassignmentsRequest,
 )
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
-from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 from kafka.record import MemoryRecords, MemoryRecordsBuilder
 
 from controller_core import errors
 from controller_core.admin import (
+    CORDON_ALL,
+    CORDONED_LOG_DIRS,
     IN_SYNC,
     LEADERLESS,
     MARKER_TOPIC_ACLS,
@@ -69,6 +71,7 @@ from controller_core.errors import ApiResult, ErrorCode, KafkaApiError
 from controller_core.model import ElectionType, TopicPartition, is_whole_number, parse_endpoint
 from controller_core.raft.describe import QuorumStatus
 from controller_core.raft.describe import ReplicaStatus as QuorumReplica
+from controller_core.wire.broker_messages import UnregisterBrokerRequest
 from controller_core.wire.raft_voter_messages import AddRaftVoterRequest, RemoveRaftVoterRequest
 
 T = TypeVar("T")
@@ -516,6 +519,68 @@ class KafkaAdmin:
                                          result.error_message or "")
             return out
         return self._call("IncrementalAlterConfigs", go)
+
+    # -- removing brokers (KIP-1066 cordoning, UnregisterBroker) ---------------------------------
+    def unregister_broker(self, broker_id: int) -> ApiResult:
+        def go() -> ApiResult:
+            r = self._send(UnregisterBrokerRequest(broker_id=broker_id))
+            if r.error_code in RETRIABLE:
+                _check(r.error_code, r.error_message, "UnregisterBroker")
+            return ApiResult(ErrorCode.for_code(r.error_code), r.error_message or "")
+        return self._call("UnregisterBroker", go)
+
+    def metadata_version(self) -> int | None:
+        def go() -> int | None:
+            r = self._send(ApiVersionsRequest(client_software_name="kraftsman",
+                                              client_software_version="1"))
+            _check(r.error_code, None, "ApiVersions")
+            for f in getattr(r, "finalized_features", None) or ():
+                if f.name == "metadata.version":
+                    return int(f.max_version_level)
+            return None
+        return self._call("ApiVersions", go)
+
+    def set_cordoned(self, brokers: Mapping[int, bool]) -> dict[int, ApiResult]:
+        """The config is set on each broker, which checks the value and forwards it to the
+        controller; the broker then reports its cordoned directories in its next heartbeat
+        (every broker.heartbeat.interval.ms), and only that moves the controller's placement.
+        A validate-only CreateTopics placing one replica on the broker is the probe: the
+        controller refuses it exactly while it sees every log directory of the broker
+        cordoned."""
+        results = self.incremental_alter_configs(
+            {("BROKER", str(b)): {CORDONED_LOG_DIRS: CORDON_ALL if yes else None}
+             for b, yes in brokers.items()})
+        out = {int(name): r for (_, name), r in results.items()}
+        waiting = {b: yes for b, yes in brokers.items() if out[b].ok}
+        deadline = self._clock() + self.retry.total_seconds
+        while waiting:
+            waiting = {b: yes for b, yes in waiting.items() if self._sees_cordoned(b) != yes}
+            if not waiting:
+                break
+            if self._clock() >= deadline:
+                for b, yes in waiting.items():
+                    out[b] = ApiResult(errors.REQUEST_TIMED_OUT, (
+                        f"broker {b} is {'cordoned' if yes else 'uncordoned'} in its config, but "
+                        f"the controller did not see it within {self.retry.total_seconds:.0f} s: "
+                        "a broker reports it in its heartbeats; is it running?"))
+                break
+            self._sleep(self.retry.initial_backoff_seconds)
+        return out
+
+    def _sees_cordoned(self, broker: int) -> bool:
+        """Whether the controller sees every log directory of ``broker`` cordoned."""
+        _T = CreateTopicsRequest.CreatableTopic
+        request = CreateTopicsRequest(topics=[_T(
+            name=f"__kraftsman_cordon_probe_{broker}", num_partitions=-1, replication_factor=-1,
+            assignments=[_T.CreatableReplicaAssignment(partition_index=0, broker_ids=[broker])],
+            configs=[])], timeout_ms=self.retry.request_timeout_ms, validate_only=True)
+
+        def go() -> bool:
+            t = self._send_to_controller(request).topics[0]
+            if t.error_code in RETRIABLE:
+                _check(t.error_code, t.error_message, "CreateTopics")
+            return "log directories are cordoned" in (t.error_message or "")
+        return self._call("CreateTopics (validate only)", go)
 
     # -- the throttle-marker topic -----------------------------------------------------------------
     def read_throttle_markers(self) -> dict[int, str]:

@@ -22,6 +22,8 @@ import orjson
 
 from controller_core import errors
 from controller_core.admin import (
+    CORDON_ALL,
+    CORDONED_LOG_DIRS,
     IN_SYNC,
     LEADERLESS,
     LEGACY_MARKER_CONFIG,
@@ -90,7 +92,7 @@ class EmbeddedCluster:
         self._bandwidth = {b.id: b.replication_bytes_per_second or spec.replication_bytes_per_second
                            for b in spec.brokers}
         self.data = DataPlane(self.image, self._broker_bandwidth)
-        self.controller = Controller(self.image, self._emit, elr=self.spec.eligible_leader_replicas)
+        self.controller = self._new_controller()
         self.log = MetadataLog(state_dir / "metadata", fsync=fsync)
         self._pending: list[Record] = []
         self._since_snapshot = 0
@@ -106,6 +108,10 @@ class EmbeddedCluster:
         self.read_only = False
         self._last_quorum: QuorumStatus | None = None  # as the last command left it
         self._quorum_recorded = False
+
+    def _new_controller(self) -> Controller:
+        return Controller(self.image, self._emit, elr=self.spec.eligible_leader_replicas,
+                          metadata_version=self.spec.metadata_version_level)
 
     # -- lifecycle ------------------------------------------------------------------------------
     @classmethod
@@ -242,6 +248,8 @@ class EmbeddedCluster:
         if not self.image.cluster_id:
             self._emit(ClusterRecord(self._cluster_id))
         for b in self.spec.brokers:
+            if b.id not in self.image.brokers and b.id in self.data.down:
+                continue  # unregistered while its process was down: it stays out until restored
             self.controller.register_broker(b.id, b.rack)
         for t in self.spec.topics:
             if t.name not in self.image.topics:
@@ -400,7 +408,7 @@ class EmbeddedCluster:
         local snapshot too."""
         self.image = MetadataImage()
         self.data.image = self.image
-        self.controller = Controller(self.image, self._emit, elr=self.spec.eligible_leader_replicas)
+        self.controller = self._new_controller()
         for payload in snap.records:
             self.image.apply_rows(orjson.loads(payload))
         self.data.invalidate()
@@ -416,7 +424,7 @@ class EmbeddedCluster:
         self.log = MetadataLog(self.state_dir / "metadata", fsync=self._fsync)
         self.image = MetadataImage()
         self.data.image = self.image
-        self.controller = Controller(self.image, self._emit, elr=self.spec.eligible_leader_replicas)
+        self.controller = self._new_controller()
         self._load_image()
         self._apply_committed()
         self._reconcile_data_plane()
@@ -519,8 +527,10 @@ class EmbeddedCluster:
 
     # -- fault injection ------------------------------------------------------------------------
     def fail_broker(self, broker: int) -> None:
-        """The broker process dies; the controller fences it after the session timeout."""
-        self._known_broker(broker)
+        """The broker process dies; the controller fences it after the session timeout. A
+        broker of the spec unregistered while it ran (Kafka lets that be) has a process too."""
+        if all(b.id != broker for b in self.spec.brokers):
+            self._known_broker(broker)
         self.data.on_broker_down(broker, self.now)
         self.data.invalidate()
         self._next_event_in = 0.0
@@ -529,6 +539,12 @@ class EmbeddedCluster:
         """The crashed broker restarts: its new incarnation registers — which takes it out of
         the ISRs (and ELRs) the crashed one was in, as Kafka does after an unclean shutdown —
         is unfenced once caught up on metadata, and its replicas catch up to rejoin."""
+        spec = next((b for b in self.spec.brokers if b.id == broker), None)
+        if broker not in self.image.brokers and spec is not None:
+            # unregistered: the restarted process registers anew, fenced until it has caught
+            # up, as a real broker does
+            self.controller.register_broker(broker, spec.rack)
+            self.controller.fence_broker(broker)
         self._known_broker(broker)
         try:
             self.controller.restart_broker(broker, clean=False)
@@ -711,6 +727,24 @@ class EmbeddedCluster:
         results = self.controller.incremental_alter_configs(changes)
         self._flush()
         return results
+
+    def unregister_broker(self, broker_id: int) -> ApiResult:
+        self._require_controller()
+        result = self.controller.unregister_broker(broker_id)
+        self._flush()
+        return result
+
+    def metadata_version(self) -> int | None:
+        return self.controller.metadata_version
+
+    def set_cordoned(self, brokers: Mapping[int, bool]) -> dict[int, ApiResult]:
+        """The twin's controller reads the broker's config itself: cordoned at once."""
+        self._require_controller()
+        results = self.controller.incremental_alter_configs(
+            {("BROKER", str(b)): {CORDONED_LOG_DIRS: CORDON_ALL if yes else None}
+             for b, yes in brokers.items()})
+        self._flush()
+        return {int(name): r for (_, name), r in results.items()}
 
     # -- the throttle-marker topic -----------------------------------------------------------
     def read_throttle_markers(self) -> dict[int, str]:

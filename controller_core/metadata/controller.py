@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from random import Random
 
 from controller_core import errors
+from controller_core.admin import CORDON_ALL, CORDONED_LOG_DIRS
 from controller_core.errors import OK, ApiResult
 from controller_core.metadata import partition_change as pc
 from controller_core.metadata.image import MetadataImage
@@ -28,7 +29,9 @@ from controller_core.metadata.records import (
     Record,
     RegisterBrokerRecord,
     TopicRecord,
+    UnregisterBrokerRecord,
 )
+from controller_core.metadata.versions import CORDON_MIN_LEVEL, LATEST_PRODUCTION, name_of
 from controller_core.model import (
     NO_LEADER,
     ElectionType,
@@ -54,7 +57,7 @@ _THROTTLED_REPLICA = re.compile(r"([0-9]+):([0-9]+)")  # Kafka's ThrottledReplic
 # The dynamic configs the embedded cluster models. Like Kafka, a broker takes any other config
 # name as a custom one (kept, and described as sensitive with a null value), while a topic
 # refuses a name that is no topic config of Kafka's.
-ALTERABLE_CONFIGS = {"BROKER": set(THROTTLE_RATE_KEYS),
+ALTERABLE_CONFIGS = {"BROKER": {*THROTTLE_RATE_KEYS, CORDONED_LOG_DIRS},
                      "TOPIC": {*THROTTLE_REPLICA_KEYS, CLEANUP_POLICY, MIN_ISR_KEY,
                                UNCLEAN_KEY}}
 # Kafka 4.4's topic config names (DescribeConfigs of a topic): the ones not modelled here are
@@ -84,12 +87,15 @@ def is_sensitive_config(resource_type: str, name: str) -> bool:
 class Controller:
     """ReplicationControlManager's request logic over the image (see partition_change.py for
     the Kafka 4.4 rules it follows). ``elr``: eligible.leader.replicas.version >= 1, the
-    default of a new Kafka 4.x cluster."""
+    default of a new Kafka 4.x cluster; ``metadata_version``: the finalized metadata.version
+    feature level (what cordoning needs)."""
 
-    def __init__(self, image: MetadataImage, emit: Emit, *, elr: bool = True) -> None:
+    def __init__(self, image: MetadataImage, emit: Emit, *, elr: bool = True,
+                 metadata_version: int = LATEST_PRODUCTION) -> None:
         self.image = image
         self._emit = emit
         self.elr = elr
+        self.metadata_version = metadata_version
 
     def _change(self, record: PartitionChangeRecord | None) -> None:
         if record is not None:
@@ -134,17 +140,21 @@ class Controller:
         manual = assignment is not None
         if assignment is None:
             # Kafka 4.4's StripedReplicaPlacer counts fenced brokers too (and places replicas
-            # on them after the unfenced ones); kraftsman places on live brokers only.
-            if replication_factor > len(live):
+            # on them after the unfenced ones); kraftsman places on live brokers only. A
+            # broker whose log directories are all cordoned is no candidate at all
+            # (BrokerHeartbeatManager.UsableBrokerIterator skips it), and the count in the
+            # message is of the candidates.
+            usable = {b: r for b, r in live.items() if not self.image.cordoned(b)}
+            if replication_factor > len(usable):
                 return ApiResult(errors.INVALID_REPLICATION_FACTOR,
                                  f"Unable to replicate the partition {replication_factor} "
                                  f"time(s): The target replication factor of "
                                  f"{replication_factor} cannot be reached because only "
-                                 f"{len(live)} broker(s) are registered or some brokers have "
-                                 "all their log directories cordoned.")
+                                 f"{len(usable)} broker(s) are registered or some brokers "
+                                 "have all their log directories cordoned.")
             if validate_only:
                 return OK  # placing draws from the cluster's seeded RNG: not for a dry run
-            assignment = assign_replicas(live, partitions, replication_factor, rng)
+            assignment = assign_replicas(usable, partitions, replication_factor, rng)
         # As ReplicationControlManager.createTopic, partition by partition: the replica list
         # is valid (validateManualPartitionAssignment, each as long as the one before), and
         # some replica is active — the ISR is the active replicas and the first of them leads.
@@ -153,8 +163,8 @@ class Controller:
         isrs: list[tuple[int, ...]] = []
         for i, replicas in enumerate(assignment):
             problem = pc.manual_assignment_problem(
-                replicas, self.image.brokers, len(assignment[i - 1]) if i else None
-            ) if manual else None
+                replicas, self.image.brokers, len(assignment[i - 1]) if i else None,
+                cordoned=self.image.cordoned) if manual else None
             if problem is not None:
                 return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT, problem)
             isr = tuple(replicas) if all_live else tuple(r for r in replicas if r in live)
@@ -219,6 +229,20 @@ class Controller:
         if not self.image.brokers[broker_id].fenced:
             self._emit(BrokerFencingRecord(broker_id, fenced=True))
 
+    def unregister_broker(self, broker_id: int) -> ApiResult:
+        """ReplicationControlManager.unregisterBroker: an unknown id is refused; otherwise the
+        broker leaves every ISR, ELR and leadership (handleBrokerUnregistered) and its
+        registration goes. Kafka 4.4 does not ask whether the broker still runs."""
+        if broker_id not in self.image.brokers:
+            return ApiResult(errors.BROKER_ID_NOT_REGISTERED,
+                             f"Broker ID {broker_id} is not currently registered")
+        self._leader_and_isr_updates(self.image.partitions_in_isr_of(broker_id),
+                                     remove=broker_id)
+        self._leader_and_isr_updates(self.image.partitions_in_elr_of(broker_id),
+                                     unclean_shutdown=broker_id)
+        self._emit(UnregisterBrokerRecord(broker_id))
+        return OK
+
     # -- ISR (AlterPartition from partition leaders) -------------------------------------------
     def replica_caught_up(self, tp: TopicPartition, broker: int) -> None:
         """The leader adds a caught-up follower (its new ISR in its set's order)."""
@@ -255,7 +279,10 @@ class Controller:
             if not p.is_reassigning:
                 return ApiResult(errors.NO_REASSIGNMENT_IN_PROGRESS, "")  # see partition_change
             return OK
-        problem = pc.manual_assignment_problem(target, self.image.brokers)
+        # The whole target is validated, the replicas it keeps too: a partition that keeps
+        # a replica on a cordoned broker cannot be re-targeted (a cancel, above, can).
+        problem = pc.manual_assignment_problem(target, self.image.brokers,
+                                               cordoned=self.image.cordoned)
         if problem is not None:
             return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT, problem)
         return OK
@@ -361,6 +388,10 @@ class Controller:
 
     def _validate_config(self, rtype: str, rname: str,
                          entries: Mapping[str, str | None]) -> ApiResult | None:
+        if rtype == "BROKER" and CORDONED_LOG_DIRS in entries:
+            problem = self._cordon_problem(rname, entries[CORDONED_LOG_DIRS])
+            if problem is not None:
+                return problem
         if rtype == "BROKER":
             if not is_whole_number(rname) or int(rname) not in self.image.brokers:
                 return ApiResult(errors.INVALID_REQUEST, f"broker {rname!r} is not registered")
@@ -370,6 +401,32 @@ class Controller:
         else:
             return ApiResult(errors.INVALID_REQUEST, f"unsupported resource type {rtype!r}")
         return _config_values_problem(rtype, rname, entries)
+
+    def _cordon_problem(self, rname: str, value: str | None) -> ApiResult | None:
+        """Kafka's checks of ``cordoned.log.dirs``, in its order: per broker only
+        (DynamicBrokerConfig), the value (KafkaConfig.validateCordonedLogDirs on the broker),
+        then the metadata.version (ConfigurationControlManager, which refuses a delete too).
+        A twin broker's one log directory has no name, so "*" is the only entry it takes."""
+        if rname == "":
+            return ApiResult(errors.INVALID_REQUEST,
+                             "Cannot update these configs at default cluster level, broker id "
+                             f"must be specified: [{CORDONED_LOG_DIRS}]")
+        entries = [e.strip() for e in (value or "").split(",") if e.strip()]
+        if CORDON_ALL in entries and len(entries) > 1:
+            return ApiResult(errors.INVALID_REQUEST,
+                             f"requirement failed: When {CORDONED_LOG_DIRS} is set to *, it must "
+                             "not contain other values")
+        missing = [e for e in entries if e != CORDON_ALL]
+        if missing:
+            return ApiResult(errors.INVALID_REQUEST,
+                             f"requirement failed: All entries in {CORDONED_LOG_DIRS} must be "
+                             "present in log.dirs or log.dir. Missing entries : "
+                             + ", ".join(missing))
+        if self.metadata_version < CORDON_MIN_LEVEL:
+            return ApiResult(errors.INVALID_CONFIG,
+                             f"The {CORDONED_LOG_DIRS} configuration value cannot be set because "
+                             f"it requires metadata.version >= {name_of(CORDON_MIN_LEVEL)}")
+        return None
 
     # -- the throttle-marker topic's data -----------------------------------------------------
     def append_markers(self, records: Sequence[tuple[str, str | None]]) -> int:

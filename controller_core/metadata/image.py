@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
-from controller_core.admin import THROTTLE_MARKER_TOPIC
+from controller_core.admin import CORDONED_LOG_DIRS, THROTTLE_MARKER_TOPIC
 from controller_core.metadata.partition_change import after
 from controller_core.metadata.records import (
     PARTITION_TAG,
@@ -25,6 +25,7 @@ from controller_core.metadata.records import (
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
+    UnregisterBrokerRecord,
     decode_record,
     encode_record,
 )
@@ -75,6 +76,13 @@ class MetadataImage:
         if self._live is None:
             self._live = frozenset(b.id for b in self.brokers.values() if not b.fenced)
         return self._live
+
+    def cordoned(self, broker: int) -> bool:
+        """Every log directory of ``broker`` is cordoned (KIP-1066): its ``cordoned.log.dirs``
+        lists any. A twin broker has one log directory, so any entry ("*" is the one the twin
+        takes) cordons all of it; an empty value cordons none, as in Kafka."""
+        value = self.configs.get(("BROKER", str(broker)), {}).get(CORDONED_LOG_DIRS, "")
+        return bool(value.strip())
 
     def iter_partitions(self) -> Iterator[tuple[TopicPartition, PartitionRegistration]]:
         for name, topic in self.topics.items():
@@ -135,6 +143,9 @@ class MetadataImage:
         elif isinstance(record, RegisterBrokerRecord):
             self.brokers[record.broker_id] = BrokerRegistration(
                 record.broker_id, record.rack, record.fenced)
+            self._live = None
+        elif isinstance(record, UnregisterBrokerRecord):
+            del self.brokers[record.broker_id]
             self._live = None
         elif isinstance(record, BrokerFencingRecord):
             b = self.brokers[record.broker_id]

@@ -311,11 +311,12 @@ def would_strand(replicas: Sequence[int], adding: Sequence[int], removing: Seque
 
 
 def manual_assignment_problem(replicas: Sequence[int], registered: Iterable[int],
-                              replication_factor: int | None = None) -> str | None:
+                              replication_factor: int | None = None, *,
+                              cordoned: Callable[[int], bool] = lambda b: False) -> str | None:
     """ReplicationControlManager.validateManualPartitionAssignment, in Kafka's order and words:
-    an empty list; then, walking the ids in ascending order, the first one not registered or
-    seen twice (so a negative id is an unregistered broker); then a replica count unlike
-    ``replication_factor``."""
+    an empty list; then, walking the ids in ascending order, the first one not registered,
+    with all its log directories ``cordoned`` (KIP-1066) or seen twice (so a negative id is
+    an unregistered broker); then a replica count unlike ``replication_factor``."""
     if not replicas:
         return "The manual partition assignment includes an empty replica list."
     # a mapping or set is looked up as it is: copying the brokers per partition was most of
@@ -326,6 +327,9 @@ def manual_assignment_problem(replicas: Sequence[int], registered: Iterable[int]
         if b not in known:
             return (f"The manual partition assignment includes broker {b}, but no such broker "
                     "is registered.")
+        if cordoned(b):
+            return (f"The manual partition assignment includes broker {b}, but all its log "
+                    "directories are cordoned.")
         if b == previous:
             return f"The manual partition assignment includes the broker {b} more than once."
         previous = b

@@ -32,6 +32,13 @@ class BrokerFencingRecord(NamedTuple):
     fenced: bool
 
 
+class UnregisterBrokerRecord(NamedTuple):
+    """UnregisterBrokerRecord: the broker leaves the cluster's registrations (UnregisterBroker,
+    KIP-1073's way to clean describe cluster up after a broker is gone for good)."""
+
+    broker_id: int
+
+
 class TopicRecord(NamedTuple):
     name: str
     topic_id: str
@@ -96,6 +103,7 @@ Record = (
     ClusterRecord
     | RegisterBrokerRecord
     | BrokerFencingRecord
+    | UnregisterBrokerRecord
     | TopicRecord
     | RemoveTopicRecord
     | PartitionRecord
@@ -107,7 +115,7 @@ Record = (
 TAGS: dict[type[Any], str] = {
     ClusterRecord: "C", RegisterBrokerRecord: "B", BrokerFencingRecord: "F", TopicRecord: "T",
     RemoveTopicRecord: "RT", PartitionRecord: "P", PartitionChangeRecord: "PC",
-    ConfigRecord: "CF", MarkerRecord: "MK",
+    ConfigRecord: "CF", MarkerRecord: "MK", UnregisterBrokerRecord: "UB",
 }
 PARTITION_TAG = TAGS[PartitionRecord]
 _CHANGE_TAG = TAGS[PartitionChangeRecord]

@@ -50,6 +50,10 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
+from controller_core.wire.broker_messages import (
+    UnregisterBrokerRequest,
+    UnregisterBrokerResponse,
+)
 from controller_core.wire.raft_voter_messages import (
     AddRaftVoterRequest,
     AddRaftVoterResponse,
@@ -79,6 +83,7 @@ _PAIRS: list[tuple[Any, Any, tuple[int, int] | None]] = [
     (SaslAuthenticateRequest, SaslAuthenticateResponse, None),
     (AddRaftVoterRequest, AddRaftVoterResponse, None),
     (RemoveRaftVoterRequest, RemoveRaftVoterResponse, None),
+    (UnregisterBrokerRequest, UnregisterBrokerResponse, None),
     # The data APIs, for kraftsman's throttle-marker topic only (handlers.py says why).
     (ProduceRequest, ProduceResponse, None),
     (FetchRequest, FetchResponse, None),

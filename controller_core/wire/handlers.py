@@ -18,6 +18,7 @@ from typing import Any
 import kafka.errors as kerr
 
 from controller_core import errors
+from controller_core.admin import CORDONED_LOG_DIRS
 from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.errors import ApiResult, ErrorCode, KafkaApiError
 from controller_core.metadata.controller import (
@@ -56,9 +57,10 @@ _SOURCE_TOPIC, _SOURCE_BROKER, _SOURCE_DEFAULT_BROKER, _SOURCE_DEFAULT = 1, 2, 3
 # Kafka's defaults for the configs the embedded cluster lets you change.
 _DEFAULTS = {**dict.fromkeys(THROTTLE_RATE_KEYS, str(MAX_THROTTLE_RATE)),
              **dict.fromkeys(THROTTLE_REPLICA_KEYS, ""), CLEANUP_POLICY: "delete",
-             MIN_ISR_KEY: DEFAULT_MIN_ISR, UNCLEAN_KEY: "false"}
+             MIN_ISR_KEY: DEFAULT_MIN_ISR, UNCLEAN_KEY: "false", CORDONED_LOG_DIRS: ""}
 _TYPE_UNKNOWN, _TYPE_BOOLEAN, _TYPE_STRING, _TYPE_INT, _TYPE_LONG, _TYPE_LIST = 0, 1, 2, 3, 5, 7
-_CONFIG_TYPES = {**dict.fromkeys((*THROTTLE_REPLICA_KEYS, CLEANUP_POLICY), _TYPE_LIST),
+_CONFIG_TYPES = {**dict.fromkeys((*THROTTLE_REPLICA_KEYS, CLEANUP_POLICY, CORDONED_LOG_DIRS),
+                                  _TYPE_LIST),
                  **dict.fromkeys(THROTTLE_RATE_KEYS, _TYPE_LONG),
                  MIN_ISR_KEY: _TYPE_INT, UNCLEAN_KEY: _TYPE_BOOLEAN}
 _RESOURCE_TYPES = {2: "TOPIC", 4: "BROKER"}
@@ -97,7 +99,7 @@ class Handlers:
             45: self.alter_partition_reassignments, 46: self.list_partition_reassignments,
             55: self.describe_quorum, 35: self.describe_log_dirs, 32: self.describe_configs,
             44: self.incremental_alter_configs, 80: self.add_raft_voter,
-            81: self.remove_raft_voter,
+            81: self.remove_raft_voter, 64: self.unregister_broker,
             0: lambda r, v, s: data_apis.produce(self, r, v, s),
             1: lambda r, v, s: data_apis.fetch(self, r, v, s),
             2: lambda r, v, s: data_apis.list_offsets(self, r, v, s),
@@ -137,7 +139,11 @@ class Handlers:
         keys = [cls.ApiVersion(api_key=k, min_version=lo, max_version=hi)
                 for k, (lo, hi) in sorted(self.served.items())]
         return cls(version=version, error_code=error.code, api_keys=keys, throttle_time_ms=0,
-                   supported_features=[], finalized_features_epoch=-1, finalized_features=[],
+                   supported_features=[], finalized_features_epoch=self.cluster.image.next_offset,
+                   finalized_features=[cls.FinalizedFeatureKey(
+                       name="metadata.version",
+                       max_version_level=self.cluster.controller.metadata_version,
+                       min_version_level=self.cluster.controller.metadata_version)],
                    zk_migration_ready=False)
 
     # -- Metadata ----------------------------------------------------------------------------------
@@ -294,6 +300,18 @@ class Handlers:
         except ValueError as e:
             return INVALID_TOPIC, str(e)
         return result.error, result.message
+
+    # -- UnregisterBroker --------------------------------------------------------------------------
+    def unregister_broker(self, request: Any, version: int, session: Session) -> Any:
+        """ControllerApis.handleUnregisterBroker: ALTER on CLUSTER, then the controller's
+        answer (the twin's, as Kafka's: a running broker is unregistered too)."""
+        if not self._allowed(session, Operation.ALTER):
+            return self._response(64, version, throttle_time_ms=0,
+                                  error_code=errors.CLUSTER_AUTHORIZATION_FAILED.code,
+                                  error_message="UnregisterBroker needs ALTER on CLUSTER")
+        r = self.cluster.unregister_broker(int(request.broker_id))
+        return self._response(64, version, throttle_time_ms=0, error_code=r.error.code,
+                              error_message=r.message or None)
 
     # -- ElectLeaders ------------------------------------------------------------------------------
     def elect_leaders(self, request: Any, version: int, session: Session) -> Any:

@@ -31,6 +31,7 @@ from kraftsman.resources import (
     GOALS_WITH_BROKERS,
     GROUP,
     KINDS,
+    UNREGISTER_REFUSED,
     VERSION,
 )
 from kraftsman.status import STATUS_MODELS
@@ -212,6 +213,9 @@ MODEL_RULES: dict[str, list[dict[str, str]]] = {
          "message": BROKERS_REQUIRED},
         {"rule": f"{_GOAL_TAKES_BROKERS} || !has(self.brokers)",
          "message": BROKERS_REFUSED},
+        {"rule": "!has(self.unregister) || !self.unregister || (has(self.goal) && "
+                 "self.goal == 'remove-brokers')",
+         "message": UNREGISTER_REFUSED},
     ],
     "LeaderElectionSpec": [
         {"rule": "(has(self.partitions) ? 1 : 0) + (has(self.topics) ? 1 : 0) + "

@@ -23,6 +23,7 @@ from typing import Any, Literal, NamedTuple
 import orjson
 
 from controller_core.units import format_bytes, format_duration
+from kraftsman import rebalance_brokers as rb
 from kraftsman.proposal import PARTS_KEY, SUMMARY_KEY
 from kraftsman.proposal import index_name as _index_name
 from kraftsman.resources import KafkaRebalanceSpec
@@ -69,10 +70,11 @@ def step_name(name: str, proposal_id: int, index: int) -> str:
 
 
 def plan_digest(spec: KafkaRebalanceSpec) -> str:
-    """What a proposal depends on: every spec field but ``approval``."""
+    """What a proposal depends on: every spec field but ``approval`` and ``unregister``
+    (what happens after the drain)."""
     import hashlib
 
-    doc = spec.model_dump(mode="json", by_alias=True, exclude={"approval"})
+    doc = spec.model_dump(mode="json", by_alias=True, exclude={"approval", "unregister"})
     return hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 
@@ -193,7 +195,8 @@ class CancelReassignment:
     name: str
 
 
-Action = CreateJob | DeleteProposal | CreateReassignment | CancelReassignment
+Action = (CreateJob | DeleteProposal | CreateReassignment | CancelReassignment | rb.Cordon
+          | rb.Uncordon | rb.Unregister)
 
 
 @dataclass(frozen=True)
@@ -234,6 +237,8 @@ class Observed:
     steps: Sequence[RebalanceStep] | str | None = None  # str: why the parts are unusable
     current: StepSeen | None = None
     fingerprint: str | None = None
+    drained: Sequence[rb.Drain] | None = None  # remove-brokers: given when decide asked
+    listed: Mapping[int, bool] | None = None  # describe cluster: broker -> fenced, when asked
 
 
 @dataclass
@@ -243,6 +248,8 @@ class Decision:
     events: list[Event] = field(default_factory=list)
     remove_annotation: bool = False
     need_fingerprint: bool = False
+    need_drain_check: tuple[int, ...] = ()  # describe these brokers' holdings, decide again
+    need_listing: bool = False  # describe cluster, decide again
 
 
 class _Pass:
@@ -260,6 +267,20 @@ class _Pass:
 
     def event(self, reason: str, message: str, warning: bool = False) -> None:
         self.d.events.append(Event(reason, message, warning))
+
+    def notes(self, notes: Sequence[rb.Note]) -> None:
+        self.d.events += apply_notes(self.st, notes, self.gen, self.now)
+
+
+def apply_notes(st: KafkaRebalanceStatus, notes: Sequence[rb.Note], generation: int,
+                now: str) -> list[Event]:
+    """The conditions the broker transitions set, and their Events (also for the outcomes
+    the handler hands back after an action)."""
+    for n in notes:
+        if n.condition is not None:
+            st.with_condition(n.condition, "True" if n.status else "False", n.reason,
+                              n.message, generation=generation, now=now)
+    return [Event(n.reason, n.message, n.warning) for n in notes]
 
 
 def decide(st: KafkaRebalanceStatus, obs: Observed, now: str) -> Decision:
@@ -316,6 +337,13 @@ def decide(st: KafkaRebalanceStatus, obs: Observed, now: str) -> Decision:
         p.d.remove_annotation = True
         p.event("AnnotationIgnored", f"{ANNOTATION}={action}: nothing to {action} in phase "
                 f"{phase}; annotate {ANNOTATION}=refresh for a new proposal", warning=True)
+    if phase == "Ready" and rb.wants_unregister(s, spec):
+        if obs.listed is None:
+            p.d.need_listing = True
+            return p.d
+        actions, notes = rb.unregister_step(s, obs.listed)
+        p.d.actions += actions
+        p.notes(notes)
     return p.d
 
 
@@ -362,6 +390,7 @@ def _new_proposal(p: _Pass, digest: str, why: str) -> Decision:
     s.moves = s.data = s.eta = None
     s.steps, s.current, s.current_progress, s.progress = [], None, None, None
     s.decided_by = s.approved_at = s.completed_at = None
+    s.brokers, s.cordon = [], None
     s.job = f"{p.obs.planner_namespace}/{job_name(p.obs.name, s.proposal_id)}"
     s.proposal_config_map = index_name(p.obs.name, s.proposal_id)
     p.d.actions.append(CreateJob(s.proposal_id))
@@ -431,7 +460,8 @@ def _proposal_ready(p: _Pass, figures: ProposalFigures, steps: list[RebalanceSte
     return p.d
 
 
-def _failed(p: _Pass, reason: str, message: str, *, ready_reason: str) -> Decision:
+def _failed(p: _Pass, reason: str, message: str, *, ready_reason: str,
+            event: bool = True) -> Decision:
     s = p.st
     s.phase = "Failed"
     p.degrade(reason, message)
@@ -439,7 +469,8 @@ def _failed(p: _Pass, reason: str, message: str, *, ready_reason: str) -> Decisi
     p.cond(PROGRESSING, "False", reason, message)
     if reason in ("PlannerFailed", "ProposalIncomplete"):
         p.cond(PROPOSAL_READY, "False", reason, message)
-    p.event(reason, message, warning=True)
+    if event:
+        p.event(reason, message, warning=True)
     return p.d
 
 
@@ -490,7 +521,10 @@ def _ready(p: _Pass, spec: KafkaRebalanceSpec, action: str | None) -> Decision:
         p.cond(APPROVED, "True", "Approved", f"approved by {s.decided_by}")
         p.event("Approved", f"proposal {s.proposal_id} approved by {s.decided_by}")
         if not s.steps:
-            return _done(p, "nothing to move: the proposal is empty")
+            return _finish(p, spec, "nothing to move: the proposal is empty")
+        cordon = rb.start(s, spec)
+        if cordon is not None:
+            p.d.actions.append(cordon)  # before the first move
         s.phase = "Rebalancing"
         return _create_next(p)
     if action is not None:  # "refresh" was handled before
@@ -514,6 +548,26 @@ def _create_next(p: _Pass) -> Decision:
     return p.d
 
 
+def _finish(p: _Pass, spec: KafkaRebalanceSpec, msg: str) -> Decision:
+    """The last step Completed: Ready — for remove-brokers only once every broker is seen to
+    hold nothing (a topic created meanwhile on a cluster that cannot cordon, or a move made by
+    hand, can put a replica back); otherwise Failed, saying what each still holds."""
+    brokers = rb.removing(spec)
+    if not brokers:
+        return _done(p, msg)
+    if p.obs.drained is None:
+        p.d.need_drain_check = brokers
+        return p.d
+    drained, notes = rb.verified(p.st, p.obs.drained)
+    p.notes(notes)
+    if not drained:
+        p.st.current = p.st.current_progress = None
+        return _failed(p, "NotDrained", (
+            f"{notes[0].message}; annotate {ANNOTATION}=refresh for a proposal that moves "
+            "the rest"), ready_reason="NotDrained", event=False)
+    return _done(p, f"{msg}; {notes[0].message}")
+
+
 def _done(p: _Pass, msg: str) -> Decision:
     s = p.st
     s.phase = "Ready"
@@ -533,10 +587,11 @@ def _rebalancing(p: _Pass, spec: KafkaRebalanceSpec, action: str | None,
     if running is None:  # a status edited by hand: go on with the next one, if any
         if any(x.state == "Pending" for x in s.steps):
             return _create_next(p)
-        return _done(p, _summary_done(s))
+        return _finish(p, spec, _summary_done(s))
     if _rejected(p, spec, action):
         running.state = "Cancelled"
         p.d.actions.append(CancelReassignment(running.name))
+        _uncordon(p)
         done = sum(1 for x in s.steps if x.state == "Completed")
         return _reject(p, spec, action, (
             f"while rebalancing: {running.name} cancelled (its moves in flight roll back), "
@@ -550,6 +605,7 @@ def _rebalancing(p: _Pass, spec: KafkaRebalanceSpec, action: str | None,
                f"{s.proposal_id} runs: a new proposal is made when it ends")
     if obs.current is None:
         running.state = "Failed"
+        _uncordon(p)  # its moves rolled back, as a cancel's do
         return _failed(p, "ReassignmentDeleted", (
             f"PartitionReassignment {running.name} was deleted while it ran (its moves in "
             f"flight were rolled back); annotate {ANNOTATION}=refresh for a new proposal"),
@@ -561,9 +617,11 @@ def _rebalancing(p: _Pass, spec: KafkaRebalanceSpec, action: str | None,
         s.current_progress = "100%"
         if any(x.state == "Pending" for x in s.steps):
             return _create_next(p)
-        return _done(p, _summary_done(s))
+        return _finish(p, spec, _summary_done(s))
     if phase in PREAS_FAILED:
         running.state = "Cancelled" if phase == "Cancelled" else "Failed"
+        if phase == "Cancelled":
+            _uncordon(p)
         done = sum(1 for x in s.steps if x.state == "Completed")
         return _failed(p, "ReassignmentFailed", (
             f"PartitionReassignment {running.name} ended {phase}"
@@ -591,6 +649,12 @@ def _stall(p: _Pass, step: str, stalled: str) -> None:
                "again or has ended")
         p.event("ProgressResumed", f"PartitionReassignment {step}: the stalled moves copy "
                 "again or have ended")
+
+
+def _uncordon(p: _Pass) -> None:
+    undo = rb.undo(p.st)
+    if undo is not None:
+        p.d.actions.append(undo)
 
 
 def _summary_done(s: KafkaRebalanceStatus) -> str:

@@ -216,6 +216,8 @@ Approval = Literal["Pending", "Approved", "Rejected"]
 BROKERS_REQUIRED = ("spec.brokers: required for goals add-brokers, remove-brokers and "
                     "demote-brokers; list the broker ids to add, remove or demote, e.g. "
                     "brokers: [6, 7]")
+UNREGISTER_REFUSED = ("spec.unregister: only for goal remove-brokers; remove it or change "
+                      "spec.goal")
 BROKERS_REFUSED = ("spec.brokers: only for goals add-brokers, remove-brokers and "
                    "demote-brokers; remove spec.brokers or change spec.goal")
 
@@ -246,6 +248,10 @@ class KafkaRebalanceSpec(CamelModel):
     spark_master: str | None = Field(
         default=None, min_length=1, description="Spark master URL the planner Job's driver "
         "connects to; unset: Spark local[*] inside the Job's pod.")
+    unregister: bool = Field(
+        default=False, description="remove-brokers: once a broker is Drained and its process "
+        "has stopped (it is fenced), unregister it (UnregisterBroker) so that describe cluster "
+        "no longer lists it. Not a planning input.")
     approval: Approval = Field(
         default="Pending", description="Pending: propose only. Approved: execute the proposal "
         "for this spec once it is ready. Rejected: execute nothing (stops a running "
@@ -257,6 +263,8 @@ class KafkaRebalanceSpec(CamelModel):
             raise ValueError(BROKERS_REQUIRED)
         if self.goal not in GOALS_WITH_BROKERS and self.brokers is not None:
             raise ValueError(f"{BROKERS_REFUSED} (goal is {self.goal})")
+        if self.unregister and self.goal != "remove-brokers":
+            raise ValueError(UNREGISTER_REFUSED)
         if self.brokers is not None and len(set(self.brokers)) != len(self.brokers):
             raise ValueError("spec.brokers lists a broker twice; list each broker once")
         return self
@@ -280,6 +288,8 @@ class Resource(CamelModel):
     generation: int = 1
     spec: Any
     source: str = Field(default="input", exclude=True)  # the file it came from
+    # metadata.annotations; `kraftsman plan` writes its goal there (kraftsman.io/plan-goal)
+    annotations: dict[str, str] = Field(default_factory=dict, exclude=True)
 
     @property
     def key(self) -> str:
@@ -392,8 +402,10 @@ def parse_resource(doc: Any, *, source: str = "input") -> Resource:
         raise UsageError(format_validation_error(where, e, KINDS[kind])) from None
     namespace = meta.get("namespace") or "default"
     generation = int(meta.get("generation") or 1)
+    raw = meta.get("annotations")
+    annotations = ({str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {})
     return Resource(kind=kind, name=name, namespace=namespace, generation=generation, spec=spec,
-                    source=source)
+                    source=source, annotations=annotations)
 
 
 def parse_resources(docs: Iterable[Any], *, source: str = "input") -> list[Resource]:

@@ -447,6 +447,22 @@ class RebalanceStep(StatusModel):
     state: ReassignmentStep = "Pending"
 
 
+RemovedBrokerState = Literal["Draining", "Cordoned", "Drained", "NotDrained",
+                             "WaitingForShutdown", "Unregistered"]
+
+
+class RemovedBroker(StatusModel):
+    """remove-brokers: one broker being taken out, and where it stands (docs/rebalance.md,
+    Removing brokers)."""
+
+    id: int
+    state: RemovedBrokerState = Field(description="Draining (not cordoned: the cluster is too "
+                                      "old, or the cordon was refused), Cordoned, Drained (no "
+                                      "replica, leads nothing), NotDrained, WaitingForShutdown "
+                                      "(spec.unregister: its process still runs), Unregistered.")
+    message: str = ""
+
+
 class KafkaRebalanceStatus(BaseStatus):
     proposal_id: int = Field(default=0, ge=0, description="Counter of proposals (1, 2, ...); "
                              "the Job and ConfigMaps of the current one carry it.")
@@ -473,6 +489,10 @@ class KafkaRebalanceStatus(BaseStatus):
     current_progress: str | None = Field(default=None, description="Its status.progress.")
     progress: str | None = Field(default=None, description="Reassignments completed/total.")
     completed_at: str | None = None
+    brokers: list[RemovedBroker] = Field(default_factory=list, description="remove-brokers: "
+                                         "each broker being removed and where it stands.")
+    cordon: str | None = Field(default=None, description="remove-brokers: why the brokers were "
+                               "not cordoned (the cluster's metadata.version), if so.")
 
 
 STATUS_MODELS: dict[str, type[BaseStatus]] = {

@@ -11,7 +11,7 @@ import pytest
 from controller_core import errors
 from controller_core.backends import KafkaAdmin, RetryPolicy, SecretError, connection_settings
 from controller_core.backends.security import decode_secret_data
-from controller_core.errors import KafkaApiError
+from controller_core.errors import ApiResult, KafkaApiError
 
 ARABIC_ONE = "\u0661"  # str.isdigit() and int() take it; Kafka does not
 
@@ -151,3 +151,53 @@ def test_a_broker_config_goes_to_the_broker_its_name_is_in_ascii_digits() -> Non
     assert KafkaAdmin._node_for(("BROKER", ARABIC_ONE)) is None
     assert KafkaAdmin._node_for(("BROKER", "")) is None
     assert KafkaAdmin._node_for(("TOPIC", "3")) is None
+
+
+# -- removing brokers: cordoning and UnregisterBroker ---------------------------------------
+def _altered(code: int = 0, message: str | None = None) -> Resp:
+    return Resp(responses=[Resp(error_code=code, error_message=message)])
+
+
+def _probe(cordoned: bool) -> Resp:
+    message = ("The manual partition assignment includes broker 3, but all its log directories "
+               "are cordoned.") if cordoned else None
+    return Resp(topics=[Resp(error_code=39 if cordoned else 0, error_message=message)])
+
+
+def test_a_cordon_returns_once_the_controller_sees_it() -> None:
+    """The broker tells the controller in its next heartbeat: until then the probe (a
+    validate-only CreateTopics onto the broker) is still accepted, and set_cordoned waits."""
+    a, clock = admin([_altered(), _probe(False), _probe(False), _probe(True)])
+    assert a.set_cordoned({3: True}) == {3: ApiResult(errors.NONE, "")}
+    assert clock.sleeps == [0.1, 0.1]
+
+
+def test_a_cordon_the_controller_never_sees_is_a_timeout_naming_the_broker() -> None:
+    a, clock = admin([_altered()] + [_probe(False)] * 100, total=1.0)
+    (r,) = a.set_cordoned({3: True}).values()
+    assert r.error == errors.REQUEST_TIMED_OUT and clock.t <= 1.1
+    assert r.message == ("broker 3 is cordoned in its config, but the controller did not see it "
+                         "within 1 s: a broker reports it in its heartbeats; is it running?")
+
+
+def test_a_refused_cordon_is_not_waited_for() -> None:
+    a, clock = admin([_altered(42, "requirement failed: When cordoned.log.dirs is set to *, "
+                                   "it must not contain other values")])
+    assert a.set_cordoned({3: True})[3].error == errors.INVALID_REQUEST and clock.sleeps == []
+
+
+def test_unregister_broker_answers_kafkas_result_and_retries_a_moving_controller() -> None:
+    a, clock = admin([Resp(error_code=41, error_message="moved"),
+                      Resp(error_code=102, error_message="Broker ID 9 is not currently "
+                                                          "registered")])
+    assert a.unregister_broker(9) == ApiResult(errors.BROKER_ID_NOT_REGISTERED,
+                                               "Broker ID 9 is not currently registered")
+    assert clock.sleeps == [0.1]
+
+
+def test_metadata_version_is_the_finalized_feature_level_or_none() -> None:
+    mv = Resp(name="metadata.version", max_version_level=29, min_version_level=29)
+    a, _ = admin([Resp(error_code=0, finalized_features=[mv]),
+                  Resp(error_code=0, finalized_features=[])])
+    assert a.metadata_version() == 29
+    assert a.metadata_version() is None

@@ -59,6 +59,12 @@ class Target(Protocol):
         """Let the cluster run until ``done()``; fail naming ``what`` if it never is."""
         ...
 
+    def create_topic(self, name: str, partitions: int, replication_factor: int,
+                     assignment: Sequence[Sequence[int]] | None = None) -> Any:
+        """CreateTopics of one topic: placed by the controller, or on ``assignment``;
+        returns the ApiResult."""
+        ...
+
 
 Check = Callable[[ClusterAdmin], bool]
 
@@ -135,6 +141,40 @@ def throttle(rate: int | None, topics: Sequence[str], brokers: Sequence[int]
         bad = {f"{k}/{n}": r.error.name for (k, n), r in results.items() if not r.ok}
         assert not bad, f"{t.name}: throttle refused: {bad}"
     return act
+
+
+def registered(broker: int, yes: bool = True) -> Check:
+    return lambda a: any(b.id == broker for b in a.describe_cluster().brokers) == yes
+
+
+def create_topic(name: str, partitions: int, replication_factor: int,
+                 assignment: Sequence[Sequence[int]] | None = None) -> Callable[[Target], Any]:
+    """The result, and the brokers the topic's replicas landed on: where the controller
+    places them is random in Kafka (StripedReplicaPlacer), which brokers it may use is not."""
+    def act(t: Target) -> Any:
+        r = t.create_topic(name, partitions, replication_factor, assignment)
+        used = sorted({b for d in t.admin.describe_partitions(topics=[name]) for b in d.replicas})
+        return [r.error.name, r.message, used]
+    return act
+
+
+def cordon(changes: Mapping[int, bool]) -> Callable[[Target], Any]:
+    def act(t: Target) -> Any:
+        return {str(b): [r.error.name, r.message]
+                for b, r in sorted(t.admin.set_cordoned(dict(changes)).items())}
+    return act
+
+
+def unregister(broker: int) -> Callable[[Target], Any]:
+    def act(t: Target) -> Any:
+        r = t.admin.unregister_broker(broker)
+        return [r.error.name, r.message]
+    return act
+
+
+def brokers_listed(t: Target) -> Any:
+    """Describe cluster (fenced brokers included, KIP-1073): each broker and whether fenced."""
+    return [[b.id, b.fenced] for b in t.admin.describe_cluster().brokers]
 
 
 def voters_are(*nodes: int) -> Check:

@@ -9,6 +9,9 @@ from tests.diff.scenario import (
     Topic,
     add_voter,
     all_of,
+    brokers_listed,
+    cordon,
+    create_topic,
     elect,
     fenced,
     in_isr,
@@ -18,11 +21,13 @@ from tests.diff.scenario import (
     nothing_moving,
     observing,
     reassign,
+    registered,
     remove_voter,
     sizes_answered,
     start,
     start_controller,
     throttle,
+    unregister,
     voters_are,
 )
 from tests.real.kafka import BROKERS
@@ -244,7 +249,38 @@ def voter_changes() -> Scenario:
     ))
 
 
+def removing_brokers() -> Scenario:
+    """KIP-1066 and UnregisterBroker: a cordoned broker gets no replica of a new topic, and
+    no manual assignment or reassignment may name it; uncordoned it takes replicas again.
+    Running, it is unregistered all the same (kraftsman's own guard refuses that); stopped,
+    it can be unregistered — and is gone from describe cluster — once only; started again,
+    it registers anew."""
+    t = "diff-cordon"
+    p0 = tp(t, 0)
+
+    return Scenario("removing-brokers", (Topic(t, ((0, 1, 2),)),), (
+        Step("cordon broker 3", cordon({3: True})),
+        Step("create a topic placed by the controller", create_topic("diff-cordon-new", 8, 3)),
+        Step("create a topic on broker 3", create_topic("diff-cordon-manual", 0, 0, [[3, 1]])),
+        Step("move p0 onto broker 3", reassign({p0: [3, 1, 2]})),
+        Step("uncordon broker 3", cordon({3: False})),
+        Step("create a topic on every broker", create_topic("diff-cordon-all", 1, 4)),
+        # Kafka 4.4 unregisters a running broker too; killed and started, it registers anew
+        Step("unregister running broker 3", unregister(3), until=registered(3, False)),
+        Step("describe the cluster without 3", brokers_listed),
+        Step("kill unregistered broker 3", kill(3)),
+        Step("start broker 3 anew", start(3), until=fenced(3, False)),
+        Step("kill broker 3", kill(3), until=fenced(3)),
+        Step("unregister broker 3", unregister(3), until=registered(3, False)),
+        Step("describe the cluster", brokers_listed),
+        Step("unregister broker 3 again", unregister(3)),
+        Step("move p0 onto broker 3", reassign({p0: [3, 1, 2]})),
+        Step("start broker 3", start(3), until=fenced(3, False)),
+        Step("describe the cluster again", brokers_listed),
+    ))
+
+
 ALL = (start_and_complete, retarget, retarget_regrow, retarget_then_cancel, cancel_mid_move,
        broker_failure_mid_move, cancel_offline, cancel_offline_unclean, eligible_leaders,
        elections, unclean_election, unclean_mid_move, invalid_targets,
-       voter_changes)
+       voter_changes, removing_brokers)

@@ -63,6 +63,13 @@ class Twin:
     def start_controller(self, node: int) -> None:
         """The twin's spare controllers run from the start (spec.spareControllers)."""
 
+    def create_topic(self, name: str, partitions: int, replication_factor: int,
+                     assignment: Sequence[Sequence[int]] | None = None) -> Any:
+        result = self.cluster.controller.create_topic(
+            name, partitions, replication_factor, rng=self.cluster.rng, assignment=assignment)
+        self.cluster.checkpoint()
+        return result
+
     def add_voter(self, node: int) -> Any:
         return self.cluster.add_raft_voter(node)
 
@@ -107,6 +114,24 @@ class Real:
 
     def add_voter(self, node: int) -> Any:
         return self.admin.add_raft_voter(node, [self.cluster.controller_endpoint(node)])
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int,
+                     assignment: Sequence[Sequence[int]] | None = None) -> Any:
+        """CreateTopics to the controller, as kafka-topics --create sends it."""
+        from kafka.protocol.admin import CreateTopicsRequest
+
+        from controller_core.errors import ApiResult, ErrorCode
+        _T = CreateTopicsRequest.CreatableTopic
+        manual = [_T.CreatableReplicaAssignment(partition_index=i, broker_ids=list(r))
+                  for i, r in enumerate(assignment or ())]
+        request = CreateTopicsRequest(topics=[_T(
+            name=name, num_partitions=-1 if manual else partitions,
+            replication_factor=-1 if manual else replication_factor, assignments=manual,
+            configs=[])], timeout_ms=30_000, validate_only=False)
+        t = self.admin._call("CreateTopics",
+                             lambda: self.admin._send_to_controller(request)).topics[0]
+        self.topics.append(name)
+        return ApiResult(ErrorCode.for_code(t.error_code), t.error_message or "")
 
     def settle(self, what: str, done: Callable[[], bool], timeout: float) -> None:
         """Until ``done()`` holds and the brokers serve the metadata the controller has

@@ -78,3 +78,26 @@ def test_rebalance_brokers_fit_the_goal_in_the_crd_and_the_model(
     assert message.startswith(f"spec.brokers: {refused_by}")
     with pytest.raises(UsageError, match=message.split(";")[0].replace(".", r"\.")):
         parse_resource(doc)
+
+
+@pytest.mark.parametrize(("spec", "refused"), [
+    ({**REF, "goal": "remove-brokers", "brokers": [3], "unregister": True}, False),
+    ({**REF, "goal": "remove-brokers", "brokers": [3], "unregister": False}, False),
+    ({**REF, "goal": "add-brokers", "brokers": [3], "unregister": True}, True),
+    ({**REF, "unregister": True}, True),  # goal defaults to rebalance
+    ({**REF, "unregister": False}, False),
+])
+def test_rebalance_unregister_only_with_remove_brokers_in_the_crd_and_the_model(
+        spec: dict[str, Any], refused: bool) -> None:
+    rules = rules_at(crdgen.crd_schema("KafkaRebalance")["properties"]["spec"])
+    failing = [r["message"] for r in rules if not holds(r["rule"], spec)]
+    doc = {"apiVersion": "kraftsman.io/v1alpha1", "kind": "KafkaRebalance",
+           "metadata": {"name": "x"}, "spec": spec}
+    if not refused:
+        assert failing == []
+        parse_resource(doc)
+        return
+    assert failing == ["spec.unregister: only for goal remove-brokers; remove it or change "
+                       "spec.goal"]
+    with pytest.raises(UsageError, match=r"spec\.unregister: only for goal remove-brokers"):
+        parse_resource(doc)

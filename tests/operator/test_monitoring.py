@@ -1,7 +1,7 @@
-"""The Grafana dashboard and the alerting rules (kraftsman/monitoring.py): every query is PromQL (parsed by
-promql-parser, a port of Prometheus' own parser), reads only series the operator serves,
-and each legend names only labels its query keeps — so a renamed metric or label breaks a
-test, not a user's dashboard."""
+"""The Grafana dashboard and the alerting rules (kraftsman/monitoring.py): every query is
+PromQL (parsed by promql-parser, a port of Prometheus' own parser), reads only series the
+operator serves, and each legend names only labels its query keeps — so a renamed metric or
+label breaks a test, not a user's dashboard or alert."""
 
 from __future__ import annotations
 

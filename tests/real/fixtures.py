@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from controller_core.admin import CORDONED_LOG_DIRS
 from tests.real.kafka import CONTROLLERS, RealKafka, RealKafkaError, install
 
 THROTTLE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
@@ -42,7 +43,7 @@ class Session:
 
     def restore(self) -> None:
         """Every node running, the original voters, nothing moving, no throttle (nor a live
-        marker of kraftsman's), and no topic but the internal ones."""
+        marker of kraftsman's), no broker cordoned, and no topic but the internal ones."""
         c = self.cluster
         for node in (*c.controllers, *c.brokers):
             if c.pid_file(node).exists() and not c.running(node):
@@ -73,7 +74,7 @@ class Session:
                          + [("TOPIC", t) for t in _topic_names(a)])
             configs = a.describe_configs(resources)
             changes = {res: {k: None for k in cfg if k in THROTTLE_KEYS or k.startswith(
-                "kraftsman")} for res, cfg in configs.items()}
+                "kraftsman") or k == CORDONED_LOG_DIRS} for res, cfg in configs.items()}
             changes = {res: ch for res, ch in changes.items() if ch}
             if changes:
                 a.incremental_alter_configs(changes)

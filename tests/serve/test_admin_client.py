@@ -215,3 +215,23 @@ def test_a_broker_config_name_that_is_not_ascii_digits_is_refused(
     assert f"broker {ARABIC_ONE!r} is not registered" in got["broker"][ARABIC_ONE], got
     assert server.call(lambda: server.cluster.describe_configs([("BROKER", "1")])) == {
         ("BROKER", "1"): {rate: "1000"}}
+
+
+def test_kraftsmans_kafka_backend_cordons_and_unregisters_through_serve(
+        server: ServedCluster) -> None:
+    """The ``kafka`` backend against the served twin: metadata.version from ApiVersions, a
+    cordon confirmed by the controller probe, and UnregisterBroker (API key 64)."""
+    from controller_core import errors
+    from controller_core.backends.kafka_admin import RetryPolicy, open_kafka_admin
+    from controller_core.errors import ApiResult
+    with open_kafka_admin(server.bootstrap, retry=RetryPolicy(total_seconds=5.0)) as a:
+        assert a.metadata_version() == 33
+        assert a.set_cordoned({5: True}) == {5: ApiResult(errors.NONE, "")}
+        assert a._sees_cordoned(5) and not a._sees_cordoned(4)
+        assert a.describe_configs([("BROKER", "5")]) == {("BROKER", "5"): {
+            "cordoned.log.dirs": "*"}}
+        assert a.set_cordoned({5: False})[5].ok and not a._sees_cordoned(5)
+        assert a.unregister_broker(9) == ApiResult(errors.BROKER_ID_NOT_REGISTERED,
+                                                   "Broker ID 9 is not currently registered")
+        assert a.unregister_broker(5).ok
+        assert 5 not in [b.id for b in a.describe_cluster().brokers]

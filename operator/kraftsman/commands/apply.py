@@ -38,7 +38,7 @@ from controller_core.orchestration.voters import WalkPhase, WalkProgress
 from controller_core.storage.framing import write_atomically
 from kraftsman import reconcile
 from kraftsman.cli_errors import UsageError
-from kraftsman.commands import plan_lines
+from kraftsman.commands import plan_lines, removal
 from kraftsman.commands.quorum import status_json, walk
 from kraftsman.commands.target import (
     Cluster,
@@ -498,6 +498,13 @@ class Session:
                                         "executor": ex.state.model_dump(mode="json"),
                                         "moving": [str(tp) for tp in sorted(ex.moving)]})
 
+        removing = removal.removed_brokers(r)
+        removal_summary: dict[str, Any] = {}
+        if removing and spec.cancel:
+            removal_summary["uncordonProblems"] = removal.on_cancel(cluster, removing,
+                                                                    self.view.line)
+        elif removing:
+            removal_summary["cordon"] = removal.before_moves(cluster, removing, self.view.line)
         if "executor" not in stored or retargeted:
             self._write_rollback(r, spec, ex)
         progress = ex.step()
@@ -530,7 +537,12 @@ class Session:
                            "then")
         if progress.phase.value == "Failed":
             self.failed = True
-        self.summary.append({"resource": r.key, **_progress(progress),
+        if removing and not spec.cancel and progress.phase.value == "Completed" \
+                and removal.is_last_step(r):
+            drained, removal_summary["brokers"] = removal.after_last_step(
+                cluster, removing, self.view.line)
+            self.failed |= not drained
+        self.summary.append({"resource": r.key, **_progress(progress), **removal_summary,
                              **({"rollbackFile": self.rollback_files[r.key]}
                                 if r.key in self.rollback_files else {}),
                              **({"cleanupOwed": {"brokers": list(ex.state.throttles_waiting),

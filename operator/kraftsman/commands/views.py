@@ -2,7 +2,8 @@
 
 `reassignments list|status|cancel` (kafka-reassign-partitions --list/--verify/--cancel),
 `elect` (kafka-leader-election), `describe topics|cluster` (kafka-topics / kafka-cluster),
-and `cluster advance|fail-broker|restore-broker` to drive the simulation (embedded only).
+`cluster advance|fail-broker|restore-broker` to drive the simulation (embedded only), and
+`cluster cordon|uncordon|unregister-broker` to take brokers out (commands/brokers_out.py).
 `-o json` everywhere; `--bootstrap-server`/`--command-config` pick a real cluster (target.py).
 """
 
@@ -20,10 +21,11 @@ from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.errors import ApiResult, KafkaApiError
 from controller_core.metadata.controller import THROTTLE_RATE_KEYS, THROTTLE_REPLICA_KEYS
 from controller_core.model import ElectionType, TopicPartition, is_whole_number
-from controller_core.orchestration import throttles
+from controller_core.orchestration import brokers_out, throttles
 from controller_core.orchestration.election import run_election
 from controller_core.units import format_bytes
 from kraftsman.cli_errors import UsageError
+from kraftsman.commands import brokers_out as brokers_out_cli
 from kraftsman.commands.target import (
     add_target_options,
     opened,
@@ -104,6 +106,7 @@ def register(sub: Any) -> None:
             p.add_argument("--keep-unflushed", action="store_true",
                            help="a clean kill: writes not yet fsynced survive")
         p.set_defaults(handler=cmd_broker, action_name=name)
+    brokers_out_cli.add_parsers(c_sub, _common)
     add_serve_parser(c_sub)
 
 
@@ -365,20 +368,29 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_describe_cluster(args: argparse.Namespace) -> int:
     with opened(args) as c:
         desc = c.describe_cluster()
+        try:  # DescribeConfigs of each running broker: not a reason to fail the whole view
+            cordoned, unknown = brokers_out.cordoned_brokers(c), None
+        except KafkaApiError as e:
+            cordoned, unknown = {}, e.message
         embedded = isinstance(c, EmbeddedCluster)
         alive = {b.id: c.alive(b.id) if embedded else not b.fenced for b in desc.brokers}
         now = c.now if embedded else None
     data = {"clusterId": desc.cluster_id, "controllerId": desc.controller_id,
             "timeSeconds": now,
-            "brokers": [{"id": b.id, "rack": b.rack, "fenced": b.fenced, "alive": alive[b.id]}
-                        for b in desc.brokers]}
+            "brokers": [{"id": b.id, "rack": b.rack, "fenced": b.fenced, "alive": alive[b.id],
+                         "cordonedLogDirs": cordoned.get(b.id)} for b in desc.brokers],
+            **({"cordonUnknown": unknown} if unknown else {})}
 
     def text() -> list[str]:
         lines = [f"Cluster ID: {desc.cluster_id}", f"Controller ID: {desc.controller_id}",
                  *([f"Simulated time: {now:.1f} s"] if now is not None else []), "Brokers:"]
         for b in desc.brokers:
             state = "fenced" if b.fenced else ("down" if not alive[b.id] else "online")
+            if b.id in cordoned:
+                state += f", cordoned ({cordoned[b.id]})"
             lines.append(f"  {b.id}\track: {b.rack or '-'}\t{state}")
+        if unknown:
+            lines.append(f"Cordoned brokers: unknown ({unknown})")
         return lines
 
     emit(args, data, text)
@@ -411,10 +423,13 @@ def cmd_broker(args: argparse.Namespace) -> int:
                 raise UsageError(f"NODE_ID: {e}") from None
             emit(args, {"node": args.broker, "action": args.action_name}, lambda: [msg])
             return 0
-        if args.broker not in c.image.brokers:
-            raise UsageError(f"broker: unknown broker {args.broker}; brokers are "
-                             f"{sorted(c.image.brokers)}")
+        known = sorted({*c.image.brokers, *(b.id for b in c.spec.brokers)})
+        if args.broker not in known:  # an unregistered broker of the spec can restart
+            raise UsageError(f"broker: unknown broker {args.broker}; brokers are {known}")
         if args.action_name == "fail-broker":
+            if args.broker not in c.image.brokers:
+                raise UsageError(f"broker: broker {args.broker} is not registered (it was "
+                                 "unregistered); `cluster restore-broker` starts it again")
             c.fail_broker(args.broker)
             msg = f"Broker {args.broker} is down (fenced after the session timeout)"
         else:

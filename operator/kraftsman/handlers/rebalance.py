@@ -22,7 +22,9 @@ import yaml
 from pydantic import ValidationError
 
 from controller_core.errors import KafkaApiError
+from controller_core.orchestration import brokers_out
 from controller_core.planning.fingerprint import admin_fingerprint
+from kraftsman import rebalance_brokers as rb
 from kraftsman.handlers import kube
 from kraftsman.handlers.common import (
     PLURALS,
@@ -50,6 +52,7 @@ from kraftsman.rebalance_flow import (
     Observed,
     Proposal,
     StepSeen,
+    apply_notes,
     decide,
     index_name,
     job_name,
@@ -79,6 +82,9 @@ def active(spec: Any, status: Any, meta: Any, **_: Any) -> bool:
     if st.get("observedGeneration") != generation(meta):
         return True
     phase = st.get("phase")
+    if phase == "Ready" and (spec or {}).get("unregister") and any(
+            (b or {}).get("state") in rb.PENDING_UNREGISTER for b in st.get("brokers") or []):
+        return True  # waits for the removed brokers' processes to stop, then unregisters
     if phase in WAITING_PHASES:
         return False
     return not (phase == "ProposalReady" and (spec or {}).get("approval", "Pending") == "Pending")
@@ -119,15 +125,21 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                     publish(patch, status, st, gen)
                     return
                 decision = decide(st, dataclasses.replace(obs, fingerprint=fingerprint), now)
+            if decision.need_drain_check or decision.need_listing:
+                assert ref is not None
+                obs = await io.brokers(ref, obs, decision.need_drain_check)
+                decision = decide(st, obs, now)
             embedded = ref is not None and "embedded" in list(
                 kafkaclusters.get((namespace, ref), []))
             for action in decision.actions:
-                await io.perform(action, obs.spec, embedded)
+                notes = await io.perform(action, obs.spec, embedded, ref, decision.status)
+                decision.events += apply_notes(decision.status, notes, gen, now)
             if decision.remove_annotation:
                 await io.status_first(status, decision.status, gen)
-        except (kube.KubeError, PlannerUnavailable, ProposalError) as e:
+        except (kube.KubeError, PlannerUnavailable, ProposalError, ClusterUnavailable) as e:
             reason = {PlannerUnavailable: "PlannerUnavailable",
-                      ProposalError: "ProposalInvalid"}.get(type(e), "ApiError")
+                      ProposalError: "ProposalInvalid",
+                      ClusterUnavailable: "ClusterUnavailable"}.get(type(e), "ApiError")
             degrade(st, reason, str(e), gen)
             if isinstance(e, PlannerUnavailable) and st.phase is None:
                 # No proposal could start: say so in the phase `kubectl get` shows; the next
@@ -157,10 +169,23 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             await io.delete_jobs()
         except kube.KubeError as e:
             raise kopf.TemporaryError(str(e), delay=max(rt.tick, 1.0)) from None
+        undo = rb.undo(st)
+        if undo is not None:  # deleted while draining: the removal is stopped
+            ref = st.cluster
+            try:
+                notes = [] if ref is None else await io.perform(undo, None, False, ref, st)
+            except ClusterUnavailable as e:
+                notes = [rb.Note("UncordonFailed", str(e), warning=True)]
+            for n in notes:
+                emit(body, n.reason, n.message, warning=n.warning)
         running = [s.name for s in st.steps if s.state == "Created"]
         if running:
             emit(body, "Deleted", f"deleted while rebalancing: PartitionReassignment "
                  f"{', '.join(running)} deleted (its moves in flight roll back)")
+
+
+class ClusterUnavailable(Exception):
+    """The KafkaCluster a broker step needs is not open, or refused the call."""
 
 
 class ProposalError(Exception):
@@ -253,8 +278,38 @@ class _Io:
         except KafkaApiError as e:
             return None, f"approved; cannot read the assignment of KafkaCluster {ref}: {e}"
 
-    async def perform(self, action: Any, spec: KafkaRebalanceSpec | None,
-                      embedded: bool) -> None:
+    async def admin(self, ref: str, fn: Any, what: str) -> Any:
+        """``fn(cluster)`` on the KafkaCluster ``ref``, in the runtime's worker."""
+        opened = self.rt.clusters.get((self.namespace, ref))
+        if opened is None:
+            raise ClusterUnavailable(f"{what}: KafkaCluster {ref} is not Ready; the next pass "
+                                     "tries again")
+        try:
+            return await self.rt.run(opened, fn)
+        except KafkaApiError as e:
+            raise ClusterUnavailable(f"{what}: KafkaCluster {ref}: {e}") from None
+
+    async def brokers(self, ref: str, obs: Observed, check: tuple[int, ...]) -> Observed:
+        """What the broker steps of ``decide`` asked for: each broker's holdings, and the
+        brokers describe cluster lists (fenced or not)."""
+        if check:
+            checks = await self.admin(ref, lambda a: brokers_out.check_drained(a, check),
+                                      f"checking brokers {list(check)}")
+            return dataclasses.replace(obs, drained=[
+                rb.Drain(c.broker, c.drained, c.message) for c in checks])
+        listed = await self.admin(ref, lambda a: {b.id: b.fenced
+                                                  for b in a.describe_cluster().brokers},
+                                  "describing the cluster")
+        return dataclasses.replace(obs, listed=listed)
+
+    async def perform(self, action: Any, spec: KafkaRebalanceSpec | None, embedded: bool,
+                      ref: str | None = None, st: KafkaRebalanceStatus | None = None
+                      ) -> list[rb.Note]:
+        """Do one action; a broker action's outcome is written into ``st`` and returned as
+        notes (Events, conditions)."""
+        if isinstance(action, rb.Cordon | rb.Uncordon | rb.Unregister):
+            assert ref is not None and st is not None
+            return await self._broker_action(action, ref, st)
         assert spec is not None
         if isinstance(action, CreateJob):
             body = planner_job(self.rt.planner, name=self.name, namespace=self.namespace,
@@ -279,6 +334,22 @@ class _Io:
                              {"spec": {"cancel": True}},
                              f"PartitionReassignment {self.namespace}/{action.name}",
                              self.settings, self.logger)
+        return []
+
+    async def _broker_action(self, action: rb.Cordon | rb.Uncordon | rb.Unregister, ref: str,
+                             st: KafkaRebalanceStatus) -> list[rb.Note]:
+        """A broker step on the cluster (brokers_out's rules); its outcome into ``st``."""
+        if isinstance(action, rb.Cordon):
+            out = await self.admin(ref, lambda a: brokers_out.cordon(a, action.brokers),
+                                   f"cordoning brokers {list(action.brokers)}")
+            return rb.cordoned(st, out.cordoned, out.note, out.problems)
+        if isinstance(action, rb.Uncordon):
+            problems = await self.admin(ref, lambda a: brokers_out.uncordon(a, action.brokers),
+                                        f"uncordoning brokers {list(action.brokers)}")
+            return rb.uncordoned(st, action.brokers, problems)
+        r = await self.admin(ref, lambda a: brokers_out.unregister(a, action.broker),
+                             f"unregistering broker {action.broker}")
+        return rb.unregistered(st, action.broker, r.ok, r.message or r.error.name)
 
     async def status_first(self, old: Any, st: KafkaRebalanceStatus, gen: int) -> None:
         """Write the pass's status before the annotation it consumed goes. kopf patches a
