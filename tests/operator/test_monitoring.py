@@ -6,7 +6,11 @@ label breaks a test, not a user's dashboard or alert."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import promql_parser as promql
@@ -104,3 +108,135 @@ def test_the_panels_tile_the_grid_without_overlap_and_have_unique_ids() -> None:
         assert not mine & cells, p["title"]
         cells |= mine
     assert len({p["id"] for p in board["panels"]}) == len(board["panels"])
+
+
+# -- Prometheus' own engine -----------------------------------------------------------------
+# The scripts below are in Prometheus' promqltest language: `load` the series the operator
+# serves (two pods: the active one, and a standby with older figures), `eval` each query of
+# the dashboard and of the alerts, and the result Prometheus must give. tools/promql runs
+# them on Prometheus' query engine (built by tools/build-promql-check; .ci/run builds it).
+
+ROOT = Path(__file__).resolve().parents[2]
+ACTIVE = 'pod="kraftsman-a",instance="10.0.0.1:9090"'
+STANDBY = 'pod="kraftsman-b",instance="10.0.0.2:9090"'
+PR = 'kind="PartitionReassignment"'
+MOVE = f'{PR},namespace="kafka",name="move"'
+
+
+def panel(title: str, ref: str = "A") -> str:
+    (p,) = [p for p in monitoring.dashboard()["panels"] if p["title"] == title]
+    return str(next(t["expr"] for t in p["targets"] if t["refId"] == ref))
+
+
+def alert(name: str) -> str:
+    (a,) = [a for a in monitoring.ALERTS if a.name == name]
+    return a.expr
+
+
+def buckets(verb: str, le_all: float, per_minute: int, who: str = ACTIVE) -> list[str]:
+    """A histogram of the operator's API answer times whose every answer took at most
+    ``le_all`` (the smallest bucket that holds them all)."""
+    lines = []
+    for le in [*metrics.API_SECONDS._upper_bounds]:
+        name = "+Inf" if le == float("inf") else f"{le:g}"
+        grows = le >= le_all
+        lines.append(f'kraftsman_api_request_duration_seconds_bucket{{verb="{verb}",le="{name}",'
+                     f'{who}}} ' + (f"0+{per_minute}x10" if grows else "0x10"))
+    return lines
+
+
+def dashboard_script() -> str:
+    series = [
+        f'kraftsman_operations{{{PR},phase="Running",{ACTIVE}}} 2x10',
+        f'kraftsman_operations{{{PR},phase="Running",{STANDBY}}} 1x10',
+        f'kraftsman_operations_degraded{{kind="LeaderElection",reason="UnknownCluster",{ACTIVE}}}'
+        " 1x10",
+        f"kraftsman_operation_stalled_moves{{{MOVE},{ACTIVE}}} 0 0 2x8",
+        f"kraftsman_operation_stalled_moves{{{MOVE},{STANDBY}}} 1x10",
+        f"kraftsman_operation_bytes_left{{{MOVE},{ACTIVE}}} 1000-100x10",
+        f"kraftsman_operation_eta_seconds{{{MOVE},{ACTIVE}}} 600-60x10",
+        f'kraftsman_reconcile_errors_total{{kind="LeaderElection",reason="UnknownCluster",'
+        f"{ACTIVE}}} 0+6x10",
+        *buckets("patch", 0.1, 60),
+    ]
+    evals = [
+        (panel("Operations by phase"), f'{{{PR},phase="Running"}} 2'),
+        (panel("Degraded operations"), '{kind="LeaderElection",reason="UnknownCluster"} 1'),
+        (panel("Stalled moves"), f"{{{MOVE}}} 2"),
+        (panel("Bytes left to copy"), f"{{{MOVE}}} 200"),  # 1000 - 8 x 100
+        (panel("Estimated time left"), f"{{{MOVE}}} 120"),
+        (panel("Reconcile errors"), '{kind="LeaderElection",reason="UnknownCluster"} 0.1'),
+        # every answer in (0.05, 0.1]: Prometheus interpolates linearly inside the bucket
+        (panel("Kubernetes API answer time", "A"), '{verb="patch"} 0.075'),
+        (panel("Kubernetes API answer time", "B"), '{verb="patch"} 0.0995'),
+    ]
+    return script(series, evals)
+
+
+def alerts_script() -> str:
+    series = [
+        f"kraftsman_operation_stalled_moves{{{MOVE},{ACTIVE}}} 0 0 0 0 0 2x5",
+        f"kraftsman_operation_stalled_moves{{{MOVE},{STANDBY}}} 0x10",
+        f'kraftsman_operations_degraded{{{PR},reason="UnknownCluster",{ACTIVE}}} 1x10',
+        f'kraftsman_operations_degraded{{{PR},reason="UnknownCluster",{STANDBY}}} 1x10',
+        *buckets("patch", 5, 60),  # every write answered in 2.5-5 s
+        *buckets("watch", 30, 60, STANDBY),  # watches wait by design: never an alert
+        *buckets("get", 0.05, 60),
+    ]
+    evals = [
+        (alert("KraftsmanMoveStalled"), f"{{{MOVE}}} 2"),
+        (alert("KraftsmanOperationDegraded"), f'{{{PR},reason="UnknownCluster"}} 1'),
+        (alert("KraftsmanApiSlow"), '{verb="patch"} 4.975'),
+    ]
+    quiet = f"eval instant at 4m {alert('KraftsmanMoveStalled')}\n    expect no_info\n"
+    return script(series, evals) + "\n# not stalled yet at 4m: no result\n" + quiet
+
+
+def script(series: list[str], evals: list[tuple[str, str]]) -> str:
+    text = "load 1m\n" + "".join(f"    {s}\n" for s in series)
+    for expr, want in evals:
+        text += f"\neval instant at 8m {expr}\n    {want}\n"
+    return text
+
+
+@pytest.fixture(scope="module")
+def promql_check() -> Path:
+    if shutil.which("go") is None and not list(
+            (Path.home() / ".cache" / "kraftsman").glob("promql-*/promqlcheck.test")):
+        why = ("Go is not installed: tools/build-promql-check cannot build Prometheus' PromQL "
+               "engine (see tools/promql/go.mod)")
+        if os.environ.get("CI"):
+            pytest.fail(why)  # CI has Go: the check must run there
+        pytest.skip(why)
+    built = subprocess.run([str(ROOT / "tools" / "build-promql-check")], capture_output=True,
+                           text=True, timeout=1800)
+    assert built.returncode == 0, built.stderr
+    return Path(built.stdout.strip().splitlines()[-1])
+
+
+def run_scripts(check: Path, tmp_path: Path, scripts: dict[str, str]
+                ) -> subprocess.CompletedProcess[str]:
+    for name, text in scripts.items():
+        (tmp_path / f"{name}.test").write_text(text)
+    return subprocess.run([str(check), "-test.v"], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PROMQL_SCRIPTS": str(tmp_path)})
+
+
+def test_prometheus_evaluates_the_dashboard_and_the_alerts_as_expected(
+        promql_check: Path, tmp_path: Path) -> None:
+    done = run_scripts(promql_check, tmp_path, {"dashboard": dashboard_script(),
+                                                "alerts": alerts_script()})
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    passed = re.findall(r"--- PASS: TestScripts/(\w+)\.test ", done.stdout)
+    assert sorted(passed) == ["alerts", "dashboard"], done.stdout
+    evaluated = re.findall(r"--- PASS: TestScripts/\w+\.test/line_", done.stdout)
+    assert len(evaluated) == 12, done.stdout  # every eval above ran
+
+
+def test_the_prometheus_check_fails_on_a_wrong_expectation(promql_check: Path,
+                                                           tmp_path: Path) -> None:
+    """The checker itself: a result Prometheus does not give fails."""
+    wrong = dashboard_script().replace(f"{{{MOVE}}} 200", f"{{{MOVE}}} 201")
+    done = run_scripts(promql_check, tmp_path, {"dashboard": wrong})
+    assert done.returncode != 0
+    assert "expected 201" in done.stdout and "but got 200" in done.stdout, done.stdout[-3000:]
