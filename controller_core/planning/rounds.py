@@ -9,6 +9,7 @@ once, its loads must agree with the driver's, and what could not be done is name
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from controller_core.planning.balancer import Balancer, Candidate, settled
@@ -125,73 +126,27 @@ def plan(table: PlanTable, snapshot: Snapshot, goal: Goal, options: PlanOptions,
     mean_size = totals[DISK] / totals[REPLICAS] if totals[REPLICAS] else 1.0
     stats: list[RoundStat] = []
 
-    start = last = objective(targets, bal.loads)
+    start = objective(targets, bal.loads)
     repair = goal.moves_data and not goal.receivers_limited and not goal.drain_only and \
         bool(bal.racks) and \
         table.any_rack_shared(bal)
+    rounds = Rounds(table, bal, options, mean_size, new, start)
     if goal.moves_data:
-        widen = False
-        for rnd in range(options.max_rounds):
-            t0 = time.monotonic()
-            sources = bal.replica_sources(goal.kind, new, goal.balance, widen)
-            bal.relaxed = widen
-            round_dests = dests if bal.receivers is None else dests & bal.receivers
-            if (not sources or not round_dests) and not repair:
-                break
-            ctx = context(bal, sources, round_dests, options.seed * 1_000_003 + rnd,
-                           options.choices, mean_size, repair)
-            cands = table.candidates(ctx, bal.source_caps(sources), False)
-            t1 = time.monotonic()
-            accepted = bal.run_round(cands)
-            t2 = time.monotonic()
-            now = objective(bal.targets, bal.loads)
-            stats.append(RoundStat("replicas", rnd, len(sources), len(cands), accepted,
-                                   time.monotonic() - t0, t2 - t1, now))
-            if accepted == 0 and (widen or not new):
-                break
-            if accepted and settled(last, now, start, options.min_round_gain, bal.receivers):
-                if not widen and new & bal.underloaded(REPLICA_METRICS):
-                    widen = True  # new brokers still short: fill them before settling
-                    last = now
-                    continue
-                bal.stalled = True
-                break
-            last = now
-            # nothing accepted: from now on every broker that can give does
-            widen = widen or accepted == 0
+        stats += rounds.run(
+            leaders=False, seed=options.seed * 1_000_003,
+            sources=lambda widen: bal.replica_sources(goal.kind, new, goal.balance, widen),
+            dests=lambda: dests if bal.receivers is None else dests & bal.receivers,
+            repair=repair)
 
     table.scored()
     clock.lap("replica rounds")
-    last = objective(bal.targets, bal.loads)
-    widen = False
     if goal.demoted:
         stats.append(demote_round(table, bal, options, mean_size))
-    # demote-brokers changes the demoted brokers' partitions only: no leader-balance rounds
-    for rnd in range(0 if goal.demoted else options.max_rounds):
-        t0 = time.monotonic()
-        sources = bal.leader_sources(new, widen)
-        bal.relaxed = widen
-        if not sources or bal.receivers == set():
-            break
-        ctx = context(bal, sources, eligible, options.seed * 1_000_003 + 7919 + rnd,
-                       options.choices, mean_size)
-        cands = table.candidates(ctx, bal.source_caps(sources, True), True)
-        t1 = time.monotonic()
-        accepted = bal.run_round(cands, leaders=True)
-        t2 = time.monotonic()
-        now = objective(bal.targets, bal.loads)
-        stats.append(RoundStat("leaders", rnd, len(sources), len(cands), accepted,
-                               time.monotonic() - t0, t2 - t1, now))
-        if accepted == 0 and (widen or not new):
-            break
-        if accepted and settled(last, now, start, options.min_round_gain, bal.receivers):
-            if not widen and new & bal.underloaded(LEADER_METRICS):
-                widen = True  # new brokers still short of leaders: fill them first
-                last = now
-                continue
-            break
-        last = now
-        widen = widen or accepted == 0
+    else:  # demote-brokers changes the demoted brokers' partitions only: no leader rounds
+        stats += rounds.run(
+            leaders=True, seed=options.seed * 1_000_003 + 7919,
+            sources=lambda widen: bal.leader_sources(new, widen),
+            dests=lambda: set() if bal.receivers == set() else eligible)
 
     clock.lap("leader rounds")
     done = table.finish(bal.changed, broker_ids, bal, removed,
@@ -215,6 +170,55 @@ def plan(table: PlanTable, snapshot: Snapshot, goal: Goal, options: PlanOptions,
         rounds=stats, seconds=time.monotonic() - started, timings=clock.laps,
         shortfalls=_stuck(done, bal) + _misled(snapshot, goal.demoted) + bal.shortfalls(),
         sources=input_sources(snapshot))
+
+
+class Rounds:
+    """The rounds of one kind — replicas, then leaders — until the objective settles: each
+    round offers candidates from the brokers that give, the balancer accepts what helps.
+    A round that accepts nothing widens the givers to every broker that can give; while
+    new brokers are still short, settling widens instead of stopping."""
+
+    def __init__(self, table: PlanTable, bal: Balancer, options: PlanOptions,
+                 mean_size: float, new: set[int], start: float) -> None:
+        self.table, self.bal, self.options = table, bal, options
+        self.mean_size, self.new, self.start = mean_size, new, start
+
+    def run(self, *, leaders: bool, seed: int, sources: Callable[[bool], set[int]],
+            dests: Callable[[], set[int]], repair: bool = False) -> list[RoundStat]:
+        bal, options, new = self.bal, self.options, self.new
+        stats: list[RoundStat] = []
+        last = objective(bal.targets, bal.loads)
+        widen = False
+        for rnd in range(options.max_rounds):
+            t0 = time.monotonic()
+            givers = sources(widen)
+            bal.relaxed = widen
+            takers = dests()
+            if (not givers or not takers) and not repair:
+                break
+            ctx = context(bal, givers, takers, seed + rnd, options.choices, self.mean_size,
+                          repair)
+            cands = self.table.candidates(ctx, bal.source_caps(givers, leaders), leaders)
+            t1 = time.monotonic()
+            accepted = bal.run_round(cands, leaders=leaders)
+            t2 = time.monotonic()
+            now = objective(bal.targets, bal.loads)
+            stats.append(RoundStat("leaders" if leaders else "replicas", rnd, len(givers),
+                                   len(cands), accepted, time.monotonic() - t0, t2 - t1, now))
+            if accepted == 0 and (widen or not new):
+                break
+            if accepted and settled(last, now, self.start, options.min_round_gain,
+                                    bal.receivers):
+                metrics = LEADER_METRICS if leaders else REPLICA_METRICS
+                if not widen and new & bal.underloaded(metrics):
+                    widen = True  # new brokers still short: fill them before settling
+                    last = now
+                    continue
+                bal.stalled = bal.stalled or not leaders
+                break
+            last = now
+            widen = widen or accepted == 0  # nothing accepted: every broker that can give does
+        return stats
 
 
 def demote_round(table: PlanTable, bal: Balancer, options: PlanOptions, mean_size: float
