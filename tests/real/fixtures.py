@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import signal
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -86,6 +87,30 @@ class Session:
         for node in c.controllers:
             if node not in CONTROLLERS:
                 c.kill(node)
+        self._forget_stopped_spares()
+
+    def _forget_stopped_spares(self) -> None:
+        """A spare controller that a test started and that is stopped now stays in the
+        leader's DescribeQuorum as an observer, its offset frozen, until Kafka's observer
+        session times out (minutes): the next test would find a node it never started, and
+        `quorum alter` waits for it to catch up instead of refusing an unknown node. A new
+        leader begins with no observers: the leader is restarted (a controlled shutdown)."""
+        c = self.cluster
+        spares = {n for n in c.controllers if n not in CONTROLLERS}
+        with c.admin() as a:
+            q = a.describe_quorum()
+        stale = sorted(spares & {r.replica_id for r in q.replicas})
+        if not stale:
+            return
+        c.kill(q.leader_id, signal.SIGTERM)
+        c.start(q.leader_id)
+        c.wait_ready(timeout=120)
+        with c.admin() as a:
+            q = a.describe_quorum()
+        left = sorted(spares & {r.replica_id for r in q.replicas})
+        if left:
+            raise RealKafkaError(f"stopped spare controllers {left} still listed by leader "
+                                 f"{q.leader_id} after a new election: {q}")
 
     def _restore_voters(self, a: Any) -> None:
         """Back to voters 100-102 with kraftsman's own walker (one voter at a time, each new

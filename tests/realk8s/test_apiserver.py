@@ -87,7 +87,7 @@ def test_without_binaries_the_real_server_tests_skip_but_fail_under_ci(tmp_path:
     if ci:
         env["CI"] = ci
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "-n", "0",
          "tests/operator/real/test_deployed.py::test_manifest_pod_reconciles_a_cluster"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     reason = f"etcd, kube-apiserver, kubectl missing in {tmp_path}): run " \
