@@ -151,9 +151,19 @@ def create_topic(name: str, partitions: int, replication_factor: int,
                  assignment: Sequence[Sequence[int]] | None = None) -> Callable[[Target], Any]:
     """The result, and the brokers the topic's replicas landed on: where the controller
     places them is random in Kafka (StripedReplicaPlacer), which brokers it may use is not."""
+    count = len(assignment) if assignment is not None else partitions
+
+    def described(a: ClusterAdmin) -> list[Any]:
+        return list(a.describe_partitions(topics=[name]))
+
     def act(t: Target) -> Any:
         r = t.create_topic(name, partitions, replication_factor, assignment)
-        used = sorted({b for d in t.admin.describe_partitions(topics=[name]) for b in d.replicas})
+        if r.ok:
+            # CreateTopics answers once the controller committed the topic; the broker that
+            # answers a describe may learn of it a moment later (a race CI lost under load)
+            t.settle(f"topic {name} described with {count} partitions",
+                     lambda: len(described(t.admin)) == count, 60.0)
+        used = sorted({b for d in described(t.admin) for b in d.replicas})
         return [r.error.name, r.message, used]
     return act
 
