@@ -3,7 +3,7 @@
 ``rebalance_flow.decide`` asks for these transitions; the handler performs the actions and
 hands each outcome back to a function here, which writes it into the status and says which
 Events go out — so every transition is tested without Kubernetes or Kafka
-(tests/operator/test_rebalance_flow.py). The order and the rules are
+(tests/operator/test_rebalance_brokers_flow.py). The order and the rules are
 ``controller_core.orchestration.brokers_out``'s: cordon at approval, drain, verify, report
 Drained (never while a broker holds anything), and with ``spec.unregister`` unregister each
 broker once its process is gone. A reject or a cancelled step uncordons.
