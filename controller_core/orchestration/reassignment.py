@@ -339,6 +339,7 @@ class ReassignmentExecutor:
         self._synced: tuple[frozenset[TopicPartition], int | None] | None = None
         self._last_full_check_ms: int | None = None  # None: the next pass lists every move
         self._last_cleanup_ms: int | None = None  # None: a cleanup owed is tried next pass
+        self._last_sizes: dict[tuple[TopicPartition, int], int] = {}  # adding replicas' bytes
 
     # -- starting and resuming ------------------------------------------------------------------
     @gc_paused
@@ -465,9 +466,16 @@ class ReassignmentExecutor:
         return self.progress(sample=True, sizes=sizes)
 
     def _replica_sizes(self) -> dict[tuple[TopicPartition, int], int]:
-        """Bytes each adding replica of the moves in flight holds (one call per pass)."""
+        """Bytes each adding replica of the moves in flight holds (one call per pass). A
+        replica whose broker did not answer (down) keeps its last figure: its partial copy
+        survives, and Kafka goes on from the log's end once the broker is back — so the
+        progress does not fall to zero, nor the rate below it, while a broker is away."""
         wanted = [(tp, r) for tp in self.moving for r in self.adding[tp]]
-        return self.admin.replica_log_sizes(wanted) if wanted else {}
+        got = self.admin.replica_log_sizes(wanted) if wanted else {}
+        last = self._last_sizes
+        self._last_sizes = sizes = {key: got[key] if key in got else last[key]
+                                    for key in wanted if key in got or key in last}
+        return sizes
 
     def _maybe_finished(self, sizes: Mapping[tuple[TopicPartition, int], int]
                         ) -> list[TopicPartition]:

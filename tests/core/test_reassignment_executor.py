@@ -347,3 +347,32 @@ def test_moves_that_finish_while_the_executor_is_down_count_as_copied(tmp_path: 
     p = resumed.step()
     assert p.phase == Phase.COMPLETED and p.done == 6
     assert resumed.state.bytes_done == resumed.state.bytes_total == 18 * 10_000_000
+
+
+def test_progress_holds_while_an_adding_broker_is_down(tmp_path: Path) -> None:
+    """A dead broker answers no DescribeLogDirs, but its partial copy survives (Kafka goes on
+    from the log's end when it is back): bytes moved keep their last figure instead of
+    falling to zero, and the rate never turns negative; back up, the move completes."""
+    c = cluster(tmp_path)
+    moves = [(tp("orders", 0), [3, 1, 2])]
+    plan, _ = ReassignmentPlan.from_moves(moves, limits=Limits(1_000_000, 1))
+    ex = ReassignmentExecutor(c, plan)
+    ex.start()
+    ex.step()
+    for _ in range(3):
+        c.advance(1)
+        before = ex.step()
+    assert before.bytes_moved > 0
+    c.fail_broker(3)
+    for _ in range(3):
+        c.advance(1)
+        p = ex.step()
+        assert p.bytes_moved == before.bytes_moved, p
+        assert p.rate_bytes_per_second is None or p.rate_bytes_per_second >= 0, p
+    c.restore_broker(3)
+    for _ in range(60):
+        c.advance(1)
+        p = ex.step()
+        if p.phase is Phase.COMPLETED:
+            break
+    assert p.phase is Phase.COMPLETED and p.bytes_moved == p.bytes_total
