@@ -39,6 +39,9 @@ from kraftsman.status import (
     HEARTBEAT_SECONDS,
     KafkaClusterStatus,
     KafkaQuorumStatus,
+    PartitionProgress,
+    PartitionReassignmentStatus,
+    ReassignmentPlanSummary,
     now_rfc3339,
     parse_rfc3339,
 )
@@ -202,6 +205,33 @@ def test_publish_writes_changes_and_nulls_and_otherwise_only_a_heartbeat() -> No
     assert publish(StatusPatch(), just_stale, KafkaClusterStatus(phase="Ready", brokers=3),
                    2) is False
     assert publish(StatusPatch(), old, KafkaClusterStatus(phase="Ready", brokers=3), 3) is True
+
+
+def test_publish_compares_and_writes_lists_as_the_server_stores_them() -> None:
+    """A row's unset fields are not written as nulls inside a list (the real API server
+    prunes them, and kopf then warned on every write that the object differs from the
+    patch); and a status the server stored so is unchanged: no write on the next pass."""
+    def status() -> PartitionReassignmentStatus:
+        st = PartitionReassignmentStatus(phase="Moving")
+        st.set_progress([PartitionProgress(topic="orders", partition=0, state="Moving",
+                                           adding_replicas=[3], bytes_to_move=10)])
+        st.plan = ReassignmentPlanSummary(bytes_to_move=10)  # estimatedSeconds: None
+        return st
+    patch = StatusPatch()
+    assert publish(patch, {}, status(), 2) is True
+    (row,) = patch.status["partitions"]
+    assert None not in row.values() and row["bytesToMove"] == 10
+    assert patch.status["plan"]["estimatedSeconds"] is None  # an object's null removes it
+    stored = _stored_by_server(patch.status)
+    assert publish(StatusPatch(), stored, status(), 2) is False
+
+
+def _stored_by_server(patch: dict[str, Any]) -> dict[str, Any]:
+    def prune(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: prune(x) for k, x in v.items() if x is not None}
+        return [prune(x) for x in v] if isinstance(v, list) else v
+    return prune(patch)  # type: ignore[no-any-return]
 
 
 def test_publish_removes_a_field_that_alone_became_unset() -> None:

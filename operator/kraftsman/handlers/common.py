@@ -75,9 +75,9 @@ def publish(patch: Any, old: Any, st: BaseStatus, gen: int, *, early: bool = Fal
     st.observed_generation = gen
     old_wire = dict(old or {})
     st.last_reconcile_time = old_wire.get("lastReconcileTime")
-    wire = st.model_dump(by_alias=True, mode="json")
-    unchanged = all(old_wire.get(k) == v for k, v in wire.items() if v is not None) and all(
-        old_wire.get(k) is None for k, v in wire.items() if v is None)
+    wire = {k: _in_list_items_pruned(v) for k, v in
+            st.model_dump(by_alias=True, mode="json").items()}
+    unchanged = all(_stored(old_wire.get(k)) == _stored(v) for k, v in wire.items())
     last = parse_rfc3339(st.last_reconcile_time)
     if unchanged and last is not None and time.time() - last < HEARTBEAT_SECONDS:
         return False
@@ -89,6 +89,27 @@ def publish(patch: Any, old: Any, st: BaseStatus, gen: int, *, early: bool = Fal
     for key, value in wire.items():
         patch.status[key] = value
     return True
+
+
+def _stored(value: Any) -> Any:
+    """What the API server keeps of a patched value: a null field is removed (merge patch),
+    or pruned (a list item's field: the schema's fields are not nullable)."""
+    if isinstance(value, dict):
+        return {k: _stored(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_stored(v) for v in value]
+    return value
+
+
+def _in_list_items_pruned(value: Any) -> Any:
+    """A status value as patched: a list is replaced whole, so its items carry no nulls (the
+    server would prune them, and kopf would warn on every write that the object differs
+    from the patch); an object's null stays, to remove the field."""
+    if isinstance(value, dict):
+        return {k: _in_list_items_pruned(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_stored(v) for v in value]
+    return value
 
 
 def emit(body: Any, reason: str, message: str, *, warning: bool = False) -> None:
