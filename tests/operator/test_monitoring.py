@@ -145,8 +145,8 @@ def buckets(verb: str, le_all: float, per_minute: int, who: str = ACTIVE) -> lis
     return lines
 
 
-def dashboard_script() -> str:
-    series = [
+def dashboard_series() -> list[str]:
+    return [
         f'kraftsman_operations{{{PR},phase="Running",{ACTIVE}}} 2x10',
         f'kraftsman_operations{{{PR},phase="Running",{STANDBY}}} 1x10',
         f'kraftsman_operations_degraded{{kind="LeaderElection",reason="UnknownCluster",{ACTIVE}}}'
@@ -159,6 +159,9 @@ def dashboard_script() -> str:
         f"{ACTIVE}}} 0+6x10",
         *buckets("patch", 0.1, 60),
     ]
+
+
+def dashboard_script() -> str:
     evals = [
         (panel("Operations by phase"), f'{{{PR},phase="Running"}} 2'),
         (panel("Degraded operations"), '{kind="LeaderElection",reason="UnknownCluster"} 1'),
@@ -170,7 +173,7 @@ def dashboard_script() -> str:
         (panel("Kubernetes API answer time", "A"), '{verb="patch"} 0.075'),
         (panel("Kubernetes API answer time", "B"), '{verb="patch"} 0.0995'),
     ]
-    return script(series, evals)
+    return script(dashboard_series(), evals)
 
 
 def alerts_script() -> str:
@@ -240,3 +243,79 @@ def test_the_prometheus_check_fails_on_a_wrong_expectation(promql_check: Path,
     done = run_scripts(promql_check, tmp_path, {"dashboard": wrong})
     assert done.returncode != 0
     assert "expected 201" in done.stdout and "but got 200" in done.stdout, done.stdout[-3000:]
+
+
+# -- the dashboard drawn (tests/dashboard_render.py; bench/dashboard_render.py draws a real move)
+
+def test_the_dashboard_is_drawn_from_prometheus_range_queries(promql_check: Path,
+                                                              tmp_path: Path) -> None:
+    """The renderer's path from series to picture: each panel's targets are range queries
+    on Prometheus' engine, their lines named by the legendFormat, at the values the instant
+    checks above expect; every panel has data, and the PNG has the dashboard's size."""
+    from matplotlib.image import imread
+
+    from tests.dashboard_render import panel_series, render_png
+
+    board = monitoring.dashboard()
+    load = "load 1m\n" + "".join(f"    {s}\n" for s in dashboard_series())
+    lines = panel_series(board, promql_check, tmp_path / "q", load, end_seconds=540,
+                         step_seconds=60)
+    assert set(lines) == {p.title for p in monitoring.PANELS}
+    last = {title: {name: points[-1] for name, points in series}
+            for title, series in lines.items()}
+    move = "PartitionReassignment kafka/move"
+    assert last["Bytes left to copy"] == {move: (540.0, 100.0)}  # 1000 - 9 x 100
+    assert last["Estimated time left"] == {move: (540.0, 60.0)}
+    assert last["Stalled moves"] == {move: (540.0, 2.0)}
+    assert last["Operations by phase"] == {"PartitionReassignment Running": (540.0, 2.0)}
+    assert last["Degraded operations"] == {"LeaderElection UnknownCluster": (540.0, 1.0)}
+    assert last["Reconcile errors"] == {"LeaderElection UnknownCluster": (540.0, 0.1)}
+    assert set(last["Kubernetes API answer time"]) == {"p50 patch", "p99 patch"}
+    bytes_left = dict(lines["Bytes left to copy"])[move]
+    assert [v for _, v in bytes_left] == [1000.0 - 100 * i for i in range(10)]
+    png = tmp_path / "board.png"
+    drawn = render_png(board, lines, png, end_seconds=540, marks=[(120, "broker 3 down")])
+    for title, series in lines.items():  # every line inside its panel's y range
+        low, high = drawn[title]
+        assert low == 0 and all(v <= high for _, points in series for _, v in points), title
+    height, width = imread(png).shape[:2]
+    rows = max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in board["panels"])
+    assert (width, height) == (1600, rows * 30 + 60)
+
+
+def test_scrapes_become_series_marked_stale_where_a_scrape_lost_them() -> None:
+    from tests.dashboard_render import load_script, samples
+
+    first = samples('# TYPE kraftsman_operations gauge\n'
+                    'kraftsman_operations{kind="K",phase="Running"} 2\n')
+    second = samples('# TYPE kraftsman_operations gauge\n'
+                     'kraftsman_operations{kind="K",phase="Completed"} 1\n'
+                     'kraftsman_operations{kind="K",phase="Say \\"hi\\""} 3\n')
+    assert load_script([first, second, {}, {}, second], 15) == (
+        "load 15s\n"
+        '    kraftsman_operations{kind="K",phase="Completed"} _ 1.0 stale _ 1.0\n'
+        '    kraftsman_operations{kind="K",phase="Running"} 2.0 stale _ _ _\n'
+        '    kraftsman_operations{kind="K",phase="Say \\"hi\\""} _ 3.0 stale _ 3.0\n')
+
+
+def test_a_series_gone_from_the_scrapes_is_not_drawn_on(promql_check: Path,
+                                                        tmp_path: Path) -> None:
+    """As in Prometheus: a gauge the operator stopped serving (an ETA unknown while a move
+    is stalled) ends where it went, instead of its last value for five more minutes."""
+    from tests.dashboard_render import load_script, range_queries, samples
+
+    eta = samples('kraftsman_operation_eta_seconds{name="m"} 50\n')
+    load = load_script([eta, eta, {}, {}, {}, eta], 15)
+    (series,) = range_queries(promql_check, tmp_path, load,
+                              ["kraftsman_operation_eta_seconds"], end_seconds=75,
+                              step_seconds=15)[0]
+    assert [t for t, _ in series["values"]] == [0, 15, 75]
+
+
+def test_a_query_prometheus_refuses_is_an_error_naming_it(promql_check: Path,
+                                                          tmp_path: Path) -> None:
+    from tests.dashboard_render import range_queries
+
+    with pytest.raises(RuntimeError, match="sum by"):
+        range_queries(promql_check, tmp_path, "load 1m\n    up 1x3\n", ["sum by (up"],
+                      end_seconds=60, step_seconds=60)
