@@ -319,3 +319,57 @@ def test_a_query_prometheus_refuses_is_an_error_naming_it(promql_check: Path,
     with pytest.raises(RuntimeError, match="sum by"):
         range_queries(promql_check, tmp_path, "load 1m\n    up 1x3\n", ["sum by (up"],
                       end_seconds=60, step_seconds=60)
+
+
+# -- tools/build-promql-check: built once, rebuilt when its sources change ---------------------
+
+def fake_go(directory: Path, log: Path) -> Path:
+    """A `go` that records each call and, for `go test -c -o OUT`, writes OUT."""
+    directory.mkdir(parents=True, exist_ok=True)
+    go = directory / "go"
+    go.write_text("#!/bin/sh\n"
+                  f"echo \"$*\" >> {log}\n"
+                  'while [ $# -gt 0 ]; do [ "$1" = -o ] && { shift; '
+                  'printf "#!/bin/sh\\n" > "$1"; chmod +x "$1"; }; shift; done\n')
+    go.chmod(0o755)
+    return directory
+
+
+def build_check(cache: Path, path: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(ROOT / "tools" / "build-promql-check")], capture_output=True,
+                          text=True, timeout=60,
+                          env={"PATH": path, "HOME": str(cache), "KRAFTSMAN_CACHE": str(cache)})
+
+
+def test_the_promql_checker_is_built_once_and_again_when_its_sources_change(
+        tmp_path: Path) -> None:
+    log = tmp_path / "go.log"
+    path = f"{fake_go(tmp_path / 'bin', log)}:/usr/bin:/bin"
+    cache = tmp_path / "cache"
+    first = build_check(cache, path)
+    assert first.returncode == 0, first.stderr
+    binary = Path(first.stdout.strip().splitlines()[-1])
+    assert binary.is_file() and binary.parent.parent == cache
+    assert log.read_text().count("test -c") == 1
+    again = build_check(cache, path)
+    assert again.returncode == 0 and "already built" in again.stderr
+    assert log.read_text().count("test -c") == 1  # nothing rebuilt
+    (binary.parent / "stamp").write_text("0000000000000000\n")  # sources changed since
+    stale = build_check(cache, path)
+    assert stale.returncode == 0, stale.stderr
+    assert log.read_text().count("test -c") == 2 and "building the PromQL checker" in stale.stderr
+    assert (binary.parent / "stamp").read_text().strip() != "0000000000000000"
+
+
+def test_without_go_the_promql_checker_build_says_what_it_needs(tmp_path: Path) -> None:
+    tools = tmp_path / "bin"  # what the script runs, without go wherever the machine has it
+    tools.mkdir()
+    for name in ("bash", "dirname", "awk", "cat", "sha256sum", "cut", "mkdir", "mktemp", "rm",
+                 "mv"):
+        found = shutil.which(name)
+        assert found is not None, name
+        (tools / name).symlink_to(found)
+    done = build_check(tmp_path / "cache", str(tools))
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("error: building the PromQL checker needs Go (see "
+                                   "tools/promql/go.mod)")
