@@ -79,3 +79,16 @@ def configs_in(admin: ClusterAdmin, brokers: Iterable[int] | None = None,
         if cfg:
             out[r] = cfg
     return out
+
+
+def cluster_yaml(*topics: str, metadata_version: str | None = None) -> str:
+    """The KafkaCluster ``demo`` the command-line tests create: four embedded brokers (racks
+    a, b, c, a) replicating at 1 MB/s, with ``topics`` — each a YAML flow mapping, as a user
+    writes one line of ``topics:``."""
+    version = [f"    metadataVersion: {metadata_version}"] if metadata_version else []
+    return "\n".join([
+        "apiVersion: kraftsman.io/v1alpha1", "kind: KafkaCluster", "metadata: {name: demo}",
+        "spec:", "  embedded:",
+        "    brokers: [{id: 0, rack: a}, {id: 1, rack: b}, {id: 2, rack: c}, {id: 3, rack: a}]",
+        *version, "    replicationBytesPerSecond: 1000000", "    topics:",
+        *(f"      - {t}" for t in topics)]) + "\n"

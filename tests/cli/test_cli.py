@@ -10,22 +10,13 @@ from pathlib import Path
 import pytest
 
 from kraftsman.cli import main
+from tests.helpers import cluster_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 
-CLUSTER = """
-apiVersion: kraftsman.io/v1alpha1
-kind: KafkaCluster
-metadata: {name: demo}
-spec:
-  embedded:
-    brokers: [{id: 0, rack: a}, {id: 1, rack: b}, {id: 2, rack: c}, {id: 3, rack: a}]
-    replicationBytesPerSecond: 1000000
-    topics:
-      - {name: orders, partitions: 2, replicationFactor: 2, sizeBytesPerPartition: 20000000,
-         assignment: [[0, 1], [1, 2]]}
-"""
+CLUSTER = cluster_yaml("{name: orders, partitions: 2, replicationFactor: 2, "
+                       "sizeBytesPerPartition: 20000000, assignment: [[0, 1], [1, 2]]}")
 
 MOVE = """
 apiVersion: kraftsman.io/v1alpha1

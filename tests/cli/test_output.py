@@ -11,20 +11,11 @@ from pathlib import Path
 import pytest
 
 from kraftsman.cli import main
+from tests.helpers import cluster_yaml
 
-CLUSTER = """
-apiVersion: kraftsman.io/v1alpha1
-kind: KafkaCluster
-metadata: {name: demo}
-spec:
-  embedded:
-    brokers: [{id: 0, rack: a}, {id: 1, rack: b}, {id: 2, rack: c}, {id: 3, rack: a}]
-    replicationBytesPerSecond: 1000000
-    topics:
-      - {name: orders, partitions: 12, replicationFactor: 2, sizeBytesPerPartition: 5000000,
-         assignment: [[0, 1], [0, 1], [0, 1], [0, 1], [0, 1], [0, 1], [0, 1], [0, 1], [0, 1],
-                      [0, 1], [0, 1], [0, 1]]}
-"""
+CLUSTER = cluster_yaml(
+    "{name: orders, partitions: 12, replicationFactor: 2, sizeBytesPerPartition: 5000000, "
+    f"assignment: {[[0, 1]] * 12}}}")
 
 
 def move(*, paused: bool = False, count: int = 12) -> str:

@@ -13,21 +13,12 @@ from controller_core.planning.render import RenderOptions, render
 from controller_core.planning.result import PartitionMove
 from kraftsman.cli import main
 from kraftsman.resources import parse_resource
+from tests.helpers import cluster_yaml
 
-CLUSTER = """
-apiVersion: kraftsman.io/v1alpha1
-kind: KafkaCluster
-metadata: {name: demo}
-spec:
-  embedded:
-    brokers: [{id: 0, rack: a}, {id: 1, rack: b}, {id: 2, rack: c}, {id: 3, rack: a}]
-    replicationBytesPerSecond: 1000000
-    topics:
-      - {name: orders, partitions: 2, replicationFactor: 2, sizeBytesPerPartition: 2000000,
-         assignment: [[3, 1], [1, 3]]}
-"""
-OLD_CLUSTER = CLUSTER.replace("    replicationBytesPerSecond", "    metadataVersion: 4.2-IV1\n"
-                                                                  "    replicationBytesPerSecond")
+ORDERS = ("{name: orders, partitions: 2, replicationFactor: 2, sizeBytesPerPartition: "
+          "2000000, assignment: [[3, 1], [1, 3]]}")
+CLUSTER = cluster_yaml(ORDERS)
+OLD_CLUSTER = cluster_yaml(ORDERS, metadata_version="4.2-IV1")
 
 
 def step(name: str, n: int, of: int, partitions: str, *, cancel: bool = False,

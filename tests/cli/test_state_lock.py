@@ -16,22 +16,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import cluster_yaml
+
 KRAFTSMAN = str(Path(sys.executable).parent / "kraftsman")
 
-CLUSTER = """
-apiVersion: kraftsman.io/v1alpha1
-kind: KafkaCluster
-metadata: {name: demo}
-spec:
-  embedded:
-    brokers: [{id: 0, rack: a}, {id: 1, rack: b}, {id: 2, rack: c}, {id: 3, rack: a}]
-    replicationBytesPerSecond: 1000000
-    topics:
-      - {name: orders, partitions: 2, replicationFactor: 2, sizeBytesPerPartition: 50000000,
-         assignment: [[0, 1], [1, 2]]}
-      - {name: audit, partitions: 1, replicationFactor: 2, sizeBytesPerPartition: 1000000,
-         assignment: [[0, 1]]}
-"""
+CLUSTER = cluster_yaml(
+    "{name: orders, partitions: 2, replicationFactor: 2, sizeBytesPerPartition: 50000000, "
+    "assignment: [[0, 1], [1, 2]]}",
+    "{name: audit, partitions: 1, replicationFactor: 2, sizeBytesPerPartition: 1000000, "
+    "assignment: [[0, 1]]}")
 
 SLOW_MOVE = """
 apiVersion: kraftsman.io/v1alpha1
