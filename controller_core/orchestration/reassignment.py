@@ -466,16 +466,23 @@ class ReassignmentExecutor:
         return self.progress(sample=True, sizes=sizes)
 
     def _replica_sizes(self) -> dict[tuple[TopicPartition, int], int]:
-        """Bytes each adding replica of the moves in flight holds (one call per pass). A
-        replica whose broker did not answer (down) keeps its last figure: its partial copy
-        survives, and Kafka goes on from the log's end once the broker is back — so the
-        progress does not fall to zero, nor the rate below it, while a broker is away."""
+        """Bytes each adding replica of the moves in flight holds (one call per pass); a
+        replica that does not exist, or whose broker did not answer, is left out (which is
+        how :meth:`_maybe_finished` sees a move that ended)."""
         wanted = [(tp, r) for tp in self.moving for r in self.adding[tp]]
-        got = self.admin.replica_log_sizes(wanted) if wanted else {}
+        return self.admin.replica_log_sizes(wanted) if wanted else {}
+
+    def _held(self, sizes: Mapping[tuple[TopicPartition, int], int]
+              ) -> dict[tuple[TopicPartition, int], int]:
+        """``sizes`` for the progress: a replica left out (its broker down) keeps its last
+        figure — its partial copy survives, and Kafka goes on from the log's end once the
+        broker is back — so bytes moved do not fall to zero, nor the rate below it, while a
+        broker is away."""
         last = self._last_sizes
-        self._last_sizes = sizes = {key: got[key] if key in got else last[key]
-                                    for key in wanted if key in got or key in last}
-        return sizes
+        wanted = [(tp, r) for tp in self.moving for r in self.adding[tp]]
+        self._last_sizes = held = {key: sizes[key] if key in sizes else last[key]
+                                   for key in wanted if key in sizes or key in last}
+        return held
 
     def _maybe_finished(self, sizes: Mapping[tuple[TopicPartition, int], int]
                         ) -> list[TopicPartition]:
@@ -748,10 +755,9 @@ class ReassignmentExecutor:
     def _bytes_moved(self, sizes: Mapping[tuple[TopicPartition, int], int] | None = None) -> int:
         moved = self.state.bytes_done
         if self.moving and not self.state.phase.terminal:
-            if sizes is None:
-                sizes = self._replica_sizes()
+            held = self._held(self._replica_sizes() if sizes is None else sizes)
             moving = self.moving
-            moved += sum(size for (tp, _), size in sizes.items() if tp in moving)
+            moved += sum(size for (tp, _), size in held.items() if tp in moving)
         return min(moved, self.state.bytes_total) if self.state.bytes_total else moved
 
 
