@@ -18,8 +18,11 @@ from harness import Api, Emulator, status_error
 from kopf._cogs.clients import auth  # kopf's authenticated requests read this vault
 from kopf._cogs.structs import credentials
 
+from controller_core.backends import RetryPolicy
 from kraftsman import auto_rebalance as ar
 from kraftsman.resources import API_VERSION
+from tests.helpers import cluster as embedded_cluster
+from tests.serve.harness import served
 
 KRS = f"/apis/{API_VERSION}/namespaces/default/kafkarebalances"
 TEMPLATE = {"balance": True, "maxConcurrentMoves": 4, "throttleBytesPerSecond": 20_000_000}
@@ -306,3 +309,50 @@ async def test_an_unregistered_broker_leaves_the_known_set_and_is_new_when_back(
     await env.tick(kc)
     assert list(await env.rebalances()) == ["demo-add-brokers-5"]
     assert kc["status"]["knownBrokers"] == list(range(6))
+
+
+async def test_another_cluster_id_is_a_first_observation_again(env: Env) -> None:
+    """knownBrokers belong to the cluster they were seen on: when the KafkaCluster reaches
+    another cluster (bootstrapServers repointed, an embedded cluster recreated), its brokers
+    are recorded, not rebalanced."""
+    kc = await cluster_with(env, policy())
+    kc["status"]["knownBrokers"] = [0, 1, 2, 3, 4]  # as if 5 were new ...
+    kc["status"]["clusterId"] = "an-earlier-cluster"  # ... but on another cluster
+    await env.tick(kc)
+    assert await env.rebalances() == {}
+    assert kc["status"]["knownBrokers"] == list(range(6))
+    assert env.events("ClusterIdChanged")
+    kc["status"]["knownBrokers"] = [0, 1, 2, 3, 4]  # the same cluster: 5 is new
+    await env.tick(kc)
+    assert list(await env.rebalances()) == ["demo-add-brokers-5"]
+
+
+async def test_a_bootstrap_servers_cluster_reads_its_brokers_over_the_kafka_protocol(
+        env: Env, tmp_path: Path) -> None:
+    """The same policy on a `kafka` backend (an embedded cluster served over the Kafka
+    protocol at 50x time): broker 5 stopped and unregistered leaves knownBrokers; started
+    again it registers anew (DescribeCluster over the wire) and gets its rebalance."""
+    env.d.rt.kafka_retry = RetryPolicy(total_seconds=10.0, request_timeout_ms=5000)
+    with served(embedded_cluster(tmp_path / "served"), time_scale=50) as server:
+        kc = env.d.create("KafkaCluster", "demo", {"bootstrapServers": server.bootstrap,
+                                                   "autoRebalance": policy()})
+
+        async def until(pred: Any) -> None:
+            for _ in range(100):
+                await env.tick(kc)
+                if pred(kc["status"]):
+                    return
+                server.call(lambda: server.cluster.advance(1.0))  # heartbeats, fencing
+            raise AssertionError(kc["status"])
+
+        await until(lambda st: st.get("knownBrokers") == list(range(6)))
+        assert kc["status"]["backend"] == "kafka"
+        server.call(lambda: server.cluster.fail_broker(5))
+        await until(lambda st: st.get("fencedBrokers") == 1)
+        assert server.call(lambda: server.cluster.unregister_broker(5)).ok
+        await until(lambda st: st.get("knownBrokers") == [0, 1, 2, 3, 4])
+        assert await env.rebalances() == {}
+        server.call(lambda: server.cluster.restore_broker(5))
+        await until(lambda st: st.get("knownBrokers") == list(range(6)))
+        kr = (await env.rebalances())["demo-add-brokers-5"]
+        assert kr["spec"]["brokers"] == [5] and kr["spec"]["clusterRef"] == {"name": "demo"}
