@@ -58,7 +58,7 @@ async def run(rt: Runtime, spec: Mapping[str, Any], old: KafkaClusterStatus,
     assert policy is not None
     key = f"AutoRebalance/{uid}"
     if not rt.backoff.ready(key, rt.clock()):
-        now.waiting_brokers = list(d.create)
+        now.waiting_brokers, now.message = list(d.create), "the create failed"
         if was_degraded is not None and was_degraded.reason == FAILED:
             degrade(st, FAILED, was_degraded.message, gen)  # still failing: retried later
         return
