@@ -4,7 +4,8 @@ kafkarebalances it needs is the chart's real RBAC), an embedded cluster to which
 added (spec.embedded.brokers: the twin registers it). The KafkaRebalance it creates goes
 through the usual flow; the test plays kubelet and job controller for its planner Job as
 test_rebalance_deployed.py does (the real `kraftsman rebalance propose`, with the planner's
-own token)."""
+own token). And a real Apache Kafka 4.4 behind `bootstrapServers`, where a broker stopped,
+unregistered (UnregisterBroker) and started again registers anew."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from test_rebalance_deployed import PVC, Kubelet, phase
 from controller_core.config import EmbeddedClusterSpec
 from controller_core.embedded.cluster import EmbeddedCluster
 from kraftsman.handlers.runtime import embedded_cluster_dir
+from tests.real.fixtures import Session
+from tests.real.test_cli_real_kafka import wait_for
 from tests.realk8s.apiserver import RealServer
 
 TEMPLATE = {"maxConcurrentMoves": 2, "maxPartitionsPerResource": 2,
@@ -133,3 +136,29 @@ def test_the_crd_refuses_a_template_field_the_operator_owns(real_server: RealSer
     assert done.returncode != 0
     assert 'unknown field "spec.autoRebalance.addBrokers.template.goal"' in done.stderr, \
         done.stderr
+
+
+async def test_a_real_kafka_broker_that_registers_anew_gets_its_rebalance(
+        api: Api, deployed: Any, real_kafka: Session) -> None:
+    """Real Kafka: broker 3 is stopped, fenced, unregistered — it leaves knownBrokers —
+    and started again: it registers anew (DescribeCluster lists it unfenced) and the
+    operator, with its ServiceAccount's token, creates prod-add-brokers-3."""
+    c = real_kafka.cluster
+    await deployed(chart())
+    await api.create("KafkaCluster", "prod", {
+        "bootstrapServers": c.bootstrap(brokers=[0, 1, 2]),
+        "autoRebalance": {"addBrokers": {"template": {"balance": True}}}})
+    await api.wait("KafkaCluster", "prod", known([0, 1, 2, 3]), timeout=120)
+    c.kill(3)
+    with c.admin() as a:
+        wait_for(lambda: any(b.id == 3 and b.fenced for b in a.describe_cluster().brokers),
+                 "broker 3 fenced")
+        assert a.unregister_broker(3).ok
+    await api.wait("KafkaCluster", "prod", known([0, 1, 2]), timeout=60)
+    assert await api.get("KafkaRebalance", "prod-add-brokers-3") is None
+    c.start(3)
+    kr = await api.wait("KafkaRebalance", "prod-add-brokers-3", lambda o: True, timeout=180)
+    assert (kr["spec"]["goal"], kr["spec"]["brokers"], kr["spec"]["balance"],
+            kr["spec"]["approval"]) == ("add-brokers", [3], True, "Pending")
+    await api.wait("KafkaCluster", "prod", known([0, 1, 2, 3]), timeout=60)
+    await api.wait_events("prod", "RebalanceCreated")
