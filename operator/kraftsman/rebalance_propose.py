@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from controller_core.planning.fingerprint import table_fingerprint
 from controller_core.planning.goals import GOAL_KINDS, Goal, GoalError, check_goal
 from controller_core.planning.snapshot import Snapshot, SnapshotError
+from kraftsman.auto_rebalance import without_policy
 from kraftsman.resources import (
     GOALS_WITH_BALANCE,
     KafkaClusterSpec,
@@ -249,7 +250,7 @@ def make(req: ProposeRequest, kube: Any) -> tuple[str | None, list[dict[str, Any
                                 f"KafkaCluster {ns}/{cname}",
                                 "create it or fix the name", "get on kafkaclusters") from None
         try:
-            kc_spec = KafkaClusterSpec.model_validate(dict(kc.get("spec") or {}))
+            kc_spec = KafkaClusterSpec.model_validate(without_policy(kc.get("spec") or {}))
         except ValidationError as e:
             raise ProposeError(one_line(format_validation_error(f"KafkaCluster {cname}", e))
                                ) from None

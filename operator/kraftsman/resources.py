@@ -39,6 +39,50 @@ _HOST = r"(\[[0-9A-Fa-f:.]+\]|[^\s,:/\[\]]+)"
 BOOTSTRAP_SERVERS_PATTERN = rf"^{_HOST}:[0-9]{{1,5}}(, *{_HOST}:[0-9]{{1,5}})*$"
 
 
+class AddBrokersTemplate(CamelModel):
+    """The KafkaRebalance fields an auto-created add-brokers rebalance takes (unset: the
+    KafkaRebalance's own default). goal, brokers and clusterRef are the operator's."""
+
+    balance: bool | None = Field(
+        default=None, description="Also balance the other brokers in the same plan "
+        "(KafkaRebalance spec.balance; default false).")
+    throttle_bytes_per_second: int | None = Field(
+        default=None, ge=0, le=MAX_THROTTLE_RATE, description="Replication throttle of the "
+        "reassignments in bytes/s (KafkaRebalance spec.throttleBytesPerSecond; default "
+        "50000000, 0: unthrottled).")
+    max_concurrent_moves: int | None = Field(
+        default=None, ge=1, description="Partitions moving at once in each reassignment "
+        "(default 10).")
+    max_partitions_per_resource: int | None = Field(
+        default=None, ge=1, description="Partitions per PartitionReassignment (default 1000).")
+    spark_master: str | None = Field(
+        default=None, min_length=1, description="Spark master URL of the planner Job "
+        "(default: local[*] in the Job's pod).")
+
+
+class AddBrokersPolicy(CamelModel):
+    """Rebalance onto brokers that newly register (Strimzi's auto-rebalancing on scale-up,
+    mode add-brokers)."""
+
+    enabled: bool = Field(default=True, description="false: record new brokers, create "
+                          "nothing (the policy kept in Git, switched off).")
+    auto_approve: bool = Field(
+        default=False, description="true: the KafkaRebalance is created with "
+        "spec.approval: Approved and executes its proposal without a person (Strimzi's "
+        "strimzi.io/rebalance-auto-approval); false: it stops at ProposalReady for review.")
+    template: AddBrokersTemplate = Field(
+        default_factory=AddBrokersTemplate, description="KafkaRebalance spec fields of the "
+        "created rebalance.")
+
+
+class AutoRebalance(CamelModel):
+    """Rebalances the operator creates by itself when the cluster's brokers change."""
+
+    add_brokers: AddBrokersPolicy | None = Field(
+        default=None, description="When brokers newly register (DescribeCluster), create a "
+        "KafkaRebalance goal add-brokers for them.")
+
+
 class KafkaClusterSpec(CamelModel):
     """How to reach a cluster: exactly one of `embedded` or `bootstrapServers`."""
 
@@ -49,6 +93,9 @@ class KafkaClusterSpec(CamelModel):
         json_schema_extra={"pattern": BOOTSTRAP_SERVERS_PATTERN})
     auth_secret_ref: ObjectRef | None = Field(
         default=None, description="Secret with TLS/SASL settings for bootstrapServers.")
+    auto_rebalance: AutoRebalance | None = Field(
+        default=None, description="Rebalances the operator creates when brokers register "
+        "(off unless set; docs/rebalance.md#adding-brokers).")
 
     @field_validator("bootstrap_servers")
     @classmethod

@@ -142,6 +142,18 @@ class BaseStatus(StatusModel):
 
 # ---------------------------------------------------------------- KafkaCluster
 
+class AutoRebalanceStatus(StatusModel):
+    """Where spec.autoRebalance.addBrokers stands."""
+
+    rebalance: str | None = Field(default=None, description="The last KafkaRebalance created "
+                                  "for newly registered brokers.")
+    brokers: list[int] = Field(default_factory=list, description="The brokers it adds.")
+    waiting_brokers: list[int] = Field(
+        default_factory=list, description="New brokers no KafkaRebalance covers yet (waiting "
+        "for the previous one to finish, for a valid template, or for a create to succeed).")
+    message: str | None = Field(default=None, description="What the policy waits for.")
+
+
 class KafkaClusterStatus(BaseStatus):
     backend: Literal["embedded", "kafka"] | None = Field(default=None, description="Backend.")
     cluster_id: str | None = Field(default=None, description="The cluster's id "
@@ -159,6 +171,13 @@ class KafkaClusterStatus(BaseStatus):
     referenced_by: list[str] = Field(
         default_factory=list, description="Kind/name of resources that use this cluster "
         f"(at most {DETAIL_CAP}).")
+    known_brokers: list[int] | None = Field(
+        default=None, description="Broker ids seen registered (DescribeCluster). "
+        "spec.autoRebalance.addBrokers compares each pass's registered brokers with these: "
+        "the first observation only records them; a broker that unregisters leaves the set.")
+    auto_rebalance: AutoRebalanceStatus | None = Field(
+        default=None, description="spec.autoRebalance: the last KafkaRebalance created and "
+        "the new brokers still waiting for one.")
 
 
 # ---------------------------------------------------------------- KafkaQuorum

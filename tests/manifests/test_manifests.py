@@ -42,6 +42,8 @@ EXPECTED_RULES = {  # every verb used: tests/operator/test_rbac_verbs.py names t
     # a KafkaRebalance creates its steps and deletes the running one with itself
     ("kraftsman.io", "partitionreassignments"): {"get", "list", "watch", "patch", "create",
                                                  "delete"},
+    # a KafkaCluster's spec.autoRebalance.addBrokers creates one (get: after a 409, whose?)
+    ("kraftsman.io", "kafkarebalances"): {"list", "watch", "patch", "get", "create"},
     # proposals: read them, delete a superseded one's
     ("", "configmaps"): {"get", "list", "delete"},
     ("", "events"): {"create"},

@@ -38,7 +38,8 @@ CLUSTER = {"embedded": {
 REF = {"clusterRef": {"name": "demo"}}
 CALL_TIMEOUT = 60.0  # seconds; a pass takes well under one
 INDEXES = {"kafkaclusters": "KafkaCluster", "preas_users": "PartitionReassignment",
-           "le_users": "LeaderElection", "kq_users": "KafkaQuorum"}
+           "le_users": "LeaderElection", "kq_users": "KafkaQuorum",
+           "auto_rebalances": "KafkaRebalance"}
 
 
 class Driver:

@@ -44,6 +44,14 @@ OPERATOR: dict[tuple[str, str, str], tuple[str, str]] = {
     ("kraftsman.io", "partitionreassignments", "delete"): (
         "operator/kraftsman/handlers/rebalance.py",
         "await kube.delete(kube.url(API_VERSION, PREAS, self.namespace, name),"),
+    # KafkaCluster spec.autoRebalance.addBrokers: the KafkaRebalance for newly registered
+    # brokers, and (its create answered 409) whether the one there is the cluster's.
+    ("kraftsman.io", "kafkarebalances", "create"): (
+        "operator/kraftsman/handlers/auto_rebalance.py",
+        "if await kube.create(path, body, what, rt.settings, logger):"),
+    ("kraftsman.io", "kafkarebalances", "get"): (
+        "operator/kraftsman/handlers/auto_rebalance.py",
+        "existing = await kube.get(f\"{path}/{body['metadata']['name']}\", what, rt.settings,"),
     # The proposal the planner Job wrote: read, listed by label, deleted when superseded.
     ("", "configmaps", "get"): (
         "operator/kraftsman/handlers/rebalance.py",

@@ -21,6 +21,8 @@ from controller_core.backends import SecretError
 from controller_core.backends.kafka_admin import NETWORK_EXCEPTION, SASL_AUTHENTICATION_FAILED
 from controller_core.errors import ErrorCode, KafkaApiError
 from controller_core.units import counted
+from kraftsman import auto_rebalance as ar
+from kraftsman.handlers import auto_rebalance
 from kraftsman.handlers.common import (
     degrade,
     emit,
@@ -50,7 +52,8 @@ KAFKA_REASONS: dict[ErrorCode, str] = {
 RECONNECT = {SASL_AUTHENTICATION_FAILED, errors.CLUSTER_AUTHORIZATION_FAILED}
 
 
-def figures(cluster: ClusterAdmin, st: KafkaClusterStatus) -> None:
+def figures(cluster: ClusterAdmin, st: KafkaClusterStatus) -> dict[int, bool]:
+    """The status' figures; returns the registered brokers (id -> fenced)."""
     desc = cluster.describe_cluster()
     parts = cluster.describe_partitions()
     st.brokers = len(desc.brokers)
@@ -61,6 +64,7 @@ def figures(cluster: ClusterAdmin, st: KafkaClusterStatus) -> None:
     st.offline_partitions = sum(1 for p in parts if p.leader < 0)
     st.quorum_leader_id = desc.controller_id
     st.cluster_id = desc.cluster_id
+    return {b.id: b.fenced for b in desc.brokers}
 
 
 def figures_words(st: KafkaClusterStatus) -> str:
@@ -88,14 +92,24 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         """(namespace, name) -> backend, for operations resolving spec.clusterRef."""
         return {(namespace, name): "embedded" if spec.get("embedded") else "kafka"}
 
+    @kopf.index(**resource("KafkaRebalance"), registry=registry, id="auto_rebalances")
+    async def auto_rebalances(namespace: str, name: str, spec: Any, status: Any, meta: Any,
+                              **_: Any) -> Any:
+        """(namespace, KafkaCluster uid) -> the add-brokers rebalances it created."""
+        return ar.index_entry(namespace, name, meta, spec, status)
+
     @kopf.timer(**resource(KIND), interval=rt.tick, registry=registry, id="reconcile")
     async def reconcile(spec: Any, status: Any, meta: Any, body: Any, patch: Any, uid: str,
-                        name: str, namespace: str, logger: logging.Logger, **_: Any) -> None:
+                        name: str, namespace: str, logger: logging.Logger,
+                        auto_rebalances: Any, **_: Any) -> None:
         if not finalized(meta):
             return
         gen = generation(meta)
         st = read_status(KafkaClusterStatus, status)
-        model, problems = parse_spec(KIND, spec)
+        old = read_status(KafkaClusterStatus, status)
+        seen = list(auto_rebalances.get((namespace, uid), []))
+        # A bad spec.autoRebalance leaves the cluster usable (it is reported on its own).
+        model, problems = parse_spec(KIND, ar.without_policy(spec))
         if model is None:
             st.phase = "Invalid"
             set_cond(st, READY, "False", "InvalidSpec", "; ".join(problems), gen)
@@ -105,17 +119,17 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         assert isinstance(model, KafkaClusterSpec)
         if model.embedded is None:
             await reconcile_kafka(model, spec, status, body, patch, uid, name, namespace, st,
-                                  gen, rt.settings, logger)
+                                  gen, rt.settings, logger, old, seen)
             return
         key = (namespace, name)
-        digest = spec_digest(dict(spec))
+        digest = spec_digest(ar.without_policy(spec))
         first = key not in rt.clusters
         try:
             opened = rt.clusters.get(key)
             if opened is None or opened.spec_digest != digest or opened.uid != uid:
                 opened = rt.open_cluster(key, uid, model.embedded, digest)
             await rt.run(opened, lambda c: rt.advance(opened))
-            await rt.run(opened, lambda c: figures(c, st))
+            registered = await rt.run(opened, lambda c: figures(c, st))
             st.backend = "embedded"
         except ValueError as e:  # the spec cannot be applied to the cluster as it is
             st.phase = "Invalid"
@@ -140,13 +154,16 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         set_cond(st, READY, "True", "ClusterReady", message, gen)
         set_cond(st, PROGRESSING, "False", "Idle", "", gen)
         healthy(st, gen)
+        await auto_rebalance.run(rt, spec, old, st, registered, seen, body, uid, name,
+                                 namespace, gen, logger)
         if publish(patch, status, st, gen) and first:
             emit(body, "ClusterReady", f"embedded cluster is running: {message}")
 
     async def reconcile_kafka(model: KafkaClusterSpec, spec: Any, status: Any, body: Any,
                               patch: Any, uid: str, name: str, namespace: str,
                               st: KafkaClusterStatus, gen: int, settings: kopf.OperatorSettings,
-                              logger: logging.Logger) -> None:
+                              logger: logging.Logger, old: KafkaClusterStatus,
+                              seen: list[ar.Seen]) -> None:
         """Connect (or keep) the kafka backend; Ready when DescribeCluster answers."""
         key, bkey = (namespace, name), f"{KIND}/{uid}"
         st.backend = "kafka"
@@ -157,7 +174,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         first = opened is None
         try:
             opened = await connect(model, spec, uid, key, opened, settings, logger)
-            await rt.run(opened, lambda c: figures(c, st))
+            registered = await rt.run(opened, lambda c: figures(c, st))
         except (SecretUnavailable, SecretError, KafkaApiError) as e:
             if isinstance(e, KafkaApiError):
                 reason, message = kafka_reason(e), str(e)
@@ -188,6 +205,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         set_cond(st, READY, "True", "ClusterReady", message, gen)
         set_cond(st, PROGRESSING, "False", "Idle", "", gen)
         healthy(st, gen)
+        await auto_rebalance.run(rt, spec, old, st, registered, seen, body, uid, name,
+                                 namespace, gen, logger)
         if publish(patch, status, st, gen) and first:
             emit(body, "ClusterReady", f"connected to {model.bootstrap_servers}: {message}")
 
@@ -199,12 +218,12 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         fresh = opened is not None and opened.uid == uid and \
             rt.clock() - opened.opened_at < SECRET_RECHECK_SECONDS
         if fresh and opened is not None and opened.spec_digest.startswith(
-                spec_digest(dict(spec)) + ":"):
+                spec_digest(ar.without_policy(spec)) + ":"):
             return opened
         data = None
         if model.auth_secret_ref is not None:
             data = await read_secret(key[0], model.auth_secret_ref.name, settings, logger)
-        digest = f"{spec_digest(dict(spec))}:{spec_digest(data)}"
+        digest = f"{spec_digest(ar.without_policy(spec))}:{spec_digest(data)}"
         if opened is not None and opened.uid == uid and opened.spec_digest == digest:
             opened.opened_at = rt.clock()  # checked again: unchanged
             return opened
@@ -247,14 +266,15 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         restart nothing else does) and runs an embedded cluster's clock, that they can finish
         or roll back. What makes it unusable is returned; the next retry tries again."""
         spec = body.get("spec") or {}
-        model, _problems = parse_spec(KIND, spec)
+        model, _problems = parse_spec(KIND, ar.without_policy(spec))
         if not isinstance(model, KafkaClusterSpec):
             return None  # an invalid cluster was never opened: nothing runs on it
         try:
             if model.embedded is None:
                 await connect(model, spec, uid, key, rt.clusters.get(key), rt.settings, logger)
                 return None
-            opened = rt.open_cluster(key, uid, model.embedded, spec_digest(dict(spec)))
+            opened = rt.open_cluster(key, uid, model.embedded,
+                                     spec_digest(ar.without_policy(spec)))
             await rt.run(opened, lambda c: rt.advance(opened))
         except (ValueError, KafkaApiError, SecretUnavailable, SecretError, ClusterBusy) as e:
             return str(e)
