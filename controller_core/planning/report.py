@@ -139,13 +139,15 @@ def markdown(result: PlanResult, resources: Sequence[RenderedResource], throttle
         f"- resources: {s['resources']} PartitionReassignment(s), run one after another",
     ]
     if "bytesToMoveBetweenDirs" in s:
-        lines.insert(3, f"- replicas to copy between log directories of their broker: "
+        lines.insert(4, f"- replicas to copy between log directories of their broker: "
                         f"{s['replicasToMoveBetweenDirs']}; data: "
                         f"{fmt_bytes(s['bytesToMoveBetweenDirs'])} "
                         f"({s['bytesToMoveBetweenDirs']} bytes, not over the network)")
     if s["estimatedSeconds"] is not None:
         lines.append(f"- estimated duration at {fmt_bytes(throttle or 0)}/s per broker: "
-                     f"{fmt_seconds(s['estimatedSeconds'])}")
+                     f"{fmt_seconds(s['estimatedSeconds'])}"
+                     + (" (copies between log directories not included: they run under the "
+                        "brokers' log-dir throttle)" if s.get("bytesToMoveBetweenDirs") else ""))
     else:
         lines.append("- estimated duration: unthrottled (no --throttle), not estimated")
     lines += ["", "## Where the figures come from", ""]
@@ -191,6 +193,10 @@ def markdown(result: PlanResult, resources: Sequence[RenderedResource], throttle
     lines += ["", f"## Targets not reached (±{_tolerance(result)} of target)", ""]
     if result.shortfalls:
         lines += [f"- {note}" for note in result.shortfalls]
+    elif result.goal.kind == "remove-disks":
+        lines.append("Not a goal of remove-disks: replicas move only between the log "
+                     "directories of their broker, so no broker's load changes (see Log "
+                     "directories).")
     else:
         lines.append("None: every broker that stays ends within tolerance of its target for "
                      "replicas, leaders and disk.")

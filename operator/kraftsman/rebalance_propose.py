@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from controller_core.planning.fingerprint import table_fingerprint
-from controller_core.planning.goals import GOAL_KINDS, Goal, GoalError, check_goal
+from controller_core.planning.goals import GOAL_KINDS, Goal, GoalError, check_goal, disks_text
 from controller_core.planning.snapshot import Snapshot, SnapshotError
 from kraftsman.resources import (
     GOALS_WITH_BALANCE,
@@ -34,7 +34,13 @@ from kraftsman.resources import (
 )
 
 log = logging.getLogger("kraftsman.planner")
-_GOAL_FLAG = re.compile(r"--goal ([a-z-]+)( [0-9,]+)?")
+_GOAL_FLAG = re.compile(r"--goal ([a-z-]+)( [0-9]+:\S*?(?=:(?:\s|$))| [0-9,]+)?")
+
+
+def _spec_field(m: re.Match[str]) -> str:
+    if m[1] == "remove-disks":
+        return f"spec.disks{m[2] or ''} (goal remove-disks)"
+    return f"spec.brokers{m[2] or ''} (goal {m[1]})"
 
 
 class ProposeError(Exception):
@@ -75,15 +81,16 @@ def goal_of(name: str, spec: KafkaRebalanceSpec) -> Goal:
         raise ProposeError(f"KafkaRebalance {name}: spec.balance: only with goal add-brokers or "
                            f"remove-brokers (goal is {spec.goal}, which already balances or "
                            "moves no data); remove it")
-    return Goal(spec.goal, brokers, spec.balance)
+    disks = tuple((d.broker, d.log_dir) for d in spec.disks or ())
+    return Goal(spec.goal, brokers, spec.balance, disks)
 
 
 def check_goal_fits(name: str, goal: Goal, snapshot: Snapshot) -> None:
     problems = check_goal(goal, snapshot)
     if problems:
         # the shared checks speak of the CLI's --goal KIND IDS; here the field is spec.brokers
-        text = "; ".join(_GOAL_FLAG.sub(lambda m: f"spec.brokers{m[2] or ''} (goal {m[1]})", p)
-                         for p in problems)
+        # (remove-disks: spec.disks, the CLI's BROKER:DIR list)
+        text = "; ".join(_GOAL_FLAG.sub(_spec_field, p) for p in problems)
         raise ProposeError(f"KafkaRebalance {name}: {text}")
 
 
@@ -179,7 +186,8 @@ def plan_request(spec: KafkaRebalanceSpec, goal: Goal, work: Path, *, master: st
     output to ``work/plan``; ``throttleBytesPerSecond: 0`` plans unthrottled reassignments."""
     from controller_core.planning import pipeline
 
-    words = [goal.kind] + ([",".join(map(str, goal.brokers))] if goal.brokers else [])
+    words = [goal.kind] + ([",".join(map(str, goal.brokers))] if goal.brokers else []) + \
+        ([disks_text(goal.disks)] if goal.disks else [])
     return pipeline.PlanRequest(
         snapshot_dir=work / "snapshot", goal=words, out=work / "plan", balance=goal.balance,
         master=master, throttle=spec.throttle_bytes_per_second or None,
