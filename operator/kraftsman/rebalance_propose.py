@@ -216,6 +216,8 @@ def plan(req: ProposeRequest, name: str, spec: KafkaRebalanceSpec, snap: Snapsho
         except JavaMissingError as e:
             raise ProposeError(str(e)) from None
     summary = dict(out.summary)
+    if "disks" in summary:
+        summary.update(disks_shown(summary["disks"]))
     summary.update({
         "fingerprint": fingerprint,
         "createdAt": now_text(),
@@ -226,6 +228,21 @@ def plan(req: ProposeRequest, name: str, spec: KafkaRebalanceSpec, snap: Snapsho
         "sparkMaster": master,
     })
     return summary, [r.text for r in out.resources]
+
+
+# log directories a proposal's summary.json lists (the index ConfigMap is at most 1 MiB;
+# report.json of `kraftsman plan` lists them all)
+PROPOSAL_DISK_ROWS = 100
+
+
+def disks_shown(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """At most :data:`PROPOSAL_DISK_ROWS` log directories: the removed ones, then those
+    whose utilisation changes most (then broker, directory); ``disksTotal`` counts all."""
+    ranked = sorted(rows, key=lambda d: (not d["removed"], -abs(d["utilisationAfter"] -
+                                                                  d["utilisationBefore"]),
+                                         d["broker"], d["logDir"]))
+    shown = sorted(ranked[:PROPOSAL_DISK_ROWS], key=lambda d: (d["broker"], d["logDir"]))
+    return {"disks": shown, "disksTotal": len(rows)}
 
 
 def make(req: ProposeRequest, kube: Any) -> tuple[str | None, list[dict[str, Any]]]:

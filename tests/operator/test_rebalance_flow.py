@@ -972,6 +972,20 @@ def test_the_summary_s_figures_details_and_defaults_reach_the_status() -> None:
             empty.throttle_bytes_per_second) == ("?", 0, 0, 0, 0, 0, None)
 
 
+def test_the_bytes_between_log_dirs_reach_the_status_only_when_planned() -> None:
+    """A JBOD plan's copies between log directories (no network) are their own figures;
+    a plan without log dirs leaves them out of the status (exclude_none)."""
+    f = figures_of({"goal": "remove-disks 3:/d1", "bytesToMove": 0,
+                    "replicasToMoveBetweenDirs": 4, "bytesToMoveBetweenDirs": 800})
+    assert (f.bytes_to_move, f.replicas_to_move_between_dirs,
+            f.bytes_to_move_between_dirs) == (0, 4, 800)
+    dumped = f.model_dump(by_alias=True, mode="json", exclude_none=True)
+    assert (dumped["replicasToMoveBetweenDirs"], dumped["bytesToMoveBetweenDirs"]) == (4, 800)
+    plain = figures_of({"goal": "rebalance", "bytesToMove": 5}).model_dump(
+        by_alias=True, mode="json", exclude_none=True)
+    assert "bytesToMoveBetweenDirs" not in plain and "replicasToMoveBetweenDirs" not in plain
+
+
 def test_only_resource_yaml_keys_of_a_part_are_steps() -> None:
     got = steps_of("rb", 1, [("cm", {"resource-0002.yaml": "", "resource-0001.yaml": "",
                                      "notes.yaml": "", "resource-0003.json": ""})])

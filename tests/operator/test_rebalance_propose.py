@@ -571,6 +571,7 @@ def test_a_remove_disks_proposal_moves_replicas_between_the_dirs_of_their_broker
     req = ProposeRequest(namespace="default", name="jbod", proposal_id="1", state_dir=tmp_path)
     summary, docs = plan(req, "jbod", spec, snap, goal)
     assert summary["goal"] == "remove-disks 2:/data/d0"
+    assert summary["disksTotal"] == 8 and len(summary["disks"]) == 8
     assert summary["bytesToMove"] == 0 and summary["bytesToMoveBetweenDirs"] > 0
     assert [(d["broker"], d["logDir"], d["usedBytesAfter"]) for d in summary["disks"]
             if d["removed"]] == [(2, "/data/d0", 0)]
@@ -592,6 +593,22 @@ def test_a_remove_disks_proposal_moves_replicas_between_the_dirs_of_their_broker
             "KafkaRebalance jbod: spec.disks 2:/data/d9 (goal remove-disks): broker 2 has no "
             "log directory '/data/d9'; its directories are ['/data/d0', '/data/d1']")):
         check_goal_fits("jbod", Goal("remove-disks", disks=((2, "/data/d9"),)), snap)
+
+
+def test_a_proposal_lists_at_most_100_log_dirs_the_removed_ones_first() -> None:
+    """summary.json lives in the index ConfigMap (1 MiB): a big JBOD cluster's directories
+    are cut to the removed ones, then those whose utilisation changes most."""
+    from kraftsman.rebalance_propose import PROPOSAL_DISK_ROWS, disks_shown
+
+    rows = [{"broker": b, "logDir": f"/d{i}", "removed": (b, i) == (7, 3),
+             "utilisationBefore": 0.5, "utilisationAfter": 0.5 + (0.3 if b == 9 else 0.0)
+             + i / 1000} for b in range(20) for i in range(10)]
+    cut = disks_shown(rows)
+    assert cut["disksTotal"] == 200 and len(cut["disks"]) == PROPOSAL_DISK_ROWS == 100
+    keys = [(d["broker"], d["logDir"]) for d in cut["disks"]]
+    assert keys == sorted(keys)  # shown in broker, dir order
+    assert (7, "/d3") in keys and all((9, f"/d{i}") in keys for i in range(10))
+    assert (0, "/d0") not in keys  # unchanged: the first left out
 
 
 def test_embedded_state_not_mounted(kube: Kube, kubeconfig: Path, tmp_path: Path) -> None:

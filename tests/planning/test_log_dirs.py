@@ -441,3 +441,24 @@ def test_console_script_rebalance_writes_log_dirs(tmp_path: Path) -> None:
     entries = [e for d in docs for e in d["spec"]["partitions"]]
     assert entries and all(len(e["log_dirs"]) == len(e["replicas"]) and
                            set(e["log_dirs"]) <= {"/data/d0", "/data/d1"} for e in entries)
+    s = json.loads((tmp_path / "out" / "report.json").read_text())["summary"]
+    assert s["bytesToMove"] > 0 and s["replicasToMove"] > 0
+    assert (s["bytesToMoveBetweenDirs"], s["replicasToMoveBetweenDirs"]) == (0, 0)
+
+
+def test_plan_ids_without_log_dirs_are_as_before() -> None:
+    """The resources' names hash (cluster, goal, topic, partition, replicas) as before log
+    dirs existed — a plan of a snapshot without them keeps its names; with them, the dirs
+    count too (two plans differing only in dirs are two plans)."""
+    import hashlib
+
+    from controller_core.planning.render import plan_id
+
+    m = PartitionMove("orders", 3, (0, 1), (2, 1), 10, 0)
+    old = hashlib.sha256(b"demo\nrebalance\n")
+    old.update(b"orders\x003\x00[2, 1]\n")
+    assert plan_id([m], "demo", "rebalance") == old.hexdigest()[:8]
+    jbod_a = replace(m, dirs_before=("/a", "/a"), dirs_after=("/a", "/a"))
+    jbod_b = replace(m, dirs_before=("/a", "/a"), dirs_after=("/b", "/a"))
+    ids = {plan_id([x], "demo", "rebalance") for x in (m, jbod_a, jbod_b)}
+    assert len(ids) == 3
