@@ -209,7 +209,8 @@ def test_malformed_index_is_an_error_naming_the_config_map(data: dict[str, str],
     ({"clusterRef": {"name": "demo"}, "goal": "rebalance", "brokers": [1]}, "spec.brokers",
      "remove spec.brokers or change spec.goal"),
     ({"clusterRef": {"name": "demo"}, "goal": "shuffle"}, "spec.goal",
-     "'rebalance', 'add-brokers', 'remove-brokers', 'leader-balance' or 'demote-brokers'"),
+     "'rebalance', 'add-brokers', 'remove-brokers', 'leader-balance', 'demote-brokers' or "
+     "'remove-disks'"),
     ({"clusterRef": {"name": "demo"}, "approval": "Yes"}, "spec.approval", "'Approved'"),
 ])
 def test_invalid_spec_names_the_field_and_the_fix(raw: dict[str, Any], field: str,
