@@ -271,9 +271,9 @@ def validate_log_dirs(snapshot: Snapshot) -> list[str]:
     for row, (replicas, ldirs) in enumerate(zip(table.replicas, table.log_dirs, strict=True)):
         where = f"{col}: row {row} ({table.topic[row]}-{table.partition[row]})"
         if len(ldirs) != len(replicas):
-            problems.append(f"{where}: {len(ldirs)} director(ies) {ldirs} for {len(replicas)} "
-                            f"replicas {replicas}; give one log directory per replica, in the "
-                            "order of replicas")
+            n = f"{len(ldirs)} log director{'y' if len(ldirs) == 1 else 'ies'}"
+            problems.append(f"{where}: {n} {ldirs} for {len(replicas)} replicas {replicas}; "
+                            "give one log directory per replica, in the order of replicas")
             continue
         for broker, ldir in zip(replicas, ldirs, strict=True):
             if broker in names and ldir not in names[broker]:

@@ -305,7 +305,7 @@ def test_a_dir_list_not_aligned_with_the_replicas_is_refused() -> None:
     assert snap.partitions.log_dirs is not None
     snap.partitions.log_dirs[1] = ["/d1"]
     assert _problems(snap) == [
-        "partitions.parquet: column 'log_dirs': row 1 (t-1): 1 director(ies) ['/d1'] for 2 "
+        "partitions.parquet: column 'log_dirs': row 1 (t-1): 1 log directory ['/d1'] for 2 "
         "replicas [1, 0]; give one log directory per replica, in the order of replicas"]
 
 
