@@ -33,6 +33,10 @@ _RESOURCE = """\
 for cluster {{ cluster | tojson }}.
 # {{ partitions | length }} partition(s), {{ replicas_moved }} replica(s) to copy, \
 {{ bytes_moved }} bytes.
+{% if dir_replicas -%}
+# {{ dir_replicas }} replica(s) to copy between log directories of their broker, \
+{{ dir_bytes }} bytes.
+{% endif -%}
 {% if step > 1 -%}
 # Runs after step {{ step - 1 }} has Succeeded (Argo CD: sync waves; kraftsman apply: file order).
 {% else -%}
@@ -62,8 +66,7 @@ spec:
   electPreferredLeaders: {{ "true" if elect else "false" }}
   partitions:
 {%- for p in partitions %}
-  - {topic: {{ p.topic | tojson }}, partition: {{ p.partition }}, \
-replicas: {{ p.after | list | tojson }}}
+  - {{ entry(p) }}
 {%- endfor %}
 """
 
@@ -115,13 +118,21 @@ def plan_id(moves: Sequence[PartitionMove], cluster: str, goal: str) -> str:
     """A short content hash: the same plan always has the same names."""
     h = hashlib.sha256(f"{cluster}\n{goal}\n".encode())
     for m in moves:
-        h.update(f"{m.topic}\0{m.partition}\0{list(m.after)}\n".encode())
+        dirs = "" if m.dirs_after is None else f"\0{list(m.dirs_after)}"
+        h.update(f"{m.topic}\0{m.partition}\0{list(m.after)}{dirs}\n".encode())
     return h.hexdigest()[:8]
 
 
+def _entry(m: PartitionMove) -> str:
+    """One partition of ``spec.partitions`` (flow style); ``log_dirs`` only when the plan
+    knows the directories (a JBOD snapshot), aligned with ``replicas``."""
+    dirs = "" if m.dirs_after is None else f", log_dirs: {json.dumps(list(m.dirs_after))}"
+    return (f"{{topic: {json.dumps(m.topic)}, partition: {m.partition}, "
+            f"replicas: {json.dumps(list(m.after))}{dirs}}}")
+
+
 def _entry_bytes(m: PartitionMove) -> int:
-    return len(f"  - {{topic: {json.dumps(m.topic)}, partition: {m.partition}, "
-               f"replicas: {json.dumps(list(m.after))}}}\n".encode())
+    return len(f"  - {_entry(m)}\n".encode())
 
 
 def chunk(moves: Sequence[PartitionMove], max_partitions: int,
@@ -160,7 +171,9 @@ def render(moves: Sequence[PartitionMove], opts: RenderOptions) -> list[Rendered
             max_concurrent_moves=opts.max_concurrent_moves,
             per_broker=opts.max_concurrent_moves_per_broker, elect=elect, partitions=part,
             replicas_moved=sum(len(m.added) for m in part),
-            bytes_moved=sum(m.bytes_moved for m in part))
+            bytes_moved=sum(m.bytes_moved for m in part),
+            dir_replicas=sum(len(m.dir_moves) for m in part),
+            dir_bytes=sum(m.dir_bytes_moved for m in part), entry=_entry)
         if len(text.encode()) > opts.max_bytes:
             raise ValueError(f"internal: resource {name} renders to {len(text.encode())} bytes, "
                              f"over the {opts.max_bytes}-byte limit")
@@ -171,9 +184,17 @@ def render(moves: Sequence[PartitionMove], opts: RenderOptions) -> list[Rendered
 
 
 def kafka_tool_json(moves: Sequence[PartitionMove], *, rollback: bool = False) -> str:
-    """The same plan (or its rollback) as kafka-reassign-partitions --execute JSON."""
+    """The same plan (or its rollback) as kafka-reassign-partitions --execute JSON:
+    ``log_dirs`` aligned with ``replicas``, ``"any"`` when the snapshot had no log dirs."""
     return json.dumps({"version": 1, "partitions": [
         {"topic": m.topic, "partition": m.partition,
-         "replicas": list(m.before if rollback else m.after), "log_dirs": ["any"] * len(
-             m.before if rollback else m.after)}
+         "replicas": list(m.before if rollback else m.after),
+         "log_dirs": _dirs(m, rollback)}
         for m in moves]}, indent=1) + "\n"
+
+
+def _dirs(m: PartitionMove, rollback: bool) -> list[str]:
+    dirs = m.dirs_before if rollback else m.dirs_after
+    if dirs is None:
+        return ["any"] * len(m.before if rollback else m.after)
+    return list(dirs)

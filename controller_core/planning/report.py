@@ -55,12 +55,13 @@ def summary(result: PlanResult, resources: Sequence[RenderedResource],
         for m in range(5)}
     lb = lower_bound_bytes(result)
     est = estimate_seconds(resources, throttle)
-    return {
+    out = {
         "goal": result.goal.describe(),
         "seed": result.seed,
         "partitionsTotal": result.partitions_total,
         "partitionsInPlan": len(result.moves),
-        "partitionsReorderedOnly": sum(1 for m in result.moves if not m.added),
+        "partitionsReorderedOnly": sum(1 for m in result.moves
+                                       if not m.added and m.after != m.before),
         "replicasToMove": result.replicas_moved,
         "bytesToMove": result.bytes_moved,
         "lowerBoundBytes": int(lb),
@@ -79,6 +80,21 @@ def summary(result: PlanResult, resources: Sequence[RenderedResource],
                     "seconds": round(r.seconds, 2), "objective": round(r.objective, 6)}
                    for r in result.rounds],
     }
+    if result.disks is not None:  # a JBOD snapshot: moves between log dirs, apart
+        out["replicasToMoveBetweenDirs"] = result.replicas_moved_between_dirs
+        out["bytesToMoveBetweenDirs"] = result.dir_bytes_moved
+        out["disks"] = disk_rows(result)
+    return out
+
+
+def disk_rows(result: PlanResult) -> list[dict[str, Any]]:
+    """Each log directory: capacity, bytes used before and after, utilisation (JBOD)."""
+    return [{"broker": d.broker, "logDir": d.log_dir, "capacityBytes": d.capacity_bytes,
+             "usedBytesBefore": d.used_before, "usedBytesAfter": d.used_after,
+             "utilisationBefore": round(d.used_before / d.capacity_bytes, 4),
+             "utilisationAfter": round(d.used_after / d.capacity_bytes, 4),
+             "removed": d.removed}
+            for d in result.disks or ()]
 
 
 def broker_rows(result: PlanResult) -> list[dict[str, Any]]:
@@ -122,9 +138,16 @@ def markdown(result: PlanResult, resources: Sequence[RenderedResource], throttle
            if s["bytesToMoveOverLowerBound"] is not None else ""),
         f"- resources: {s['resources']} PartitionReassignment(s), run one after another",
     ]
+    if "bytesToMoveBetweenDirs" in s:
+        lines.insert(4, f"- replicas to copy between log directories of their broker: "
+                        f"{s['replicasToMoveBetweenDirs']}; data: "
+                        f"{fmt_bytes(s['bytesToMoveBetweenDirs'])} "
+                        f"({s['bytesToMoveBetweenDirs']} bytes, not over the network)")
     if s["estimatedSeconds"] is not None:
         lines.append(f"- estimated duration at {fmt_bytes(throttle or 0)}/s per broker: "
-                     f"{fmt_seconds(s['estimatedSeconds'])}")
+                     f"{fmt_seconds(s['estimatedSeconds'])}"
+                     + (" (copies between log directories not included: they run under the "
+                        "brokers' log-dir throttle)" if s.get("bytesToMoveBetweenDirs") else ""))
     else:
         lines.append("- estimated duration: unthrottled (no --throttle), not estimated")
     lines += ["", "## Where the figures come from", ""]
@@ -151,6 +174,15 @@ def markdown(result: PlanResult, resources: Sequence[RenderedResource], throttle
             f"{100 * x[DISK] / cap:.1f} → {100 * y[DISK] / cap:.1f} | "
             f"{fmt_bytes(x[NET_IN])} → {fmt_bytes(y[NET_IN])} | "
             f"{fmt_bytes(x[NET_OUT])} → {fmt_bytes(y[NET_OUT])} |")
+    if "disks" in s:
+        lines += ["", "## Log directories", "",
+                  "| broker | log dir | capacity | used | used % |", "|---:|---|---:|---:|---:|"]
+        for d in s["disks"]:
+            tag = " (removed)" if d["removed"] else ""
+            lines.append(
+                f"| {d['broker']} | `{d['logDir']}`{tag} | {fmt_bytes(d['capacityBytes'])} | "
+                f"{fmt_bytes(d['usedBytesBefore'])} → {fmt_bytes(d['usedBytesAfter'])} | "
+                f"{100 * d['utilisationBefore']:.1f} → {100 * d['utilisationAfter']:.1f} |")
     lines += ["", "## Constraints not met", ""]
     if result.violations:
         lines += [f"- **{v.constraint}** — {v.subject}: {v.reason}" for v in result.violations]
@@ -161,6 +193,10 @@ def markdown(result: PlanResult, resources: Sequence[RenderedResource], throttle
     lines += ["", f"## Targets not reached (±{_tolerance(result)} of target)", ""]
     if result.shortfalls:
         lines += [f"- {note}" for note in result.shortfalls]
+    elif result.goal.kind == "remove-disks":
+        lines.append("Not a goal of remove-disks: replicas move only between the log "
+                     "directories of their broker, so no broker's load changes (see Log "
+                     "directories).")
     else:
         lines.append("None: every broker that stays ends within tolerance of its target for "
                      "replicas, leaders and disk.")

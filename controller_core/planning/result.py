@@ -10,8 +10,22 @@ from controller_core.planning.snapshot import Broker
 
 
 @dataclass(frozen=True, slots=True)
+class DiskRow:
+    """One log directory of a broker, before and after the plan (JBOD snapshots)."""
+
+    broker: int
+    log_dir: str
+    capacity_bytes: int
+    used_before: int
+    used_after: int
+    removed: bool = False  # remove-disks named it
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionMove:
-    """One partition whose replica list changes (set or order)."""
+    """One partition whose replica list changes (set or order), or whose replicas' log
+    directories change (JBOD: ``dirs_before``/``dirs_after``, aligned with ``before`` and
+    ``after``; None when the snapshot has no log-dir information: "any")."""
 
     topic: str
     partition: int
@@ -19,6 +33,8 @@ class PartitionMove:
     after: tuple[int, ...]
     size_bytes: int
     leader_before: int
+    dirs_before: tuple[str, ...] | None = None
+    dirs_after: tuple[str, ...] | None = None
 
     @property
     def added(self) -> tuple[int, ...]:
@@ -33,8 +49,23 @@ class PartitionMove:
         return self.size_bytes * len(self.added)
 
     @property
+    def dir_moves(self) -> tuple[int, ...]:
+        """Brokers whose replica stays on the broker but changes log directory."""
+        if self.dirs_before is None or self.dirs_after is None:
+            return ()
+        was = dict(zip(self.before, self.dirs_before, strict=True))
+        return tuple(b for b, d in zip(self.after, self.dirs_after, strict=True)
+                     if b in was and was[b] != d)
+
+    @property
+    def dir_bytes_moved(self) -> int:
+        """Bytes copied between log directories of one broker (no network)."""
+        return self.size_bytes * len(self.dir_moves)
+
+    @property
     def leader_changes(self) -> bool:
-        return self.after[0] != self.leader_before
+        # a move of log directories only (same replicas, same order) elects nothing
+        return self.after != self.before and self.after[0] != self.leader_before
 
 
 @dataclass(slots=True)
@@ -70,6 +101,8 @@ class PlanResult:
     # where each input figure came from (the snapshot manifest's ``sources``; empty: not
     # recorded, e.g. a snapshot written by another tool)
     sources: dict[str, str] = field(default_factory=dict)
+    # per log directory (None: the snapshot has no log-dir information)
+    disks: list[DiskRow] | None = None
 
     @property
     def replicas_moved(self) -> int:
@@ -78,3 +111,11 @@ class PlanResult:
     @property
     def bytes_moved(self) -> int:
         return sum(m.bytes_moved for m in self.moves)
+
+    @property
+    def replicas_moved_between_dirs(self) -> int:
+        return sum(len(m.dir_moves) for m in self.moves)
+
+    @property
+    def dir_bytes_moved(self) -> int:
+        return sum(m.dir_bytes_moved for m in self.moves)

@@ -14,6 +14,7 @@ from typing import Any
 
 from controller_core.planning.balancer import Balancer, Candidate, settled
 from controller_core.planning.goals import Goal
+from controller_core.planning.logdirs import place_log_dirs
 from controller_core.planning.objective import (
     DISK,
     LEADER_METRICS,
@@ -99,6 +100,9 @@ def restriction(goal: Goal) -> str | None:
     if goal.demoted:
         return (f"only the partitions whose preferred leader is a demoted broker {ids} change, "
                 "and only their replica order (demote-brokers)")
+    if goal.kind == "remove-disks":
+        return ("only the replicas in the removed log directories move, to another directory "
+                "of their broker (remove-disks)")
     return None
 
 
@@ -142,7 +146,7 @@ def plan(table: PlanTable, snapshot: Snapshot, goal: Goal, options: PlanOptions,
     clock.lap("replica rounds")
     if goal.demoted:
         stats.append(demote_round(table, bal, options, mean_size))
-    else:  # demote-brokers changes the demoted brokers' partitions only: no leader rounds
+    elif goal.leader_rounds:  # demote-brokers and remove-disks change only what they name
         stats += rounds.run(
             leaders=True, seed=options.seed * 1_000_003 + 7919,
             sources=lambda widen: bal.leader_sources(new, widen),
@@ -162,14 +166,18 @@ def plan(table: PlanTable, snapshot: Snapshot, goal: Goal, options: PlanOptions,
     # partitions nobody moved may still break a rule (e.g. drained brokers that are full)
     violations += _unmoved_violations(done, bal)
     violations += _unplaced(done, bal.unplaced)
+    # JBOD: each replica's log directory (remove-disks: the moves between directories)
+    moves, disks, dir_violations = place_log_dirs(snapshot, goal, moves)
+    violations += dir_violations
     clock.lap("finish")
     return PlanResult(
         goal=goal, seed=options.seed, brokers=list(snapshot.brokers), eligible=eligible,
         moves=moves, loads_before=before, loads_after=after, targets=targets,
         partitions_total=len(snapshot.partitions), violations=_dedupe(violations),
         rounds=stats, seconds=time.monotonic() - started, timings=clock.laps,
-        shortfalls=_stuck(done, bal) + _misled(snapshot, goal.demoted) + bal.shortfalls(),
-        sources=input_sources(snapshot))
+        shortfalls=_stuck(done, bal) + _misled(snapshot, goal.demoted) +
+        (bal.shortfalls() if goal.kind != "remove-disks" else []),
+        sources=input_sources(snapshot), disks=disks)
 
 
 class Rounds:

@@ -19,8 +19,12 @@ from typing import Any
 from controller_core.planning.schema import (
     BROKER_COLUMNS,
     BROKERS_FILE,
+    LOG_DIR_COLUMNS,
+    LOG_DIRS_FILE,
     MANIFEST_FILE,
+    OPTIONAL_PARTITION_COLUMNS,
     PARTITION_COLUMNS,
+    PARTITION_LOG_DIRS,
     PARTITIONS_FILE,
     SCHEMA_VERSION,
     Column,
@@ -47,6 +51,15 @@ class Broker:
     network_out_capacity_bytes_per_second: float
 
 
+@dataclass(frozen=True, slots=True)
+class LogDir:
+    """One log directory of a broker (JBOD), a row of ``log_dirs.parquet``."""
+
+    broker: int
+    log_dir: str
+    capacity_bytes: int
+
+
 @dataclass(slots=True)
 class PartitionTable:
     """Partitions column by column (a million rows stay cheap)."""
@@ -58,6 +71,9 @@ class PartitionTable:
     size_bytes: list[int] = field(default_factory=list)
     bytes_in_per_second: list[float] = field(default_factory=list)
     bytes_out_per_second: list[float] = field(default_factory=list)
+    # per row, the log directory of each replica (aligned with ``replicas``); None: the
+    # snapshot has no log-dir information
+    log_dirs: list[list[str]] | None = None
 
     def __len__(self) -> int:
         return len(self.topic)
@@ -73,7 +89,10 @@ class PartitionTable:
         self.bytes_out_per_second.append(bytes_out)
 
     def columns(self) -> dict[str, list[Any]]:
-        return {c.name: getattr(self, c.name) for c in PARTITION_COLUMNS}
+        cols = {c.name: getattr(self, c.name) for c in PARTITION_COLUMNS}
+        if self.log_dirs is not None:
+            cols[PARTITION_LOG_DIRS.name] = self.log_dirs
+        return cols
 
 
 @dataclass(slots=True)
@@ -83,9 +102,18 @@ class Snapshot:
     cluster_name: str = "kafka"
     created_at: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    # the brokers' log directories (JBOD); None: one anonymous directory per broker
+    log_dirs: list[LogDir] | None = None
 
     def broker_ids(self) -> list[int]:
         return [b.id for b in self.brokers]
+
+    def dirs_of(self) -> dict[int, list[LogDir]]:
+        """Each broker's log directories in file order (empty: no log-dir information)."""
+        out: dict[int, list[LogDir]] = {}
+        for d in self.log_dirs or ():
+            out.setdefault(d.broker, []).append(d)
+        return out
 
 
 def _pa() -> Any:
@@ -115,6 +143,7 @@ def _check_columns(file: str, present: dict[str, str], columns: tuple[Column, ..
             "float": t.startswith(("int", "uint", "float", "double", "decimal")),
             "string": t in ("string", "large_string"),
             "int_list": t.startswith(("list<", "large_list<")) and "int" in t,
+            "string_list": t.startswith(("list<", "large_list<")) and "string" in t,
         }[col.kind]
         if not ok:
             problems.append(f"{file}: column '{col.name}' has type {t}; expected {col.kind}")
@@ -190,10 +219,76 @@ def validate_partitions(table: PartitionTable, broker_ids: set[int],
     return problems
 
 
+def validate_log_dirs(snapshot: Snapshot) -> list[str]:
+    """The optional log-dir information: both parts or neither, every broker's directories
+    adding up to its capacity, every replica in one of its broker's directories."""
+    dirs, table = snapshot.log_dirs, snapshot.partitions
+    col = f"{PARTITIONS_FILE}: column '{PARTITION_LOG_DIRS.name}'"
+    if dirs is None and table.log_dirs is None:
+        return []
+    if dirs is None:
+        return [f"{col} is present but {LOG_DIRS_FILE} is missing; add {LOG_DIRS_FILE} "
+                "(broker, log_dir, capacity_bytes: each broker's log directories) or drop the "
+                "column"]
+    if table.log_dirs is None:
+        return [f"{LOG_DIRS_FILE}: present but {PARTITIONS_FILE} has no column "
+                f"'{PARTITION_LOG_DIRS.name}' (the log directory of each replica, aligned with "
+                f"replicas); add the column or remove {LOG_DIRS_FILE}"]
+    problems: list[str] = []
+    brokers = {b.id: b for b in snapshot.brokers}
+    seen: set[tuple[int, str]] = set()
+    for row, d in enumerate(dirs):
+        where = f"{LOG_DIRS_FILE}: row {row} (broker {d.broker}, {d.log_dir!r})"
+        if d.broker not in brokers:
+            problems.append(f"{where}: field 'broker' {d.broker} is not in {BROKERS_FILE}; "
+                            "add the broker or remove the row")
+        if not d.log_dir or d.log_dir == "any" or "," in d.log_dir:
+            problems.append(f"{where}: field 'log_dir' must be the directory's path (not "
+                            "empty, not 'any', no ','), as in the broker's log.dirs")
+        if (d.broker, d.log_dir) in seen:
+            problems.append(f"{where}: repeats broker {d.broker}'s directory {d.log_dir!r}; "
+                            "list each directory once")
+        seen.add((d.broker, d.log_dir))
+        if d.capacity_bytes <= 0:
+            problems.append(f"{where}: field 'capacity_bytes' must be > 0")
+    of = snapshot.dirs_of()
+    for b in snapshot.brokers:
+        mine = of.get(b.id, [])
+        if not mine:
+            problems.append(f"{LOG_DIRS_FILE}: broker {b.id} has no log directory; add a row "
+                            f"for each of its log.dirs")
+            continue
+        total = sum(d.capacity_bytes for d in mine)
+        if total != b.disk_capacity_bytes:
+            problems.append(
+                f"{BROKERS_FILE}: broker {b.id}: field 'disk_capacity_bytes' is "
+                f"{b.disk_capacity_bytes} but its log directories in {LOG_DIRS_FILE} hold "
+                f"{total} bytes; set disk_capacity_bytes to the sum of its directories' "
+                "capacity_bytes")
+    if len(table.log_dirs) != len(table):
+        return [*problems, f"{col} has {len(table.log_dirs)} rows for {len(table)} partitions"]
+    names = {b: {d.log_dir for d in ds} for b, ds in of.items()}
+    for row, (replicas, ldirs) in enumerate(zip(table.replicas, table.log_dirs, strict=True)):
+        where = f"{col}: row {row} ({table.topic[row]}-{table.partition[row]})"
+        if len(ldirs) != len(replicas):
+            n = f"{len(ldirs)} log director{'y' if len(ldirs) == 1 else 'ies'}"
+            problems.append(f"{where}: {n} {ldirs} for {len(replicas)} replicas {replicas}; "
+                            "give one log directory per replica, in the order of replicas")
+            continue
+        for broker, ldir in zip(replicas, ldirs, strict=True):
+            if broker in names and ldir not in names[broker]:
+                problems.append(f"{where}: replica on broker {broker} is in {ldir!r}, not one "
+                                f"of broker {broker}'s directories {sorted(names[broker])} in "
+                                f"{LOG_DIRS_FILE}; fix the row or add the directory")
+    return problems
+
+
 def validate(snapshot: Snapshot) -> None:
     """Raise :class:`SnapshotError` listing (the first) problems; return if sound."""
     problems = validate_brokers(snapshot.brokers)
     problems += validate_partitions(snapshot.partitions, set(snapshot.broker_ids()))
+    if not problems:
+        problems += validate_log_dirs(snapshot)
     if problems:
         raise SnapshotError(_capped(problems))
 
@@ -231,7 +326,9 @@ def read_manifest(directory: Path) -> dict[str, Any]:
     return manifest
 
 
-def _read_table(path: Path, columns: tuple[Column, ...]) -> tuple[dict[str, list[Any]], list[str]]:
+def _read_table(path: Path, columns: tuple[Column, ...], optional: tuple[Column, ...] = ()
+                ) -> tuple[dict[str, list[Any]], list[str]]:
+    """The columns of a Parquet file (``optional`` ones only when the file has them)."""
     if not path.exists():
         return {}, [f"{path}: missing; the snapshot has no {path.name}"]
     try:
@@ -240,6 +337,7 @@ def _read_table(path: Path, columns: tuple[Column, ...]) -> tuple[dict[str, list
         return {}, [f"{path}: not a readable Parquet file ({e})"]
     present = {f.name: str(f.type) for f in table.schema}
     problems: list[str] = []
+    columns = (*columns, *(c for c in optional if c.name in present))
     _check_columns(path.name, present, columns, problems)
     if problems:
         return {}, problems
@@ -252,6 +350,10 @@ def _read_table(path: Path, columns: tuple[Column, ...]) -> tuple[dict[str, list
         if col.kind == "int_list" and any(v is not None and None in v for v in values):
             row = next(i for i, v in enumerate(values) if v is not None and None in v)
             problems.append(f"{path.name}: row {row}: field '{col.name}' holds a null broker id")
+        if col.kind == "string_list" and any(v is not None and None in v for v in values):
+            row = next(i for i, v in enumerate(values) if v is not None and None in v)
+            problems.append(f"{path.name}: row {row}: field '{col.name}' holds a null; name "
+                            "every replica's directory")
         data[col.name] = values
     return data, problems
 
@@ -260,8 +362,13 @@ def read_snapshot(directory: Path) -> Snapshot:
     """Read and validate a snapshot directory; raise :class:`SnapshotError` on any problem."""
     manifest = read_manifest(directory)
     bdata, problems = _read_table(directory / BROKERS_FILE, BROKER_COLUMNS)
-    pdata, pproblems = _read_table(directory / PARTITIONS_FILE, PARTITION_COLUMNS)
+    pdata, pproblems = _read_table(directory / PARTITIONS_FILE, PARTITION_COLUMNS,
+                                   OPTIONAL_PARTITION_COLUMNS)
     problems += pproblems
+    ddata: dict[str, list[Any]] | None = None
+    if (directory / LOG_DIRS_FILE).exists():
+        ddata, dproblems = _read_table(directory / LOG_DIRS_FILE, LOG_DIR_COLUMNS)
+        problems += dproblems
     if problems:
         raise SnapshotError(_capped(problems))
     brokers = [
@@ -276,11 +383,16 @@ def read_snapshot(directory: Path) -> Snapshot:
         leader=pdata["leader"], size_bytes=pdata["size_bytes"],
         bytes_in_per_second=[float(x) for x in pdata["bytes_in_per_second"]],
         bytes_out_per_second=[float(x) for x in pdata["bytes_out_per_second"]],
+        log_dirs=pdata.get(PARTITION_LOG_DIRS.name),
     )
+    log_dirs = None if ddata is None else [
+        LogDir(int(b), str(d), int(c)) for b, d, c in zip(
+            ddata["broker"], ddata["log_dir"], ddata["capacity_bytes"], strict=True)]
     snapshot = Snapshot(brokers, table, str(manifest.get("clusterName") or "kafka"),
                         str(manifest.get("createdAt") or ""),
                         {k: v for k, v in manifest.items()
-                         if k not in ("schemaVersion", "clusterName", "createdAt")})
+                         if k not in ("schemaVersion", "clusterName", "createdAt")},
+                        log_dirs)
     validate(snapshot)
     return snapshot
 
@@ -303,9 +415,15 @@ def write_snapshot(snapshot: Snapshot, directory: Path, *, overwrite: bool = Fal
         brokers = {c.name: [getattr(b, c.name) for b in snapshot.brokers] for c in BROKER_COLUMNS}
         pq.write_table(pa.table(brokers, schema=arrow_schema(BROKER_COLUMNS)),
                        str(tmp / BROKERS_FILE))
-        pq.write_table(pa.table(snapshot.partitions.columns(),
-                                schema=arrow_schema(PARTITION_COLUMNS)),
+        pcols = PARTITION_COLUMNS if snapshot.partitions.log_dirs is None else \
+            (*PARTITION_COLUMNS, PARTITION_LOG_DIRS)
+        pq.write_table(pa.table(snapshot.partitions.columns(), schema=arrow_schema(pcols)),
                        str(tmp / PARTITIONS_FILE))
+        if snapshot.log_dirs is not None:
+            ldirs = {c.name: [getattr(d, c.name) for d in snapshot.log_dirs]
+                     for c in LOG_DIR_COLUMNS}
+            pq.write_table(pa.table(ldirs, schema=arrow_schema(LOG_DIR_COLUMNS)),
+                           str(tmp / LOG_DIRS_FILE))
         manifest = {"schemaVersion": SCHEMA_VERSION, "clusterName": snapshot.cluster_name,
                     "createdAt": snapshot.created_at, **snapshot.extra}
         (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")

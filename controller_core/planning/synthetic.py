@@ -69,3 +69,34 @@ def make_snapshot(brokers: int = 6, partitions: int = 120, replication_factor: i
                      float(round(rates_in[i], 3)), float(round(rates_out[i], 3)))
     broker_rows = [Broker(b, rack_of[b], cap, 125_000_000.0, 125_000_000.0) for b in ids]
     return Snapshot(broker_rows, table, cluster_name, "1970-01-01T00:00:00Z")
+
+
+def with_log_dirs(snapshot: Snapshot, dirs: int = 2, first_share: float = 0.5,
+                  seed: int = 0) -> Snapshot:
+    """The snapshot with ``dirs`` log directories per broker (``/data/d0`` ...), each
+    broker's capacity split evenly between them (the remainder to the first), and each
+    replica in one of them: ``/data/d0`` with probability ``first_share``, else one of
+    the others at random (seeded) — ``first_share`` above 1/dirs makes d0 the full one."""
+    from controller_core.planning.snapshot import LogDir
+
+    np: Any = importlib.import_module("numpy")
+    rng = np.random.default_rng(seed)
+    names = [f"/data/d{i}" for i in range(dirs)]
+    log_dirs = []
+    for b in snapshot.brokers:
+        share = b.disk_capacity_bytes // dirs
+        for i, name in enumerate(names):
+            cap = share + (b.disk_capacity_bytes - share * dirs if i == 0 else 0)
+            log_dirs.append(LogDir(b.id, name, cap))
+    table = snapshot.partitions
+    table.log_dirs = []
+    for reps in table.replicas:
+        row = []
+        for _ in reps:
+            if dirs == 1 or rng.random() < first_share:
+                row.append(names[0])
+            else:
+                row.append(names[1 + int(rng.integers(dirs - 1))])
+        table.log_dirs.append(row)
+    snapshot.log_dirs = log_dirs
+    return snapshot

@@ -28,6 +28,8 @@ from kraftsman.resources import (
     BROKERS_REFUSED,
     BROKERS_REQUIRED,
     CANCEL_WITH_DRY_RUN,
+    DISKS_REFUSED,
+    DISKS_REQUIRED,
     GOALS_WITH_BROKERS,
     GROUP,
     KINDS,
@@ -194,6 +196,8 @@ FIELD_EXTRAS: dict[tuple[str, str], dict[str, Any]] = {
        for model in ("PartitionReassignmentSpec", "LeaderElectionSpec", "KafkaQuorumSpec",
                      "KafkaRebalanceSpec")},
     ("KafkaRebalanceSpec", "brokers"): _SET,
+    ("KafkaRebalanceSpec", "disks"): {"x-kubernetes-list-type": "map",
+                                      "x-kubernetes-list-map-keys": ["broker", "logDir"]},
 }
 
 # CEL rules mirroring the models' cross-field validators (checked at admission, K8s >= 1.25).
@@ -216,6 +220,10 @@ MODEL_RULES: dict[str, list[dict[str, str]]] = {
         {"rule": "!has(self.unregister) || !self.unregister || (has(self.goal) && "
                  "self.goal == 'remove-brokers')",
          "message": UNREGISTER_REFUSED},
+        {"rule": "!(has(self.goal) && self.goal == 'remove-disks') || has(self.disks)",
+         "message": DISKS_REQUIRED},
+        {"rule": "(has(self.goal) && self.goal == 'remove-disks') || !has(self.disks)",
+         "message": DISKS_REFUSED},
     ],
     "LeaderElectionSpec": [
         {"rule": "(has(self.partitions) ? 1 : 0) + (has(self.topics) ? 1 : 0) + "

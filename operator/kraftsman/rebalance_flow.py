@@ -127,6 +127,10 @@ def _lines(items: Any, keys: Sequence[str]) -> list[str]:
     return out
 
 
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
 def figures_of(summary: Mapping[str, Any]) -> ProposalFigures:
     """The status figures from the planner's summary.json (report.summary + fingerprint,
     createdAt, sources)."""
@@ -144,6 +148,8 @@ def figures_of(summary: Mapping[str, Any]) -> ProposalFigures:
         partitions_total=int(summary.get("partitionsTotal") or 0),
         replicas_to_move=int(summary.get("replicasToMove") or 0),
         bytes_to_move=int(summary.get("bytesToMove") or 0),
+        replicas_to_move_between_dirs=_int_or_none(summary.get("replicasToMoveBetweenDirs")),
+        bytes_to_move_between_dirs=_int_or_none(summary.get("bytesToMoveBetweenDirs")),
         estimated_seconds=(None if summary.get("estimatedSeconds") is None
                            else float(summary["estimatedSeconds"])),
         throttle_bytes_per_second=(None if summary.get("throttleBytesPerSecond") is None

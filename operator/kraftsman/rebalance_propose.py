@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from controller_core.planning.fingerprint import table_fingerprint
-from controller_core.planning.goals import GOAL_KINDS, Goal, GoalError, check_goal
+from controller_core.planning.goals import GOAL_KINDS, Goal, GoalError, check_goal, disks_text
 from controller_core.planning.snapshot import Snapshot, SnapshotError
 from kraftsman.auto_rebalance import without_policy
 from kraftsman.resources import (
@@ -35,7 +35,13 @@ from kraftsman.resources import (
 )
 
 log = logging.getLogger("kraftsman.planner")
-_GOAL_FLAG = re.compile(r"--goal ([a-z-]+)( [0-9,]+)?")
+_GOAL_FLAG = re.compile(r"--goal ([a-z-]+)( [0-9]+:\S*?(?=:(?:\s|$))| [0-9,]+)?")
+
+
+def _spec_field(m: re.Match[str]) -> str:
+    if m[1] == "remove-disks":
+        return f"spec.disks{m[2] or ''} (goal remove-disks)"
+    return f"spec.brokers{m[2] or ''} (goal {m[1]})"
 
 
 class ProposeError(Exception):
@@ -76,15 +82,16 @@ def goal_of(name: str, spec: KafkaRebalanceSpec) -> Goal:
         raise ProposeError(f"KafkaRebalance {name}: spec.balance: only with goal add-brokers or "
                            f"remove-brokers (goal is {spec.goal}, which already balances or "
                            "moves no data); remove it")
-    return Goal(spec.goal, brokers, spec.balance)
+    disks = tuple((d.broker, d.log_dir) for d in spec.disks or ())
+    return Goal(spec.goal, brokers, spec.balance, disks)
 
 
 def check_goal_fits(name: str, goal: Goal, snapshot: Snapshot) -> None:
     problems = check_goal(goal, snapshot)
     if problems:
         # the shared checks speak of the CLI's --goal KIND IDS; here the field is spec.brokers
-        text = "; ".join(_GOAL_FLAG.sub(lambda m: f"spec.brokers{m[2] or ''} (goal {m[1]})", p)
-                         for p in problems)
+        # (remove-disks: spec.disks, the CLI's BROKER:DIR list)
+        text = "; ".join(_GOAL_FLAG.sub(_spec_field, p) for p in problems)
         raise ProposeError(f"KafkaRebalance {name}: {text}")
 
 
@@ -180,7 +187,8 @@ def plan_request(spec: KafkaRebalanceSpec, goal: Goal, work: Path, *, master: st
     output to ``work/plan``; ``throttleBytesPerSecond: 0`` plans unthrottled reassignments."""
     from controller_core.planning import pipeline
 
-    words = [goal.kind] + ([",".join(map(str, goal.brokers))] if goal.brokers else [])
+    words = [goal.kind] + ([",".join(map(str, goal.brokers))] if goal.brokers else []) + \
+        ([disks_text(goal.disks)] if goal.disks else [])
     return pipeline.PlanRequest(
         snapshot_dir=work / "snapshot", goal=words, out=work / "plan", balance=goal.balance,
         master=master, throttle=spec.throttle_bytes_per_second or None,
@@ -209,6 +217,8 @@ def plan(req: ProposeRequest, name: str, spec: KafkaRebalanceSpec, snap: Snapsho
         except JavaMissingError as e:
             raise ProposeError(str(e)) from None
     summary = dict(out.summary)
+    if "disks" in summary:
+        summary.update(disks_shown(summary["disks"]))
     summary.update({
         "fingerprint": fingerprint,
         "createdAt": now_text(),
@@ -219,6 +229,21 @@ def plan(req: ProposeRequest, name: str, spec: KafkaRebalanceSpec, snap: Snapsho
         "sparkMaster": master,
     })
     return summary, [r.text for r in out.resources]
+
+
+# log directories a proposal's summary.json lists (the index ConfigMap is at most 1 MiB;
+# report.json of `kraftsman plan` lists them all)
+PROPOSAL_DISK_ROWS = 100
+
+
+def disks_shown(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """At most :data:`PROPOSAL_DISK_ROWS` log directories: the removed ones, then those
+    whose utilisation changes most (then broker, directory); ``disksTotal`` counts all."""
+    ranked = sorted(rows, key=lambda d: (not d["removed"], -abs(d["utilisationAfter"] -
+                                                                  d["utilisationBefore"]),
+                                         d["broker"], d["logDir"]))
+    shown = sorted(ranked[:PROPOSAL_DISK_ROWS], key=lambda d: (d["broker"], d["logDir"]))
+    return {"disks": shown, "disksTotal": len(rows)}
 
 
 def make(req: ProposeRequest, kube: Any) -> tuple[str | None, list[dict[str, Any]]]:

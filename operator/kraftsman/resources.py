@@ -253,7 +253,7 @@ class LeaderElectionSpec(CamelModel):
 
 
 RebalanceGoal = Literal["rebalance", "add-brokers", "remove-brokers", "leader-balance",
-                        "demote-brokers"]
+                        "demote-brokers", "remove-disks"]
 GOALS_WITH_BROKERS = ("add-brokers", "remove-brokers", "demote-brokers")
 # the goals spec.balance widens (a fill or a drain that also balances the others)
 GOALS_WITH_BALANCE = ("add-brokers", "remove-brokers")
@@ -267,6 +267,18 @@ UNREGISTER_REFUSED = ("spec.unregister: only for goal remove-brokers; remove it 
                       "spec.goal")
 BROKERS_REFUSED = ("spec.brokers: only for goals add-brokers, remove-brokers and "
                    "demote-brokers; remove spec.brokers or change spec.goal")
+DISKS_REQUIRED = ("spec.disks: required for goal remove-disks; list the log directories to "
+                  "empty, e.g. disks: [{broker: 3, logDir: /data/d1}]")
+DISKS_REFUSED = ("spec.disks: only for goal remove-disks; remove spec.disks or change "
+                 "spec.goal")
+
+
+class DiskRef(CamelModel):
+    """A log directory of a broker (remove-disks)."""
+
+    broker: BrokerId = Field(description="The broker's node id.")
+    log_dir: str = Field(min_length=1, pattern=r"^[^,]+$", description="The directory's path "
+                         "as in the broker's log.dirs, e.g. /data/d1.")
 
 
 class KafkaRebalanceSpec(CamelModel):
@@ -275,12 +287,17 @@ class KafkaRebalanceSpec(CamelModel):
 
     cluster_ref: ObjectRef = Field(description="The KafkaCluster to plan for.")
     goal: RebalanceGoal = Field(default="rebalance", description="What the plan does: "
-                                "rebalance, add-brokers, remove-brokers, leader-balance or "
-                                "demote-brokers (the goals of `kraftsman plan`).")
+                                "rebalance, add-brokers, remove-brokers, leader-balance, "
+                                "demote-brokers or remove-disks (the goals of `kraftsman "
+                                "plan`).")
     brokers: list[BrokerId] | None = Field(
         default=None, min_length=1, description="Brokers to fill (add-brokers), drain "
         "(remove-brokers) or move preferred leadership away from, moving no data "
         "(demote-brokers); refused for the other goals.")
+    disks: list[DiskRef] | None = Field(
+        default=None, min_length=1, description="remove-disks: the log directories to empty "
+        "into the other directories of their broker (no data crosses the network); refused "
+        "for the other goals.")
     balance: bool = Field(default=False, description="add/remove-brokers: also balance the "
                           "other brokers in the same plan (`kraftsman plan --balance`).")
     throttle_bytes_per_second: int | None = Field(
@@ -314,6 +331,13 @@ class KafkaRebalanceSpec(CamelModel):
             raise ValueError(UNREGISTER_REFUSED)
         if self.brokers is not None and len(set(self.brokers)) != len(self.brokers):
             raise ValueError("spec.brokers lists a broker twice; list each broker once")
+        if self.goal == "remove-disks" and self.disks is None:
+            raise ValueError(DISKS_REQUIRED)
+        if self.goal != "remove-disks" and self.disks is not None:
+            raise ValueError(f"{DISKS_REFUSED} (goal is {self.goal})")
+        pairs = [(d.broker, d.log_dir) for d in self.disks or ()]
+        if len(set(pairs)) != len(pairs):
+            raise ValueError("spec.disks lists a log directory twice; list each one once")
         return self
 
 

@@ -435,6 +435,12 @@ class ProposalFigures(StatusModel):
     partitions_total: int = Field(default=0, ge=0, description="Partitions in the cluster.")
     replicas_to_move: int = Field(default=0, ge=0, description="Replicas copied.")
     bytes_to_move: int = Field(default=0, ge=0, description="Bytes copied.")
+    replicas_to_move_between_dirs: int | None = Field(
+        default=None, ge=0, description="JBOD: replicas copied between log directories of "
+        "their broker (no network); unset when the snapshot has no log directories.")
+    bytes_to_move_between_dirs: int | None = Field(
+        default=None, ge=0, description="JBOD: bytes copied between log directories of their "
+        "broker, apart from bytesToMove.")
     estimated_seconds: float | None = Field(default=None, ge=0, description="At the throttle, "
                                             "reassignments one after another.")
     throttle_bytes_per_second: int | None = Field(default=None, description="Throttle the ETA "

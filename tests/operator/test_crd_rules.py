@@ -101,3 +101,38 @@ def test_rebalance_unregister_only_with_remove_brokers_in_the_crd_and_the_model(
                        "spec.goal"]
     with pytest.raises(UsageError, match=r"spec\.unregister: only for goal remove-brokers"):
         parse_resource(doc)
+
+
+DISKS = [{"broker": 3, "logDir": "/data/d1"}]
+
+
+@pytest.mark.parametrize(("spec", "refused_by"), [
+    ({**REF, "goal": "remove-disks"}, "required"),
+    ({**REF, "goal": "remove-disks", "disks": DISKS}, None),
+    ({**REF, "disks": DISKS}, "only for"),  # goal defaults to rebalance
+    ({**REF, "goal": "remove-brokers", "brokers": [3], "disks": DISKS}, "only for"),
+    ({**REF, "goal": "rebalance"}, None),
+])
+def test_rebalance_disks_fit_the_goal_in_the_crd_and_the_model(
+        spec: dict[str, Any], refused_by: str | None) -> None:
+    """spec.disks: required by remove-disks and refused for every other goal, by the CRD's
+    CEL rules (admission) and the model (the operator and the planner Job) alike."""
+    rules = rules_at(crdgen.crd_schema("KafkaRebalance")["properties"]["spec"])
+    failing = [r["message"] for r in rules if not holds(r["rule"], spec)]
+    doc = {"apiVersion": "kraftsman.io/v1alpha1", "kind": "KafkaRebalance",
+           "metadata": {"name": "x"}, "spec": spec}
+    if refused_by is None:
+        assert failing == []
+        parse_resource(doc)
+        return
+    [message] = failing
+    assert message.startswith(f"spec.disks: {refused_by}")
+    with pytest.raises(UsageError, match=message.split(";")[0].replace(".", r"\.")):
+        parse_resource(doc)
+
+
+def test_rebalance_disks_schema_keys_each_directory_once() -> None:
+    prop = crdgen.crd_schema("KafkaRebalance")["properties"]["spec"]["properties"]["disks"]
+    assert prop["x-kubernetes-list-type"] == "map"
+    assert prop["x-kubernetes-list-map-keys"] == ["broker", "logDir"]
+    assert prop["items"]["required"] == ["broker", "logDir"]

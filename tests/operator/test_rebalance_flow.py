@@ -209,7 +209,8 @@ def test_malformed_index_is_an_error_naming_the_config_map(data: dict[str, str],
     ({"clusterRef": {"name": "demo"}, "goal": "rebalance", "brokers": [1]}, "spec.brokers",
      "remove spec.brokers or change spec.goal"),
     ({"clusterRef": {"name": "demo"}, "goal": "shuffle"}, "spec.goal",
-     "'rebalance', 'add-brokers', 'remove-brokers', 'leader-balance' or 'demote-brokers'"),
+     "'rebalance', 'add-brokers', 'remove-brokers', 'leader-balance', 'demote-brokers' or "
+     "'remove-disks'"),
     ({"clusterRef": {"name": "demo"}, "approval": "Yes"}, "spec.approval", "'Approved'"),
 ])
 def test_invalid_spec_names_the_field_and_the_fix(raw: dict[str, Any], field: str,
@@ -970,6 +971,20 @@ def test_the_summary_s_figures_details_and_defaults_reach_the_status() -> None:
     assert (empty.goal, empty.partitions_in_plan, empty.partitions_total,
             empty.replicas_to_move, empty.bytes_to_move, empty.resources,
             empty.throttle_bytes_per_second) == ("?", 0, 0, 0, 0, 0, None)
+
+
+def test_the_bytes_between_log_dirs_reach_the_status_only_when_planned() -> None:
+    """A JBOD plan's copies between log directories (no network) are their own figures;
+    a plan without log dirs leaves them out of the status (exclude_none)."""
+    f = figures_of({"goal": "remove-disks 3:/d1", "bytesToMove": 0,
+                    "replicasToMoveBetweenDirs": 4, "bytesToMoveBetweenDirs": 800})
+    assert (f.bytes_to_move, f.replicas_to_move_between_dirs,
+            f.bytes_to_move_between_dirs) == (0, 4, 800)
+    dumped = f.model_dump(by_alias=True, mode="json", exclude_none=True)
+    assert (dumped["replicasToMoveBetweenDirs"], dumped["bytesToMoveBetweenDirs"]) == (4, 800)
+    plain = figures_of({"goal": "rebalance", "bytesToMove": 5}).model_dump(
+        by_alias=True, mode="json", exclude_none=True)
+    assert "bytesToMoveBetweenDirs" not in plain and "replicasToMoveBetweenDirs" not in plain
 
 
 def test_only_resource_yaml_keys_of_a_part_are_steps() -> None:

@@ -462,6 +462,9 @@ def test_missing_cluster(kube: Kube, kubeconfig: Path, tmp_path: Path) -> None:
     ({"goal": "demote-brokers", "brokers": [0, 1, 2, 3]},
      "spec.brokers 0,1,2,3 (goal demote-brokers): would leave no broker to lead; the snapshot "
      "knows [0, 1, 2, 3] — leave at least one broker undemoted"),
+    # the embedded cluster's snapshot records no log directories (yet)
+    ({"goal": "remove-disks", "disks": [{"broker": 0, "logDir": "/data/d1"}]},
+     "spec.disks 0:/data/d1 (goal remove-disks): the snapshot has no log-dir information"),
 ])
 def test_bad_goal_or_brokers(kube: Kube, kubeconfig: Path, tmp_path: Path, spec: dict[str, Any],
                              expected: str) -> None:
@@ -500,6 +503,24 @@ def test_bad_goal_or_brokers(kube: Kube, kubeconfig: Path, tmp_path: Path, spec:
     ({"goal": "rebalance"}, None),
     ({"goal": "remove-brokers", "brokers": [3], "balance": True}, None),
     ({"goal": "demote-brokers", "brokers": [3, 4]}, None),
+    ({"goal": "remove-disks"}, "spec.disks: required for goal remove-disks; list the log "
+     "directories to empty, e.g. disks: [{broker: 3, logDir: /data/d1}]"),
+    ({"goal": "remove-disks", "disks": [{"broker": 3, "logDir": "/d1"}], "brokers": [3]},
+     "spec.brokers: only for goals"),
+    ({"goal": "rebalance", "disks": [{"broker": 3, "logDir": "/d1"}]},
+     "spec.disks: only for goal remove-disks; remove spec.disks or change spec.goal (goal is "
+     "rebalance)"),
+    ({"goal": "remove-disks", "disks": []}, "spec.disks: List should have at least 1"),
+    ({"goal": "remove-disks", "disks": [{"broker": 3}]}, "spec.disks[0].logDir: Field required"),
+    ({"goal": "remove-disks", "disks": [{"broker": 3, "logDir": "/a,/b"}]},
+     "spec.disks[0].logDir: String should match pattern"),
+    ({"goal": "remove-disks", "disks": [{"broker": 3, "logDir": "/d1"},
+                                        {"broker": 3, "logDir": "/d1"}]},
+     "spec.disks lists a log directory twice"),
+    ({"goal": "remove-disks", "disks": [{"broker": 3, "logDir": "/d1"}], "balance": True},
+     "spec.balance: only with goal add-brokers or remove-brokers (goal is remove-disks"),
+    ({"goal": "remove-disks", "disks": [{"broker": 3, "logDir": "/d1"},
+                                        {"broker": 4, "logDir": "/d2"}]}, None),
 ])
 def test_spec_checks(spec: dict[str, Any], expected: str | None) -> None:
     """The same checks in-process (each also reached by the console script above)."""
@@ -508,6 +529,7 @@ def test_spec_checks(spec: dict[str, Any], expected: str | None) -> None:
         goal = goal_of("r", parse_rebalance("r", doc))
         assert (goal.kind, goal.brokers, goal.balance) == (
             spec["goal"], tuple(spec.get("brokers", ())), spec.get("balance", False))
+        assert goal.disks == tuple((d["broker"], d["logDir"]) for d in spec.get("disks", ()))
         return
     with pytest.raises(ProposeError, match=re.escape(expected)):
         goal_of("r", parse_rebalance("r", doc))
@@ -525,6 +547,68 @@ def test_goal_problems_name_the_spec_field() -> None:
             "KafkaRebalance r: spec.brokers 2,7 (goal demote-brokers): unknown broker(s) [7]; "
             "the snapshot knows [0, 1, 2, 3] — name brokers of this cluster")):
         check_goal_fits("r", Goal("demote-brokers", (2, 7)), snap)
+
+
+def test_a_remove_disks_proposal_moves_replicas_between_the_dirs_of_their_broker(
+        tmp_path: Path) -> None:
+    """The Job's planning step (rebalance_propose.plan, as `make` calls it once the snapshot
+    is taken) on a snapshot with log dirs: the documents name each replica's dir, the named
+    dirs empty into the other dirs of their broker, no replica changes broker; a refusal
+    names spec.disks. (Today's snapshots of the embedded cluster and of a real one record
+    no log dirs: the console-script run above is refused saying so.)"""
+    from controller_core.planning.goals import Goal
+    from controller_core.planning.synthetic import make_snapshot, with_log_dirs
+    from kraftsman.rebalance_propose import ProposeRequest, plan
+
+    snap = with_log_dirs(make_snapshot(brokers=4, partitions=40, seed=3,
+                                       disk_capacity_bytes=40_000_000_000), dirs=2,
+                         first_share=0.3, seed=1)
+    spec = parse_rebalance("jbod", {"clusterRef": {"name": "demo"}, "goal": "remove-disks",
+                                    "disks": [{"broker": 2, "logDir": "/data/d0"}],
+                                    "maxPartitionsPerResource": 5})
+    goal = goal_of("jbod", spec)
+    assert goal == Goal("remove-disks", disks=((2, "/data/d0"),))
+    req = ProposeRequest(namespace="default", name="jbod", proposal_id="1", state_dir=tmp_path)
+    summary, docs = plan(req, "jbod", spec, snap, goal)
+    assert summary["goal"] == "remove-disks 2:/data/d0"
+    assert summary["disksTotal"] == 8 and len(summary["disks"]) == 8
+    assert summary["bytesToMove"] == 0 and summary["bytesToMoveBetweenDirs"] > 0
+    assert [(d["broker"], d["logDir"], d["usedBytesAfter"]) for d in summary["disks"]
+            if d["removed"]] == [(2, "/data/d0", 0)]
+    moves = [m for doc in docs for m in yaml.safe_load(doc)["spec"]["partitions"]]
+    assert len(docs) > 1 and all(len(yaml.safe_load(doc)["spec"]["partitions"]) <= 5
+                                 for doc in docs)
+    assert snap.partitions.log_dirs is not None
+    rows = {(t, p): (r, d) for t, p, r, d in zip(
+        snap.partitions.topic, snap.partitions.partition, snap.partitions.replicas,
+        snap.partitions.log_dirs, strict=True)}
+    assert {(m["topic"], m["partition"]) for m in moves} == {
+        k for k, (r, d) in rows.items() if (2, "/data/d0") in set(zip(r, d, strict=True))}
+    for m in moves:
+        reps, dirs = rows[(m["topic"], m["partition"])]
+        assert m["replicas"] == reps
+        assert m["log_dirs"] == [("/data/d1" if b == 2 else d)
+                                 for b, d in zip(reps, dirs, strict=True)]
+    with pytest.raises(ProposeError, match=re.escape(
+            "KafkaRebalance jbod: spec.disks 2:/data/d9 (goal remove-disks): broker 2 has no "
+            "log directory '/data/d9'; its directories are ['/data/d0', '/data/d1']")):
+        check_goal_fits("jbod", Goal("remove-disks", disks=((2, "/data/d9"),)), snap)
+
+
+def test_a_proposal_lists_at_most_100_log_dirs_the_removed_ones_first() -> None:
+    """summary.json lives in the index ConfigMap (1 MiB): a big JBOD cluster's directories
+    are cut to the removed ones, then those whose utilisation changes most."""
+    from kraftsman.rebalance_propose import PROPOSAL_DISK_ROWS, disks_shown
+
+    rows = [{"broker": b, "logDir": f"/d{i}", "removed": (b, i) == (7, 3),
+             "utilisationBefore": 0.5, "utilisationAfter": 0.5 + (0.3 if b == 9 else 0.0)
+             + i / 1000} for b in range(20) for i in range(10)]
+    cut = disks_shown(rows)
+    assert cut["disksTotal"] == 200 and len(cut["disks"]) == PROPOSAL_DISK_ROWS == 100
+    keys = [(d["broker"], d["logDir"]) for d in cut["disks"]]
+    assert keys == sorted(keys)  # shown in broker, dir order
+    assert (7, "/d3") in keys and all((9, f"/d{i}") in keys for i in range(10))
+    assert (0, "/d0") not in keys  # unchanged: the first left out
 
 
 def test_embedded_state_not_mounted(kube: Kube, kubeconfig: Path, tmp_path: Path) -> None:

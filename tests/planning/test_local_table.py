@@ -21,7 +21,7 @@ from controller_core.planning.pid import partition_ids, topic_hash
 from controller_core.planning.result import PlanResult
 from controller_core.planning.snapshot import Broker, PartitionTable, Snapshot, read_snapshot
 from controller_core.planning.spark_job import PlanOptions, run_plan, spark_loads
-from controller_core.planning.synthetic import make_snapshot
+from controller_core.planning.synthetic import make_snapshot, with_log_dirs
 
 from .conftest import save
 
@@ -117,6 +117,20 @@ def test_the_same_demotion_when_some_partitions_have_only_demoted_replicas(
     assert on_spark.shortfalls[0].startswith(
         f"demote-brokers: {stuck} partition(s) keep a demoted")
     assert on_spark.moves and comparable(on_driver) == comparable(on_spark)
+
+
+def test_the_same_log_dirs_on_a_jbod_snapshot(spark: Any, tmp_path: Path) -> None:
+    """Log dirs are chosen after the rounds from the moves: a rebalance and a remove-disks on
+    a snapshot with three dirs per broker give Spark's plan, dirs and disk table included."""
+    snap = with_log_dirs(renamed(make_snapshot(brokers=9, partitions=300, seed=5, skew=1.0)),
+                         dirs=3, first_share=0.6, seed=4)
+    d = save(snap, tmp_path / "jbod")
+    for goal in ("rebalance", "remove-disks 0:/data/d0,5:/data/d2"):
+        on_spark, on_driver = both(spark, d, goal)
+        assert on_spark.disks is not None and on_spark.moves
+        assert all(m.dirs_after is not None for m in on_spark.moves)
+        assert comparable(on_driver) == comparable(on_spark)
+    assert on_spark.dir_bytes_moved > 0 and on_spark.bytes_moved == 0
 
 
 def test_partition_ids_and_loads_are_sparks(spark: Any, tmp_path: Path) -> None:

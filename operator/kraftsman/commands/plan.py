@@ -52,7 +52,10 @@ def register(sub: Any) -> None:
     p.add_argument("--goal", nargs="+", required=True, metavar="GOAL",
                    help=f"one of {', '.join(GOAL_KINDS)}; add-brokers/remove-brokers/"
                         "demote-brokers take broker ids: --goal add-brokers 7,8; "
-                        "demote-brokers 3 moves broker 3's preferred leadership away, no data")
+                        "demote-brokers 3 moves broker 3's preferred leadership away, no data; "
+                        "remove-disks BROKER:DIR,... empties log directories into the other "
+                        "directories of their broker: --goal remove-disks 3:/data/d1 (needs "
+                        "a snapshot with log dirs)")
     p.add_argument("--balance", action="store_true",
                    help="with add-brokers/remove-brokers: also balance the other brokers in "
                         "the same plan (replicas may move between any brokers that stay)")
@@ -167,6 +170,9 @@ def run_plan(args: argparse.Namespace) -> int:
     print(f"  goal: {s['goal']}; partitions in plan: {s['partitionsInPlan']} of "
           f"{s['partitionsTotal']}; replicas to copy: {s['replicasToMove']}; "
           f"data: {fmt_bytes(s['bytesToMove'])}")
+    if "bytesToMoveBetweenDirs" in s:
+        print(f"  between log directories of one broker: {s['replicasToMoveBetweenDirs']} "
+              f"replica(s), {fmt_bytes(s['bytesToMoveBetweenDirs'])} (no network)")
     for name, v in s["maxOverMean"].items():
         if name in ("replicas", "leaders", "disk_bytes"):
             print(f"  {name} max/mean: {v['before']:.3f} -> {v['after']:.3f}")
