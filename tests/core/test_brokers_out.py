@@ -208,6 +208,15 @@ def test_cordon_on_an_old_cluster_sends_nothing_and_says_why(tmp_path: Path) -> 
     assert brokers_out.uncordon(c, [3]) == []
 
 
+def test_cordon_at_exactly_metadata_version_4_3_iv0_cordons(tmp_path: Path) -> None:
+    """The first version with cordoning (Kafka's MetadataVersion.isCordonedLogDirsSupported:
+    IBP_4_3_IV0 and later) is enough."""
+    c = four(tmp_path, metadataVersion="4.3-IV0")
+    out = brokers_out.cordon(c, [3])
+    assert out == brokers_out.CordonOutcome(cordoned=(3,))
+    assert brokers_out.cordoned_brokers(c) == {3: "*"}
+
+
 def test_cordon_on_a_cluster_that_does_not_say_its_version_reads_kafkas_refusal(
         tmp_path: Path) -> None:
     class Silent(PassThrough):
