@@ -53,6 +53,29 @@ def test_cancel_with_dry_run_is_refused_by_the_crd_and_the_model() -> None:
                         "metadata": {"name": "x"}, "spec": both})
 
 
+def rebalance_rules_failing(spec: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    """The messages of the KafkaRebalance CRD's CEL rules that ``spec`` breaks, and the
+    resource the model parses."""
+    rules = rules_at(crdgen.crd_schema("KafkaRebalance")["properties"]["spec"])
+    failing = [r["message"] for r in rules if not holds(r["rule"], spec)]
+    return failing, {"apiVersion": "kraftsman.io/v1alpha1", "kind": "KafkaRebalance",
+                     "metadata": {"name": "x"}, "spec": spec}
+
+
+def refused_alike(spec: dict[str, Any], field: str, refused_by: str | None) -> None:
+    """The CRD (admission) and the model (the operator, the planner Job) take ``spec`` alike,
+    or both refuse it with the same message about ``field``."""
+    failing, doc = rebalance_rules_failing(spec)
+    if refused_by is None:
+        assert failing == []
+        parse_resource(doc)
+        return
+    [message] = failing
+    assert message.startswith(f"{field}: {refused_by}")
+    with pytest.raises(UsageError, match=message.split(";")[0].replace(".", r"\.")):
+        parse_resource(doc)
+
+
 @pytest.mark.parametrize(("spec", "refused_by"), [
     ({**REF, "goal": "add-brokers"}, "required"),
     ({**REF, "goal": "remove-brokers"}, "required"),
@@ -66,18 +89,7 @@ def test_cancel_with_dry_run_is_refused_by_the_crd_and_the_model() -> None:
 ])
 def test_rebalance_brokers_fit_the_goal_in_the_crd_and_the_model(
         spec: dict[str, Any], refused_by: str | None) -> None:
-    rules = rules_at(crdgen.crd_schema("KafkaRebalance")["properties"]["spec"])
-    failing = [r["message"] for r in rules if not holds(r["rule"], spec)]
-    doc = {"apiVersion": "kraftsman.io/v1alpha1", "kind": "KafkaRebalance",
-           "metadata": {"name": "x"}, "spec": spec}
-    if refused_by is None:
-        assert failing == []
-        parse_resource(doc)
-        return
-    [message] = failing
-    assert message.startswith(f"spec.brokers: {refused_by}")
-    with pytest.raises(UsageError, match=message.split(";")[0].replace(".", r"\.")):
-        parse_resource(doc)
+    refused_alike(spec, "spec.brokers", refused_by)
 
 
 @pytest.mark.parametrize(("spec", "refused"), [
@@ -89,10 +101,7 @@ def test_rebalance_brokers_fit_the_goal_in_the_crd_and_the_model(
 ])
 def test_rebalance_unregister_only_with_remove_brokers_in_the_crd_and_the_model(
         spec: dict[str, Any], refused: bool) -> None:
-    rules = rules_at(crdgen.crd_schema("KafkaRebalance")["properties"]["spec"])
-    failing = [r["message"] for r in rules if not holds(r["rule"], spec)]
-    doc = {"apiVersion": "kraftsman.io/v1alpha1", "kind": "KafkaRebalance",
-           "metadata": {"name": "x"}, "spec": spec}
+    failing, doc = rebalance_rules_failing(spec)
     if not refused:
         assert failing == []
         parse_resource(doc)
@@ -117,18 +126,7 @@ def test_rebalance_disks_fit_the_goal_in_the_crd_and_the_model(
         spec: dict[str, Any], refused_by: str | None) -> None:
     """spec.disks: required by remove-disks and refused for every other goal, by the CRD's
     CEL rules (admission) and the model (the operator and the planner Job) alike."""
-    rules = rules_at(crdgen.crd_schema("KafkaRebalance")["properties"]["spec"])
-    failing = [r["message"] for r in rules if not holds(r["rule"], spec)]
-    doc = {"apiVersion": "kraftsman.io/v1alpha1", "kind": "KafkaRebalance",
-           "metadata": {"name": "x"}, "spec": spec}
-    if refused_by is None:
-        assert failing == []
-        parse_resource(doc)
-        return
-    [message] = failing
-    assert message.startswith(f"spec.disks: {refused_by}")
-    with pytest.raises(UsageError, match=message.split(";")[0].replace(".", r"\.")):
-        parse_resource(doc)
+    refused_alike(spec, "spec.disks", refused_by)
 
 
 def test_rebalance_disks_schema_keys_each_directory_once() -> None:
