@@ -89,6 +89,29 @@ class ReplicaStatus(NamedTuple):
     time_ms: int = 0
 
 
+class LogDirReplica(NamedTuple):
+    """One replica in one log directory (DescribeLogDirs)."""
+
+    tp: TopicPartition
+    size_bytes: int
+    offset_lag: int = 0
+    # KIP-113: the copy a broker is making in this directory while the replica moves here
+    # from another directory of the same broker (DescribeLogDirs' is_future_key).
+    future: bool = False
+
+
+class LogDir(NamedTuple):
+    """One log directory of one broker, as DescribeLogDirs answers it."""
+
+    broker: int
+    path: str
+    replicas: tuple[LogDirReplica, ...] = ()
+    error: str | None = None  # Kafka's error name for an offline directory
+    total_bytes: int | None = None  # None: the broker does not say (-1 on the wire)
+    usable_bytes: int | None = None
+    cordoned: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class ElectionOutcome:
     results: dict[TopicPartition, ApiResult]
@@ -159,6 +182,26 @@ class ClusterAdmin(Protocol):
         """Bytes in each replica's log (DescribeLogDirs, asked of each replica's broker);
         replicas that do not exist, or whose broker does not answer (down), are omitted.
         Cheaper than replica_status when only progress in bytes is wanted."""
+        ...
+
+    def describe_log_dirs(
+        self, brokers: Iterable[int], partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[int, tuple[LogDir, ...]]:
+        """Each broker's log directories (DescribeLogDirs, asked of each broker), with the
+        replicas of ``partitions`` (None: every replica) they hold, future replicas included;
+        a broker that does not answer (down) is omitted."""
+        ...
+
+    def alter_replica_log_dirs(
+        self, moves: Mapping[tuple[TopicPartition, int], str]
+    ) -> dict[tuple[TopicPartition, int], ApiResult]:
+        """AlterReplicaLogDirs (KIP-113), asked of each replica's broker: move the replica
+        on that broker to the log directory at the path given. Per replica, as Kafka answers:
+        LOG_DIR_NOT_FOUND (no such directory on the broker), KAFKA_STORAGE_ERROR (the
+        directory is offline), REPLICA_NOT_AVAILABLE (the broker does not host the replica
+        yet: it keeps the directory for when it does, and the caller asks again). A replica
+        already in that directory is NONE. A broker that does not answer gives each of its
+        replicas BROKER_NOT_AVAILABLE; nothing to move: no request."""
         ...
 
     def elect_leaders(

@@ -75,6 +75,8 @@ KAFKA_STORAGE_ERROR = ErrorCode.of(_kerr.KafkaStorageError)
 OFFSET_OUT_OF_RANGE = ErrorCode.of(_kerr.OffsetOutOfRangeError)
 UNKNOWN_TOPIC_ID = ErrorCode.of(_kerr.UnknownTopicIdError)
 BROKER_ID_NOT_REGISTERED = ErrorCode.of(_kerr.BrokerIdNotRegisteredError)
+LOG_DIR_NOT_FOUND = ErrorCode.of(_kerr.LogDirNotFoundError)
+REPLICA_NOT_AVAILABLE = ErrorCode.of(_kerr.ReplicaNotAvailableError)
 
 
 @dataclass(frozen=True, slots=True)
