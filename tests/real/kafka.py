@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -60,6 +61,7 @@ TOOLS = {
     "kafka-metadata-quorum": "org.apache.kafka.tools.MetadataQuorumCommand",
     "kafka-features": "org.apache.kafka.tools.FeatureCommand",
     "kafka-broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
+    "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
 }
 
 
@@ -227,14 +229,20 @@ class RealKafka:
     def log(self, node_id: int) -> Path:
         return self.node_dir(node_id) / "server.log"
 
+    def log_dirs(self, node_id: int) -> list[str]:
+        """The node's log directories: two on a broker (JBOD: moves between them, KIP-113),
+        one on a controller (its metadata log)."""
+        d = self.node_dir(node_id)
+        names = ("data", "data-b") if node_id in BROKERS else ("data",)
+        return [str(d / n) for n in names]
+
     # -- configuration ---------------------------------------------------------------------------
     def _properties(self, node: Node) -> str:
         lay = self._lay()
-        d = self.node_dir(node.id)
         lines = [
             f"node.id={node.id}",
             f"process.roles={node.roles}",
-            f"log.dirs={d / 'data'}",
+            f"log.dirs={','.join(self.log_dirs(node.id))}",
             f"controller.quorum.bootstrap.servers={self.controller_bootstrap(lay.voters)}",
             "controller.listener.names=CONTROLLER",
             # Reconnect quickly after a node is killed on purpose.
@@ -386,20 +394,41 @@ class RealKafka:
         return self.node_dir(node_id) / "pid"
 
     def pid(self, node_id: int) -> int | None:
+        """The node's JVM, if it runs. The pid file alone does not say so: pids come round
+        again (pid_max is 32,768 on these machines, and a CI run starts tens of thousands of
+        processes), and a start that trusted a reused pid would do nothing, a kill end
+        somebody else's process. The process must be this node's JVM (its config file on
+        its command line)."""
         try:
             pid = int(self.pid_file(node_id).read_text())
         except (FileNotFoundError, ValueError):
             return None
-        return pid if _alive(pid) else None
+        if not _alive(pid):
+            return None
+        config = str(self.node_dir(node_id) / "server.properties").encode()
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return None
+        return pid if config in cmdline else None
 
     def running(self, node_id: int) -> bool:
         return self.pid(node_id) is not None
 
     def start(self, node_id: int) -> None:
-        """Start one node's JVM (a no-op if it runs)."""
+        """Start one node's JVM (a no-op if it runs). A spare controller whose port is taken
+        takes a new one first: chosen when the cluster was made, its port stood unused for
+        the minutes until a test started it, in which any other server could take it."""
         if self.running(node_id):
             return
         d = self.node_dir(node_id)
+        node = self.node(node_id)
+        if node_id in SPARE_CONTROLLERS and not _bindable(node.ports["CONTROLLER"]):
+            node.ports["CONTROLLER"] = free_port()
+            self._write_config(node)
+            part = self.dir / "cluster.json.part"
+            self._lay().save(part)
+            part.rename(self.layout_path)
         cfg = d / "server.properties"
         out = (d / "stdout.log").open("ab")
         cmd = [java(), *JVM, f"-Dlog4j2.configurationFile={d / 'log4j2.properties'}",
@@ -407,6 +436,30 @@ class RealKafka:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         self.pid_file(node_id).write_text(f"{proc.pid}\n")
+
+    def wait_observing(self, node_id: int, timeout: float = 120.0) -> None:
+        """Until a controller that is no voter fetches (the leader lists it among the
+        observers); otherwise fail saying whether its JVM runs, with the tail of its log."""
+        deadline = time.monotonic() + timeout
+        last = "no answer yet"
+        while time.monotonic() < deadline:
+            if not self.running(node_id):
+                break
+            try:
+                with self.admin() as a:
+                    q = a.describe_quorum()
+                if node_id in {r.replica_id for r in q.replicas}:
+                    return
+                last = f"leader {q.leader_id} lists {sorted(r.replica_id for r in q.replicas)}"
+            except Exception as e:  # any failure means "not yet"
+                last = f"{type(e).__name__}: {e}"
+            time.sleep(0.5)
+        state = "runs" if self.running(node_id) else "is not running"
+        raise RealKafkaError(
+            f"controller {node_id} did not fetch within {timeout:.0f} s ({last}); its JVM "
+            f"{state}, on port {self.node(node_id).ports['CONTROLLER']}; its log "
+            f"{self.log(node_id)}:\n{_tail(self.log(node_id))}"
+            f"{_tail(self.node_dir(node_id) / 'stdout.log')}")
 
     def kill(self, node_id: int, sig: int = signal.SIGKILL, timeout: float = 60.0) -> None:
         """Stop one node: SIGKILL (a crash) by default, SIGTERM for a controlled shutdown."""
@@ -497,6 +550,18 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _bindable(port: int) -> bool:
+    """Whether a server could listen on the port now (as the JVM binds: SO_REUSEADDR, so a
+    connection of a node killed earlier, left in TIME_WAIT, does not count)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _reap(pid: int) -> None:

@@ -150,6 +150,7 @@ def test_a_controller_is_added_then_a_voter_removed(real_kafka: Session, tmp_pat
     assert early.returncode == 2 and "unknown node id(s) [103]" in early.stderr, early.stderr
     assert "must be running" in early.stderr
     c.start(103)
+    c.wait_observing(103)  # (failing, it says why: the JVM's state and log)
     wait_for(lambda: 103 in json.loads(cli.ok("quorum", "describe", "-o", "json"))[
         "currentObservers"], "controller 103 fetching as an observer")
     missing = cli.run("quorum", "alter", "--voters", "100,101,102,103")

@@ -48,6 +48,7 @@ async def test_the_deployed_operator_drives_a_real_kafka(api: Api, deployed: Any
 
     # KIP-853 on the real quorum: controller 103 joins, then voter 100 leaves.
     c.start(103)
+    c.wait_observing(103)  # (failing, it says why: the JVM's state and log)
     await api.create("KafkaQuorum", "q", {**ref, "voters": [100, 101, 102, 103],
                                           "controllers": [{"id": 103, "endpoints": [
                                               c.controller_endpoint(103)]}]})
