@@ -27,6 +27,7 @@ import kafka.errors as kerr
 from kafka.admin import KafkaAdminClient
 from kafka.protocol.admin import (
     AlterPartitionReassignmentsRequest,
+    AlterReplicaLogDirsRequest,
     CreateTopicsRequest,
     DescribeClusterRequest,
     DescribeConfigsRequest,
@@ -60,6 +61,8 @@ from controller_core.admin import (
     ClusterDescription,
     ConfigResource,
     ElectionOutcome,
+    LogDir,
+    LogDirReplica,
     OngoingReassignment,
     PartitionDescription,
     ReplicaStatus,
@@ -277,6 +280,73 @@ class KafkaAdmin:
                     if not p.is_future_key:
                         out[TopicPartition(t.name, p.partition_index)] = p
         return out
+
+    def describe_log_dirs(self, brokers: Iterable[int],
+                          partitions: Iterable[TopicPartition] | None = None
+                          ) -> dict[int, tuple[LogDir, ...]]:
+        topics = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = defaultdict(list)
+            for tp in partitions:
+                by_topic[tp.topic].append(tp.partition)
+            _Topic = DescribeLogDirsRequest.DescribableLogDirTopic
+            topics = [_Topic(topic=t, partitions=sorted(ps)) for t, ps in by_topic.items()]
+        wanted = list(dict.fromkeys(brokers))
+
+        def go() -> dict[int, tuple[LogDir, ...]]:
+            out: dict[int, tuple[LogDir, ...]] = {}
+            for broker in wanted:
+                try:
+                    r = self._send(DescribeLogDirsRequest(topics=topics), node_id=broker)
+                except kerr.KafkaError:
+                    continue  # down (or gone): it has nothing to say, as the port says
+                _check(getattr(r, "error_code", 0) or 0, None,
+                       f"DescribeLogDirs on broker {broker}")
+                out[broker] = tuple(sorted((_log_dir(broker, d) for d in r.results),
+                                           key=lambda d: d.path))
+            return out
+        return self._call("DescribeLogDirs", go)
+
+    def alter_replica_log_dirs(self, moves: Mapping[tuple[TopicPartition, int], str]
+                               ) -> dict[tuple[TopicPartition, int], ApiResult]:
+        by_broker: dict[int, dict[str, list[TopicPartition]]] = defaultdict(
+            lambda: defaultdict(list))
+        for (tp, broker), path in moves.items():
+            by_broker[broker][path].append(tp)
+        _Dir = AlterReplicaLogDirsRequest.AlterReplicaLogDir
+        _Topic = _Dir.AlterReplicaLogDirTopic
+
+        def request(dirs: Mapping[str, list[TopicPartition]]) -> Any:
+            out = []
+            for path, tps in dirs.items():
+                topics: dict[str, list[int]] = defaultdict(list)
+                for tp in tps:
+                    topics[tp.topic].append(tp.partition)
+                out.append(_Dir(path=path, topics=[_Topic(name=t, partitions=sorted(ps))
+                                                   for t, ps in topics.items()]))
+            return AlterReplicaLogDirsRequest(dirs=out)
+
+        def go() -> dict[tuple[TopicPartition, int], ApiResult]:
+            out: dict[tuple[TopicPartition, int], ApiResult] = {}
+            for broker, dirs in by_broker.items():
+                try:
+                    r = self._send(request(dirs), node_id=broker)
+                except kerr.KafkaError as e:  # down (or gone)
+                    unavailable = ApiResult(errors.BROKER_NOT_AVAILABLE, (
+                        f"broker {broker} did not answer AlterReplicaLogDirs "
+                        f"({type(e).__name__})"))
+                    out.update({(tp, broker): unavailable
+                                for tps in dirs.values() for tp in tps})
+                    continue
+                for t in r.results:
+                    for p in t.partitions:
+                        error = ErrorCode.for_code(p.error_code)
+                        out[(TopicPartition(t.topic_name, p.partition_index), broker)] = \
+                            ApiResult(error, "" if error.ok else _log_dir_problem(error, broker))
+            return out
+        if not by_broker:
+            return {}
+        return self._call("AlterReplicaLogDirs", go)
 
     def _leader_sizes(self, led: Iterable[tuple[TopicPartition, int]]) -> dict[TopicPartition, int]:
         by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
@@ -994,3 +1064,30 @@ def open_kafka_admin(bootstrap_servers: str, secret_data: Mapping[str, str | byt
             f"{retry.total_seconds:.0f} s ({type(e).__name__}); check spec.bootstrapServers, "
             "the network path and security.protocol")) from None
     return KafkaAdmin(client, bootstrap_servers, retry=retry)
+
+
+def _log_dir(broker: int, d: Any) -> LogDir:
+    """One DescribeLogDirs result as the port's value (-1 bytes: the broker does not say)."""
+    replicas = tuple(sorted((LogDirReplica(TopicPartition(t.name, p.partition_index),
+                                           int(p.partition_size), int(p.offset_lag),
+                                           bool(p.is_future_key))
+                             for t in d.topics for p in t.partitions),
+                            key=lambda r: (r.tp, r.future)))
+    total = int(getattr(d, "total_bytes", -1))
+    usable = int(getattr(d, "usable_bytes", -1))
+    return LogDir(broker, d.log_dir, replicas,
+                  None if d.error_code == 0 else ErrorCode.for_code(d.error_code).name,
+                  total if total >= 0 else None, usable if usable >= 0 else None,
+                  bool(getattr(d, "is_cordoned", False)))
+
+
+def _log_dir_problem(error: ErrorCode, broker: int) -> str:
+    """What a per-replica AlterReplicaLogDirs error means to the person moving it."""
+    if error == errors.LOG_DIR_NOT_FOUND:
+        return f"broker {broker} has no log directory at that path (see describe log dirs)"
+    if error == errors.KAFKA_STORAGE_ERROR:
+        return f"the log directory is offline on broker {broker}"
+    if error == errors.REPLICA_NOT_AVAILABLE:
+        return (f"broker {broker} does not host the replica yet; it keeps the directory for "
+                "when it does")
+    return error.name
