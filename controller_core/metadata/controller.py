@@ -44,6 +44,9 @@ from controller_core.model import (
 Emit = Callable[[Record], None]
 
 THROTTLE_RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+# KIP-113: a broker-wide cap on copies between its log directories (Kafka's
+# DynamicConfig.Broker, a LONG like the rates above).
+LOG_DIR_THROTTLE_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 # Kafka's DynamicConfig.Broker defines both rates as LONG, atLeast(0): a rate is a whole
 # number of bytes/second from 0 to Long.MAX_VALUE (its default: unthrottled).
 MAX_THROTTLE_RATE = 2**63 - 1

@@ -27,7 +27,7 @@ from controller_core.errors import ApiResult, ErrorCode, KafkaApiError
 from controller_core.gc_pause import gc_paused
 from controller_core.metadata.partition_change import would_strand
 from controller_core.model import ElectionType, TopicPartition
-from controller_core.orchestration import throttles
+from controller_core.orchestration import log_dir_moves, throttles
 from controller_core.orchestration.estimate import (
     SCAN_FACTOR,
     MoveCost,
@@ -85,12 +85,18 @@ class ReassignmentPlan:
     limits: Limits = Limits()
     elect_preferred_leaders: bool = False
     additional: bool = False
+    # KIP-113: the log directory named for some replicas (broker -> path), by partition
+    log_dirs: Mapping[TopicPartition, Mapping[int, str]] = field(default_factory=dict)
 
     @classmethod
     def from_moves(cls, moves: Iterable[tuple[TopicPartition, Sequence[int]]], *,
                    limits: Limits = Limits(), elect_preferred_leaders: bool = False,
-                   additional: bool = False) -> tuple[ReassignmentPlan, list[PlanProblem]]:
-        """Build a plan; a partition listed twice is a problem (which target would win?)."""
+                   additional: bool = False,
+                   log_dirs: Mapping[TopicPartition, Sequence[str]] | None = None
+                   ) -> tuple[ReassignmentPlan, list[PlanProblem]]:
+        """Build a plan; a partition listed twice is a problem (which target would win?).
+        ``log_dirs``: as kafka-reassign-partitions' ``log_dirs``, one per target replica,
+        ``"any"`` where the broker may choose."""
         out: dict[TopicPartition, tuple[int, ...]] = {}
         problems = []
         for tp, replicas in moves:
@@ -98,7 +104,18 @@ class ReassignmentPlan:
                 problems.append(PlanProblem(tp, errors.INVALID_REQUEST,
                                             f"{tp} is listed more than once in the plan"))
             out[tp] = tuple(replicas)
-        return cls(out, limits, elect_preferred_leaders, additional), problems
+        dirs: dict[TopicPartition, dict[int, str]] = {}
+        for tp, paths in (log_dirs or {}).items():
+            target = out.get(tp, ())
+            if len(paths) != len(target):
+                problems.append(PlanProblem(tp, errors.INVALID_REQUEST, (
+                    f"{tp}: log_dirs has {len(paths)} entries for {len(target)} replicas; "
+                    "give one per replica, \"any\" where the broker may choose")))
+                continue
+            named = {b: path for b, path in zip(target, paths, strict=True) if path != "any"}
+            if named:
+                dirs[tp] = named
+        return cls(out, limits, elect_preferred_leaders, additional, dirs), problems
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +234,7 @@ def _plan_problems(admin: ClusterAdmin, plan: ReassignmentPlan,
                 f"{tp}: broker(s) {offline} are fenced (offline); a replica there cannot catch "
                 f"up — bring them back or choose from the live brokers "
                 f"{sorted(brokers - fenced)}")))
+    problems += _log_dir_problems(admin, plan, current)
     if not plan.additional:
         # As ReassignPartitionsCommand: no new plan while any reassignment is in progress,
         # unless it is additional. Moves already heading to this plan's targets are this
@@ -231,6 +249,25 @@ def _plan_problems(admin: ClusterAdmin, plan: ReassignmentPlan,
                 f"cannot start: {len(others)} partition reassignment(s) already in progress "
                 f"({shown}{more}); wait for them, cancel them, or mark this plan additional "
                 "to move on top of them"))
+    return problems
+
+
+def _log_dir_problems(admin: ClusterAdmin, plan: ReassignmentPlan,
+                      current: Mapping[TopicPartition, PartitionDescription]
+                      ) -> list[PlanProblem]:
+    """A named directory the broker does not have (asked of each broker; one that does not
+    answer, down, is asked again when its replica moves)."""
+    named = log_dir_moves.wanted(plan.log_dirs, [tp for tp in plan.log_dirs if tp in current])
+    if not named:
+        return []
+    listing = admin.describe_log_dirs(sorted({b for _, b in named}), [])
+    problems = []
+    for (tp, b), path in sorted(named.items()):
+        have = sorted(d.path for d in listing.get(b, ()))
+        if b in listing and path not in have:
+            problems.append(PlanProblem(tp, errors.LOG_DIR_NOT_FOUND, (
+                f"{tp}: broker {b} has no log directory {path!r}; its log directories are "
+                f"{have} (or give \"any\")")))
     return problems
 
 
@@ -335,6 +372,8 @@ class ReassignmentExecutor:
         self.original: dict[TopicPartition, tuple[int, ...]] = {}  # replicas before the move
         self.adding: dict[TopicPartition, tuple[int, ...]] = {}  # replicas the move adds
         self.move_bytes: dict[TopicPartition, int] = {}  # bytes the move copies
+        # brokers that keep a replica and copy it into another of their log directories
+        self.between_dirs: dict[TopicPartition, tuple[int, ...]] = {}
         self._loaded = False
         self._synced: tuple[frozenset[TopicPartition], int | None] | None = None
         self._last_full_check_ms: int | None = None  # None: the next pass lists every move
@@ -376,6 +415,9 @@ class ReassignmentExecutor:
         pass of a resumed run."""
         pending: list[TopicPartition] = []
         self.failed = {tp for tp in self.plan.moves if str(tp) in self.state.failed}
+        dirs = self.plan.log_dirs
+        where = log_dir_moves.placements(self.admin, log_dir_moves.wanted(
+            dirs, [tp for tp in dirs if tp in current and tp not in self.failed]))
         for tp, target in self.plan.moves.items():
             d = current.get(tp)
             if tp in self.failed or d is None:
@@ -385,7 +427,17 @@ class ReassignmentExecutor:
             original = _original(d)
             self.original[tp] = original
             self.adding[tp] = adding = tuple(r for r in target if r not in original)
-            self.move_bytes[tp] = (d.size_bytes or 0) * len(adding)
+            named = dirs.get(tp, {})
+            self.between_dirs[tp] = between = tuple(
+                b for b in original if b in named
+                and where.get((tp, b), log_dir_moves.Placement(None)).current != named[b])
+            self.move_bytes[tp] = (d.size_bytes or 0) * (len(adding) + len(between))
+            if named and not (d.adding or d.removing) and d.replicas == target:
+                if not log_dir_moves.in_place(log_dir_moves.wanted(dirs, [tp]), where):
+                    pending.append(tp)  # only its directories change
+                else:
+                    self.done.add(tp)
+                continue
             if d.adding or d.removing:
                 if _target_of(d) == target:
                     self.moving[tp] = target
@@ -470,7 +522,13 @@ class ReassignmentExecutor:
         replica that does not exist, or whose broker did not answer, is left out (which is
         how :meth:`_maybe_finished` sees a move that ended)."""
         wanted = [(tp, r) for tp in self.moving for r in self.adding[tp]]
-        return self.admin.replica_log_sizes(wanted) if wanted else {}
+        sizes = self.admin.replica_log_sizes(wanted) if wanted else {}
+        between = [(tp, b) for tp in self.moving for b in self.between_dirs.get(tp, ())]
+        if between:  # copies between directories: their future replicas' bytes
+            want = log_dir_moves.wanted(self.plan.log_dirs, {tp for tp, _ in between})
+            sizes.update(log_dir_moves.copy_bytes(
+                want, log_dir_moves.placements(self.admin, between), between))
+        return sizes
 
     def _held(self, sizes: Mapping[tuple[TopicPartition, int], int]
               ) -> dict[tuple[TopicPartition, int], int]:
@@ -479,7 +537,8 @@ class ReassignmentExecutor:
         broker is back — so bytes moved do not fall to zero, nor the rate below it, while a
         broker is away."""
         last = self._last_sizes
-        wanted = [(tp, r) for tp in self.moving for r in self.adding[tp]]
+        wanted = [(tp, r) for tp in self.moving
+                  for r in (*self.adding[tp], *self.between_dirs.get(tp, ()))]
         self._last_sizes = held = {key: sizes[key] if key in sizes else last[key]
                                    for key in wanted if key in sizes or key in last}
         return held
@@ -514,6 +573,7 @@ class ReassignmentExecutor:
                 del self.moving[tp]
                 self._fail(tp, f"{tp} was re-targeted to {list(ongoing.target)} by another "
                                "tool; kraftsman leaves it alone")
+        placing: list[TopicPartition] = []
         if ended:
             current = _describe(self.admin, ended)
             now = self.admin.now_ms()
@@ -530,6 +590,9 @@ class ReassignmentExecutor:
                     # of 1,000 moves were failed so). Asked again next pass.
                     continue
                 self._lagging_metadata.pop(tp, None)
+                if d is not None and d.replicas == target and tp in self.plan.log_dirs:
+                    placing.append(tp)  # its replicas are right; their directories next
+                    continue
                 del self.moving[tp]
                 if d is not None and d.replicas == target:
                     self.done.add(tp)
@@ -540,6 +603,8 @@ class ReassignmentExecutor:
                     where = list(d.replicas) if d is not None else "nowhere (deleted)"
                     self._fail(tp, f"{tp}: the move ended outside kraftsman with replicas "
                                    f"{where}, not {list(target)}")
+        if placing:
+            self._place(placing)
 
     def _start_moves(self) -> None:
         slots = self.limits.max_concurrent_moves - len(self.moving)
@@ -583,14 +648,62 @@ class ReassignmentExecutor:
             self.pending.extendleft(reversed(changes))
             self.state.message += "; no move starts until the throttle is set"
             return
-        results = self._send_targets(changes, foreign)
+        # Directories first: a replica the move adds is then created in its directory.
+        refused = self._ask_log_dirs(changes)
+        inter = {tp: t for tp, t in changes.items()
+                 if tp not in refused and not self._dirs_only(tp)}
+        results = self._send_targets(inter, foreign) if inter else {}
         for tp, result in results.items():
             if not result.ok:
                 self._fail(tp, result.message or result.error.name)
                 continue
             self.moving[tp] = self.plan.moves[tp]
+        for tp in changes:
+            if tp not in refused and self._dirs_only(tp):
+                self.moving[tp] = self.plan.moves[tp]
         # A move that needs no copying (only a reorder or a shrink) completes at once.
         self._notice_finished(among=[tp for tp in changes if not self.adding[tp]])
+
+    def _dirs_only(self, tp: TopicPartition) -> bool:
+        """The move changes directories alone: no reassignment to send."""
+        return self.original[tp] == self.plan.moves[tp]
+
+    def _ask_log_dirs(self, tps: Iterable[TopicPartition]) -> set[TopicPartition]:
+        """Ask each named replica of ``tps`` into its directory (again where needed); the
+        partitions whose directory move was refused are failed and returned."""
+        want = log_dir_moves.wanted(self.plan.log_dirs, tps)
+        if not want:
+            return set()
+        ask = log_dir_moves.to_ask(want, log_dir_moves.placements(self.admin, want))
+        refused = log_dir_moves.refusals(self.admin.alter_replica_log_dirs(ask) if ask else {})
+        for tp, why in refused.items():
+            self.moving.pop(tp, None)
+            self._fail(tp, why)
+        return set(refused)
+
+    def _place(self, tps: Sequence[TopicPartition]) -> None:
+        """Moves whose replicas are where the plan wants them: done once every named replica
+        is in its directory (asked again where it is not); under a cancel, the copies
+        between directories are dropped instead."""
+        want = log_dir_moves.wanted(self.plan.log_dirs, tps)
+        where = log_dir_moves.placements(self.admin, want)
+        if self.state.cancel_requested:
+            back = log_dir_moves.rollback(where)
+            if back:
+                self.admin.alter_replica_log_dirs(back)
+        unplaced = []
+        for tp in tps:
+            mine = log_dir_moves.wanted(self.plan.log_dirs, [tp])
+            if log_dir_moves.in_place(mine, where):
+                del self.moving[tp]
+                self.done.add(tp)
+                self.state.bytes_done += self.move_bytes[tp]
+            elif self.state.cancel_requested:
+                del self.moving[tp]
+                self.cancelled.add(tp)
+            else:
+                unplaced.append(tp)
+        self._ask_log_dirs(unplaced)
 
     def _retarget_in_flight(self) -> None:
         """Moves already in flight that this plan sends elsewhere change target now: they
@@ -641,6 +754,18 @@ class ReassignmentExecutor:
         self.state.phase = Phase.CANCELLING
         self.cancelled.update(self.pending)
         self.pending.clear()
+        if not self.moving:
+            return
+        with_dirs = [tp for tp in self.moving if tp in self.plan.log_dirs]
+        dirs_only = [tp for tp in with_dirs if self._dirs_only(tp)]
+        if dirs_only:  # nothing to cancel in Kafka's reassignments: the copies are dropped
+            self._place(dirs_only)
+        mixed = [tp for tp in with_dirs if tp in self.moving]
+        if mixed:  # the replicas that stay drop their copies; the reassignment is cancelled
+            back = log_dir_moves.rollback(log_dir_moves.placements(
+                self.admin, log_dir_moves.wanted(self.plan.log_dirs, mixed)))
+            if back:
+                self.admin.alter_replica_log_dirs(back)
         if not self.moving:
             return
         results = self.admin.alter_partition_reassignments({tp: None for tp in self.moving})
@@ -707,7 +832,8 @@ class ReassignmentExecutor:
         if key == self._synced and not final:
             return True
         # unthrottled, sync places nothing for the moves: 100,000 of them are not built
-        moves = {tp: throttles.Move(self.original[tp], self.adding[tp])
+        moves = {tp: throttles.Move(self.original[tp], self.adding[tp],
+                                    self.between_dirs.get(tp, ()))
                  for tp in moving} if rate is not None else {}
         try:
             synced = throttles.sync(self.admin, moves, rate, scope=set(self.plan.moves),

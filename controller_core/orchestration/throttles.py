@@ -31,7 +31,11 @@ read back there, and what it claimed cannot be known: a pass that finds the key 
 when it opens.)
 
 Like ``kafka-reassign-partitions``, replicas that exist are throttled as leaders and the
-replicas being added as followers.
+replicas being added as followers. A replica copied between two log directories of its broker
+(KIP-113) is a ``D`` entry, kept in the marker alone (Kafka has no per-replica list for
+those): while a broker has one, its ``replica.alter.log.dirs.io.max.bytes.per.second`` is
+the same rate (a broker-wide cap on every such copy, which kraftsman therefore sets only
+where its own plan copies between directories), restored like the replication rates.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from controller_core import errors
 from controller_core.admin import LEGACY_MARKER_CONFIG, ClusterAdmin
 from controller_core.errors import ApiResult, KafkaApiError
 from controller_core.metadata.controller import (
+    LOG_DIR_THROTTLE_RATE,
     THROTTLE_RATE_KEYS,
     format_throttled_replicas,
     parse_throttled_replicas,
@@ -54,7 +59,12 @@ from controller_core.model import TopicPartition, is_whole_number
 
 LEADER_REPLICAS, FOLLOWER_REPLICAS = (
     "leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
-_SIDES = {"L": LEADER_REPLICAS, "F": FOLLOWER_REPLICAS}
+_SIDES = {"L": LEADER_REPLICAS, "F": FOLLOWER_REPLICAS}  # the sides kept in topic configs
+LOG_DIR_SIDE = "D"  # a replica copied between log directories of its broker
+# Which broker rate keys each kind of entry needs.
+_RATE_KEYS = {"L": THROTTLE_RATE_KEYS, "F": THROTTLE_RATE_KEYS,
+              LOG_DIR_SIDE: (LOG_DIR_THROTTLE_RATE,)}
+ALL_RATE_KEYS = (*THROTTLE_RATE_KEYS, LOG_DIR_THROTTLE_RATE)
 LEGACY_MARKER_KEY = LEGACY_MARKER_CONFIG  # the broker config older versions wrote
 _REFUSALS = {errors.TOPIC_AUTHORIZATION_FAILED.code, errors.CLUSTER_AUTHORIZATION_FAILED.code}
 
@@ -65,7 +75,7 @@ class Entry(NamedTuple):
     topic: str
     partition: int
     broker: int
-    side: str  # "L" | "F"
+    side: str  # "L" | "F" | "D"
 
     @property
     def tp(self) -> TopicPartition:
@@ -78,7 +88,7 @@ class Entry(NamedTuple):
     def decode(cls, text: str, broker: int) -> Entry | None:
         side, _, rest = text.partition(":")
         part, _, topic = rest.partition(":")
-        if side not in _SIDES or not is_whole_number(part) or not topic:
+        if side not in _RATE_KEYS or not is_whole_number(part) or not topic:
             return None
         return cls(topic, int(part), broker, side)
 
@@ -128,6 +138,7 @@ class Marker:
 class Move(NamedTuple):
     original: tuple[int, ...]  # replicas that hold the data: throttled as leaders
     adding: tuple[int, ...]  # replicas being added: throttled as followers
+    between_dirs: tuple[int, ...] = ()  # brokers copying it between their log directories
 
 
 class Synced(NamedTuple):
@@ -146,9 +157,15 @@ class Synced(NamedTuple):
 def wanted_entries(moves: Mapping[TopicPartition, Move]) -> set[Entry]:
     out: set[Entry] = set()
     for tp, move in moves.items():
-        out.update(Entry(tp.topic, tp.partition, r, "L") for r in move.original)
-        out.update(Entry(tp.topic, tp.partition, r, "F") for r in move.adding)
+        if move.adding:  # a move between directories alone copies nothing over the network
+            out.update(Entry(tp.topic, tp.partition, r, "L") for r in move.original)
+            out.update(Entry(tp.topic, tp.partition, r, "F") for r in move.adding)
+        out.update(Entry(tp.topic, tp.partition, r, LOG_DIR_SIDE) for r in move.between_dirs)
     return out
+
+
+def _keys_needed(entries: Iterable[Entry]) -> set[str]:
+    return {k for e in entries for k in _RATE_KEYS[e.side]}
 
 
 def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | None,
@@ -183,12 +200,14 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
     if not want and not markers and not legacy:
         return Synced([])  # nothing to place, and nothing of kraftsman's in the cluster
     owned = {e for m in markers.values() for e in m.entries}
-    elsewhere = sorted({e.tp for e in owned if e.tp not in scope})
+    elsewhere = sorted({e.tp for e in owned if e.tp not in scope and e.side in _SIDES})
     reassigning = set(admin.list_partition_reassignments(elsewhere))
     keep = want | {e for e in owned if e.tp not in scope and e.tp in reassigning}
+    keep |= _still_copying({e for e in owned if e.tp not in scope and e.side not in _SIDES},
+                           admin)
     drop = owned - keep
     changes: dict[tuple[str, str], dict[str, str | None]] = {}
-    topics = sorted({e.topic for e in want | drop})
+    topics = sorted({e.topic for e in want | drop if e.side in _SIDES})
     topic_cfg = admin.describe_configs([("TOPIC", t) for t in topics])
     new_owned = owned & keep
     for t in topics:
@@ -211,6 +230,7 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
             if merged != current or mine_drop:
                 changes.setdefault(("TOPIC", t), {})[key] = (
                     format_throttled_replicas(merged) or None)
+    new_owned |= {e for e in want if e.side not in _SIDES}  # kept in the marker alone
     rate_str = str(rate)  # used for the wanted brokers only: with no rate, none is wanted
     wanted_brokers = {e.broker for e in want}
     by_broker: dict[int, set[Entry]] = {}
@@ -236,17 +256,19 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
         # a write would be retried against a dead broker for the whole retry budget — a
         # minute of `kraftsman apply` per pass on Kafka 4.4 — and its rates before kraftsman
         # cannot be read to record them). Its replica entries are placed like any other.
+        wanted_keys = _keys_needed(e for e in want if e.broker == b)
         if b in wanted_brokers and b not in registered:
             if m.rate != rate_str:
                 waiting.add(b)
         elif b in wanted_brokers:
-            if m.rate is None:
-                m.previous = {k: cfg.get(k) for k in THROTTLE_RATE_KEYS}
-            for k in THROTTLE_RATE_KEYS:
+            fresh = set()  # keys whose value before kraftsman is recorded now
+            for k in (k for k in ALL_RATE_KEYS if k in wanted_keys):
+                if m.rate is None or k not in m.previous:
+                    m.previous[k] = cfg.get(k)
+                    fresh.add(k)
                 # ours (or unset, or what it was before us) follows the limit; a value someone
                 # set after us is theirs
-                ours = m.rate is None or cfg.get(k) in (
-                    None, m.previous.get(k), *m.written())
+                ours = k in fresh or cfg.get(k) in (None, m.previous.get(k), *m.written())
                 if ours and cfg.get(k) != rate_str:
                     out[k] = rate_str
             m.rate = rate_str
@@ -258,13 +280,14 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
             fin = m
             waiting.add(b)
         elif not entries and b not in wanted_brokers:
-            # Nothing of kraftsman's moves through this broker any more: its rate goes back
-            # to what it was, unless someone changed it after us (then it is theirs).
-            for k in THROTTLE_RATE_KEYS:
-                if cfg.get(k) in m.written():
-                    out[k] = m.previous.get(k)
+            # Nothing of kraftsman's moves through this broker any more: its rates go back
+            # to what they were, unless someone changed them after us (then they are theirs).
+            _restore(m, cfg, m.previous, out)
             fin = None
         else:
+            if b in registered:  # a kind of copy that ended here: its rate goes back
+                needed = _keys_needed(entries) | wanted_keys
+                _restore(m, cfg, [k for k in m.previous if k not in needed], out)
             m.entries = entries
             m.also = set()
             fin = m
@@ -284,6 +307,28 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
         if problems:
             return Synced(problems)
     return Synced(_write(admin, written, final), tuple(sorted(waiting)))
+
+
+def _still_copying(entries: Set[Entry], admin: ClusterAdmin) -> set[Entry]:
+    """The log-dir entries (another run's) whose broker still makes a future replica of the
+    partition: the others' copies ended, and so does the need for their rate."""
+    if not entries:
+        return set()
+    dirs = admin.describe_log_dirs(sorted({e.broker for e in entries}),
+                                   sorted({e.tp for e in entries}))
+    copying = {(r.tp, b) for b, ds in dirs.items() for d in ds for r in d.replicas if r.future}
+    # a broker that did not answer (down) keeps its entries: it cannot be asked
+    return {e for e in entries if (e.tp, e.broker) in copying or e.broker not in dirs}
+
+
+def _restore(m: Marker, cfg: Mapping[str, str | None], keys: Iterable[str],
+             out: dict[str, str | None]) -> None:
+    """Put ``keys`` back to their values before kraftsman (a key someone changed after us is
+    left as theirs), and forget them: a later copy records them anew."""
+    for k in list(keys):
+        if cfg.get(k) in m.written():
+            out[k] = m.previous.get(k)
+        m.previous.pop(k, None)
 
 
 def _claiming(cur: Marker | None, fin: Marker | None) -> Marker | None:

@@ -8,6 +8,12 @@ figure (the embedded cluster's producers) or, given ``topic_rates`` (e.g. from P
 a topic's rate split evenly over its partitions; bytes out are the topic's consumer rate
 the same way, else bytes in times ``consumer_fanout``. ``sources`` says where each figure
 came from and goes into the manifest.
+
+When some broker has more than one log directory (JBOD), the snapshot records every broker's
+directories (DescribeLogDirs; a directory's capacity is its total bytes, or the broker's disk
+split evenly when the broker does not say) and the directory of every replica, so that
+``remove-disks`` and the per-broker disk balance can plan. Without JBOD it records none, and
+every plan stays as before.
 """
 
 from __future__ import annotations
@@ -15,8 +21,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from controller_core.admin import ClusterAdmin
+from controller_core.model import TopicPartition
 from controller_core.planning.fingerprint import target_replicas
-from controller_core.planning.snapshot import Broker, PartitionTable, Snapshot
+from controller_core.planning.snapshot import Broker, LogDir, PartitionTable, Snapshot
 
 DEFAULT_DISK_BYTES = 1 << 40
 DEFAULT_NETWORK_BYTES_PER_SECOND = 125_000_000.0
@@ -70,4 +77,45 @@ def snapshot_from_admin(
         extra["sources"] = dict(sources)
     if leaderless:
         extra["partitionsWithoutLeader"] = leaderless
-    return Snapshot(brokers, table, cluster_name, created_at, extra)
+    dirs = _log_dirs(admin, brokers, table, extra)
+    return Snapshot(brokers, table, cluster_name, created_at, extra, dirs)
+
+
+def _log_dirs(admin: ClusterAdmin, brokers: list[Broker], table: PartitionTable,
+              extra: dict[str, object]) -> list[LogDir] | None:
+    """The brokers' directories and each replica's (in ``table.log_dirs``), when some broker
+    has several; None (and the table without them) otherwise."""
+    described = admin.describe_log_dirs([b.id for b in brokers])
+    if not any(len(ds) > 1 for ds in described.values()):
+        return None
+    silent = sorted({b.id for b in brokers} - set(described))
+    if silent:  # its replicas' directories are unknown: plan without directories
+        extra["logDirs"] = f"not recorded: broker(s) {silent} did not answer DescribeLogDirs"
+        return None
+    disk = {b.id: b.disk_capacity_bytes for b in brokers}
+    dirs = [LogDir(b, d.path, d.total_bytes if d.total_bytes is not None
+                   else disk[b] // len(ds))
+            for b, ds in sorted(described.items()) for d in ds]
+    where = {(r.tp, b): d.path for b, ds in described.items() for d in ds
+             for r in d.replicas if not r.future}
+    guessed = 0
+    rows = []
+    for topic, partition, replicas in zip(table.topic, table.partition, table.replicas,
+                                          strict=True):
+        tp = TopicPartition(topic, partition)
+        row = []
+        for b in replicas:
+            if b not in described:  # a replica on a broker that is not registered
+                extra["logDirs"] = (f"not recorded: {tp} has a replica on broker {b}, which "
+                                    "is not registered")
+                return None
+            path = where.get((tp, b))
+            if path is None:  # a replica a move in flight has not created yet
+                guessed += 1
+                path = described[b][0].path
+            row.append(path)
+        rows.append(row)
+    table.log_dirs = rows
+    if guessed:
+        extra["logDirsGuessed"] = guessed
+    return dirs

@@ -37,9 +37,11 @@ def plan_of(spec: PartitionReassignmentSpec, *, additional_for: Iterable[TopicPa
     already moving, which a changed spec may re-target without being refused as overlap;
     ``additional``: treat the plan as additional whatever the spec says (a resumed run)."""
     moves = [(TopicPartition(m.topic, m.partition), m.replicas) for m in spec.partitions]
+    log_dirs = {TopicPartition(m.topic, m.partition): m.log_dirs for m in spec.partitions
+                if m.log_dirs is not None and any(d != "any" for d in m.log_dirs)}
     plan, problems = ReassignmentPlan.from_moves(
         moves, limits=limits_of(spec), elect_preferred_leaders=spec.elect_preferred_leaders,
-        additional=additional or spec.additional)
+        additional=additional or spec.additional, log_dirs=log_dirs)
     return as_additional_for(plan, additional_for), problems
 
 

@@ -162,12 +162,22 @@ class PartitionMove(CamelModel):
     replicas: list[BrokerId] = Field(min_length=1, description="Target replicas, preferred first.")
     log_dirs: list[str] | None = Field(
         default=None, alias="log_dirs",
-        description="Accepted for compatibility with kafka-reassign-partitions; only 'any'.")
+        description="As kafka-reassign-partitions: one per replica, the log directory "
+                    "(an absolute path on that broker) or \"any\" where the broker chooses. "
+                    "A replica named in another directory of the broker it is on is copied "
+                    "there (KIP-113).")
 
     @model_validator(mode="after")
     def _log_dirs_any(self) -> PartitionMove:
-        if self.log_dirs is not None and any(d != "any" for d in self.log_dirs):
-            raise ValueError("log_dirs: only \"any\" is supported (inter-broker moves)")
+        if self.log_dirs is not None:
+            if len(self.log_dirs) != len(self.replicas):
+                raise ValueError(
+                    f"log_dirs has {len(self.log_dirs)} entries for {len(self.replicas)} "
+                    "replicas: give one per replica, \"any\" where the broker may choose")
+            bad = [d for d in self.log_dirs if d != "any" and not d.startswith("/")]
+            if bad:
+                raise ValueError(f"log_dirs {bad}: each entry is \"any\" or an absolute path "
+                                 "(a log directory of that broker, as describe log dirs lists it)")
         if len(set(self.replicas)) != len(self.replicas):
             raise ValueError(f"replicas {self.replicas} names a broker twice; a partition has "
                              "at most one replica per broker")
