@@ -1045,7 +1045,11 @@ class EmbeddedCluster:
 
     def alter_replica_log_dirs(self, moves: Mapping[tuple[TopicPartition, int], str]
                                ) -> dict[tuple[TopicPartition, int], ApiResult]:
-        """ReplicaManager.alterReplicaLogDirs, asked of each replica's broker."""
+        """ReplicaManager.alterReplicaLogDirs, asked of each replica's broker, in its order:
+        the directory must be one of the broker's; a future under way to another directory
+        is dropped; a replica the broker does not host is REPLICA_NOT_AVAILABLE (a partition
+        it does not know at all, UNKNOWN_TOPIC_OR_PARTITION), the directory kept for it;
+        else a future replica is started unless the replica or its future is there."""
         self._require_controller()
         out: dict[tuple[TopicPartition, int], ApiResult] = {}
         for (tp, b), path in moves.items():
@@ -1061,8 +1065,12 @@ class EmbeddedCluster:
                              f"Log dir {path} is not found in the config.")
         p = self.image.partition(tp)
         if p is None or broker not in p.replicas:
-            # remembered: the replica is created there when the broker comes to host it
+            # remembered (LogManager.maybeUpdatePreferredLogDir, before Kafka looks the
+            # partition up): the replica is created there once the broker comes to host it
             self.data.preferred[(tp, broker)] = path
+            if p is None:  # not in the broker's metadata at all
+                return ApiResult(errors.UNKNOWN_TOPIC_OR_PARTITION,
+                                 "This server does not host this topic-partition.")
             return ApiResult(errors.REPLICA_NOT_AVAILABLE,
                              f"Replica {broker} of partition {tp} is not available")
         key = (tp, broker)

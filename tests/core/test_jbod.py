@@ -14,6 +14,12 @@ from controller_core.admin import LogDir, LogDirReplica
 from controller_core.config import EmbeddedClusterSpec
 from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.metadata.controller import ALTER_LOG_DIRS_RATE
+from controller_core.metadata.records import (
+    PartitionChangeRecord,
+    PartitionRecord,
+    decode_record,
+    encode_record,
+)
 from controller_core.model import TopicPartition
 from tests.helpers import cluster, run_until, spec, tp
 
@@ -112,7 +118,9 @@ def test_alter_answers_with_kafkas_error_codes(tmp_path: Path) -> None:
         (T0, 0): here, (T0, 1): "/data/0/d0", (tp("orders", 9), 2): "/data/2/d0"})
     assert got[(T0, 0)].error == errors.NONE
     assert got[(T0, 1)].error == errors.LOG_DIR_NOT_FOUND  # broker 0's path, not broker 1's
-    assert got[(tp("orders", 9), 2)].error == errors.REPLICA_NOT_AVAILABLE
+    assert got[(tp("orders", 9), 2)].error == errors.UNKNOWN_TOPIC_OR_PARTITION  # as Kafka
+    assert c.alter_replica_log_dirs({(T0, 4): "/data/4/d1"})[(T0, 4)].error \
+        == errors.REPLICA_NOT_AVAILABLE  # a partition broker 4 does not host
     assert c.data.futures == {}  # already there: nothing happens
     c.fail_broker(2)
     assert c.alter_replica_log_dirs({(T0, 2): "/data/2/d0"})[(T0, 2)].error \
@@ -246,3 +254,35 @@ def test_cordoned_log_dirs_name_paths_or_all(tmp_path: Path) -> None:
 def test_log_dir_is_the_port_type(tmp_path: Path) -> None:
     c = jbod(tmp_path)
     assert all(isinstance(d, LogDir) for d in c.describe_log_dirs([0])[0])
+
+
+def test_directories_survive_a_snapshot(tmp_path: Path) -> None:
+    c = jbod(tmp_path)
+    placed = dict(c.image.iter_partitions())
+    assert all(len(p.directories) == 3 for p in placed.values())
+    c.snapshot()
+    c.close()
+    c = jbod(tmp_path)
+    assert dict(c.image.iter_partitions()) == placed
+
+
+def test_directories_round_trip_through_the_record_encoding() -> None:
+    for r in (PartitionRecord("t", 0, (1, 2), (1, 2), 1, directories=("/a", "")),
+              PartitionChangeRecord("t", 0, directories=("/a", "/b")),
+              PartitionRecord("t", 0, (1, 2), (1, 2), 1)):
+        assert decode_record(encode_record(r)) == r
+    # an old record (no directories) keeps its short encoding
+    assert len(encode_record(PartitionRecord("t", 0, (1,), (1,), 1))) == 10
+
+
+def test_a_new_replica_keeps_no_directory_of_the_replica_it_replaces(tmp_path: Path) -> None:
+    """KIP-858: a replica that stays keeps its directory; a new one gets its broker's."""
+    c = jbod(tmp_path)
+    before = c.image.partition(T0)
+    assert before is not None
+    assert c.alter_partition_reassignments({T0: [3, 1, 2]})[T0].ok
+    after = c.image.partition(T0)
+    assert after is not None and after.replicas == (3, 1, 2, 0)
+    assert after.directory_of(1) == before.directory_of(1)
+    assert after.directory_of(0) == before.directory_of(0)
+    assert after.directory_of(3) == "/data/3/d0"  # placed by broker 3: its emptiest, first
