@@ -199,7 +199,8 @@ class ClusterAdmin(Protocol):
         on that broker to the log directory at the path given. Per replica, as Kafka answers:
         LOG_DIR_NOT_FOUND (no such directory on the broker), KAFKA_STORAGE_ERROR (the
         directory is offline), REPLICA_NOT_AVAILABLE (the broker does not host the replica
-        yet: it keeps the directory for when it does, and the caller asks again). A replica
+        yet: it keeps the directory for when it does, and the caller asks again;
+        UNKNOWN_TOPIC_OR_PARTITION when the partition does not exist at all). A replica
         already in that directory is NONE. A broker that does not answer gives each of its
         replicas BROKER_NOT_AVAILABLE; nothing to move: no request."""
         ...

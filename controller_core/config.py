@@ -22,6 +22,15 @@ class CamelModel(BaseModel):
 
 
 BrokerId = Annotated[int, Field(ge=0, le=2**31 - 1)]
+DEFAULT_LOG_DIR = "/var/lib/kraftsman/broker-{id}"  # a broker's one log directory by default
+
+
+class LogDirSpec(CamelModel):
+    path: str = Field(pattern=r"^/", description="Absolute path of the log directory (log.dirs).")
+    capacity_bytes: int | None = Field(
+        default=None, gt=0,
+        description="Bytes the directory's volume holds (DescribeLogDirs' total_bytes); "
+                    "unknown when left out.")
 
 
 class BrokerSpec(CamelModel):
@@ -31,6 +40,25 @@ class BrokerSpec(CamelModel):
         default=None, gt=0,
         description="Fetch bandwidth of this broker; defaults to the cluster's figure.")
     disk_bytes: int | None = Field(default=None, gt=0, description="Disk capacity (for plans).")
+    log_dirs: list[LogDirSpec] | None = Field(
+        default=None, min_length=1,
+        description="The broker's log directories (JBOD, KIP-113). Default: one directory, "
+                    f"{DEFAULT_LOG_DIR.format(id='<id>')}, of diskBytes capacity.")
+
+    @model_validator(mode="after")
+    def _unique_log_dirs(self) -> BrokerSpec:
+        paths = [d.path for d in self.log_dirs or ()]
+        dup = sorted({p for p in paths if paths.count(p) > 1})
+        if dup:
+            raise ValueError(f"logDirs: duplicate path(s) {dup}; every path must be unique")
+        return self
+
+    def directories(self) -> tuple[LogDirSpec, ...]:
+        """The broker's log directories, in order; the single default one when not given."""
+        if self.log_dirs:
+            return tuple(self.log_dirs)
+        return (LogDirSpec(path=DEFAULT_LOG_DIR.format(id=self.id),
+                           capacity_bytes=self.disk_bytes),)
 
 
 class TopicSpec(CamelModel):

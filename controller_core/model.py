@@ -62,6 +62,15 @@ class PartitionRegistration(NamedTuple):
     # still lead (ELR), and the last leader of a partition that went leaderless.
     elr: tuple[int, ...] = ()
     last_known_elr: tuple[int, ...] = ()
+    # KIP-858: the log directory of each replica, aligned with ``replicas``; "" (or an empty
+    # tuple, as every record written before JBOD) is unassigned: the broker's only directory.
+    directories: tuple[str, ...] = ()
+
+    def directory_of(self, broker: int) -> str:
+        """The directory recorded for ``broker``'s replica ("" when unassigned)."""
+        if not self.directories or broker not in self.replicas:
+            return ""
+        return self.directories[self.replicas.index(broker)]
 
     @property
     def is_reassigning(self) -> bool:

@@ -38,13 +38,15 @@ from controller_core.admin import (
     ClusterDescription,
     ConfigResource,
     ElectionOutcome,
+    LogDir,
+    LogDirReplica,
     OngoingReassignment,
     PartitionDescription,
     ReplicaStatus,
     behind,
     marker_replication_factor,
 )
-from controller_core.config import EmbeddedClusterSpec, TopicSpec
+from controller_core.config import DEFAULT_LOG_DIR, EmbeddedClusterSpec, LogDirSpec, TopicSpec
 from controller_core.errors import NOT_LEADER_OR_FOLLOWER, OK, ApiResult, KafkaApiError
 from controller_core.gc_pause import gc_paused
 from controller_core.metadata.controller import Controller, is_sensitive_config
@@ -72,8 +74,9 @@ from controller_core.raft.snapshot import RaftSnapshot
 from controller_core.storage.framing import write_atomically
 from controller_core.storage.metadata_log import MetadataLog, Recovered
 
+from .log_dirs import cordoned_paths, next_log_dir
 from .metadata_quorum import MetadataQuorum
-from .replication import DataPlane, LogBase
+from .replication import DataPlane, FutureReplica, LogBase, Replica
 
 MIN_STEP = 0.05  # s: the finest step, so a burst of catch-ups costs a bounded number of steps
 STEPS_PER_ADVANCE = 100  # ... and at most about this many steps per advance() call
@@ -91,6 +94,9 @@ class EmbeddedCluster:
         self.image = MetadataImage()
         self._bandwidth = {b.id: b.replication_bytes_per_second or spec.replication_bytes_per_second
                            for b in spec.brokers}
+        self._log_dirs = {b.id: b.directories() for b in spec.brokers}
+        self._multi_dir = frozenset(b for b, dirs in self._log_dirs.items() if len(dirs) > 1)
+        self._unplaced: set[Replica] = set()  # new replicas whose broker has not chosen a dir
         self.data = DataPlane(self.image, self._broker_bandwidth)
         self.controller = self._new_controller()
         self.log = MetadataLog(state_dir / "metadata", fsync=fsync)
@@ -111,7 +117,8 @@ class EmbeddedCluster:
 
     def _new_controller(self) -> Controller:
         return Controller(self.image, self._emit, elr=self.spec.eligible_leader_replicas,
-                          metadata_version=self.spec.metadata_version_level)
+                          metadata_version=self.spec.metadata_version_level,
+                          log_dirs=self.log_dir_paths)
 
     # -- lifecycle ------------------------------------------------------------------------------
     @classmethod
@@ -125,6 +132,7 @@ class EmbeddedCluster:
         cluster._recover()
         cluster._start_quorum()
         cluster._reconcile_data_plane()
+        cluster._reconcile_log_dirs()
         cluster._reconcile_spec()
         cluster.checkpoint()
         return cluster
@@ -244,6 +252,23 @@ class EmbeddedCluster:
             if base.stalled and p.leader != NO_LEADER and p.leader not in down:
                 data.bases[tp] = LogBase(base.offset, now, stalled=False)
 
+    def _reconcile_log_dirs(self) -> None:
+        """After a restart the brokers look at their directories again: a replica of a JBOD
+        broker with no directory recorded (a state directory from before JBOD, or a spec that
+        gave the broker more directories since) or one the spec no longer lists is placed
+        anew; a future replica or preferred directory whose path went away is dropped."""
+        data = self.data
+        for key in [k for k, f in data.futures.items() if f.path not in self.log_dir_paths(k[1])]:
+            del data.futures[key]
+        for key in [k for k, d in data.preferred.items() if d not in self.log_dir_paths(k[1])]:
+            del data.preferred[key]
+        if not self._multi_dir:
+            return
+        for tp, p in self.image.iter_partitions():
+            for r in p.replicas:
+                if r in self._multi_dir and p.directory_of(r) not in self.log_dir_paths(r):
+                    self._unplaced.add((tp, r))
+
     def _reconcile_spec(self) -> None:
         if not self.image.cluster_id:
             self._emit(ClusterRecord(self._cluster_id))
@@ -346,10 +371,14 @@ class EmbeddedCluster:
             if reg.leader == NO_LEADER:
                 self.data.on_partition_change(TopicPartition(record.topic, record.partition),
                                               None, reg, self.now)
+            if self._multi_dir:
+                self._note_unplaced(TopicPartition(record.topic, record.partition), reg)
         elif isinstance(record, PartitionChangeRecord):
             before, reg = self.image.apply_change(record)
             self.data.on_partition_change(TopicPartition(record.topic, record.partition),
                                           before, reg, self.now)
+            if self._multi_dir:
+                self._note_unplaced(TopicPartition(record.topic, record.partition), reg)
         else:
             self.image.apply(record)
             if isinstance(record, TopicRecord) and record.name not in self.data.topic_base:
@@ -358,7 +387,14 @@ class EmbeddedCluster:
     def _flush(self) -> None:
         """Commit the records of this step through the quorum, then keep them in the local
         metadata log — before anything is answered. If the quorum cannot commit them in
-        time, the speculative state is rolled back to what is committed."""
+        time, the speculative state is rolled back to what is committed. Then the brokers
+        place the new replicas those records gave them (KIP-858 AssignReplicasToDirs)."""
+        self._commit()
+        if self._unplaced and not self.read_only:
+            self._place_new_replicas()
+            self._commit()
+
+    def _commit(self) -> None:
         if not self._pending:
             return
         if self.read_only:
@@ -488,6 +524,8 @@ class EmbeddedCluster:
         self._apply_committed()
         now = self.now
         caught_up, next_catch_up = self.data.fetch(dt, now)
+        copied, next_copied = self.data.copy_futures(dt, now)
+        next_catch_up = min(next_catch_up, next_copied)
         if not self.controller_reachable():
             # No active controller: replicas keep fetching, but ISR changes and fencing wait
             # (a caught-up replica stays listed and is noticed again once a leader is back).
@@ -496,6 +534,8 @@ class EmbeddedCluster:
         for tp, broker in caught_up:
             self.data.caught_up_now(tp, broker)
             self.controller.replica_caught_up(tp, broker)
+        if copied:
+            self._swap_in_futures(copied)
         lag_max = self.spec.replica_lag_time_max_ms / 1000.0
         next_timer = float("inf")
         behind_too_long = []
@@ -889,6 +929,158 @@ class EmbeddedCluster:
         return ApiResult(errors.REQUEST_TIMED_OUT,
                          f"the voter change to {sorted(want)} did not commit within "
                          f"{self.spec.controller_request_timeout_ms} ms; it goes on")
+
+    # -- log directories (JBOD: KIP-113, KIP-858) ----------------------------------------------
+    def log_dirs(self, broker: int) -> tuple[LogDirSpec, ...]:
+        """The broker's log directories (one default directory for a broker not in the spec)."""
+        dirs = self._log_dirs.get(broker)
+        if dirs is None:
+            dirs = (LogDirSpec(path=DEFAULT_LOG_DIR.format(id=broker)),)
+        return dirs
+
+    def log_dir_paths(self, broker: int) -> tuple[str, ...]:
+        return tuple(d.path for d in self.log_dirs(broker))
+
+    def replica_dir(self, tp: TopicPartition, p: PartitionRegistration, broker: int) -> str:
+        """The directory that holds ``broker``'s replica: the one recorded in the partition,
+        else (unassigned, as on a broker of one directory) the broker's first."""
+        paths = self.log_dir_paths(broker)
+        recorded = p.directory_of(broker)
+        return recorded if recorded in paths else paths[0]
+
+    def _cordoned_dirs(self, broker: int) -> frozenset[str]:
+        value = self.image.config("BROKER", str(broker)).get(CORDONED_LOG_DIRS, "")
+        return cordoned_paths(value, self.log_dir_paths(broker))
+
+    def _note_unplaced(self, tp: TopicPartition, reg: PartitionRegistration) -> None:
+        for r in reg.replicas:
+            if r in self._multi_dir and not reg.directory_of(r):
+                self._unplaced.add((tp, r))
+
+    def _place_new_replicas(self) -> None:
+        """Each running JBOD broker creates its new replicas in a directory — the one an
+        AlterReplicaLogDirs asked for before it hosted them, else the least-loaded one — and
+        tells the controller (AssignReplicasToDirs). A broker that is down does it when it
+        is back."""
+        todo = sorted(k for k in self._unplaced if k[1] not in self.data.down)
+        self._unplaced.difference_update(todo)
+        todo = [(tp, b) for tp, b in todo
+                if (p := self.image.partition(tp)) is not None and b in p.replicas
+                and p.directory_of(b) not in self.log_dir_paths(b)]
+        if not todo:
+            return
+        counts = self._partitions_per_dir({b for _, b in todo})
+        assignments: dict[Replica, str] = {}
+        for tp, b in todo:
+            paths = self.log_dir_paths(b)
+            path = self.data.preferred.pop((tp, b), None)
+            if path not in paths:
+                path = next_log_dir(paths, counts[b], self._cordoned_dirs(b))
+            counts[b][path] = counts[b].get(path, 0) + 1
+            assignments[(tp, b)] = path
+        self.controller.assign_replicas_to_dirs(assignments)
+
+    def _partitions_per_dir(self, brokers: set[int]) -> dict[int, dict[str, int]]:
+        """Replicas (future ones included) per directory of each broker: one scan."""
+        counts: dict[int, dict[str, int]] = {b: {} for b in brokers}
+        for _, p in self.image.iter_partitions():
+            for r, d in zip(p.replicas, p.directories, strict=False):
+                if r in counts and d:
+                    counts[r][d] = counts[r].get(d, 0) + 1
+        for (_, b), f in self.data.futures.items():
+            if b in counts:
+                counts[b][f.path] = counts[b].get(f.path, 0) + 1
+        return counts
+
+    def _swap_in_futures(self, copied: list[Replica]) -> None:
+        """Futures that caught up replace their current replicas: the broker renames the
+        future log and tells the controller the replica's new directory."""
+        assignments = {}
+        for key in copied:
+            future = self.data.futures.pop(key, None)
+            if future is not None:
+                assignments[key] = future.path
+        self.controller.assign_replicas_to_dirs(assignments)
+
+    @gc_paused
+    def describe_log_dirs(self, brokers: Iterable[int],
+                          partitions: Iterable[TopicPartition] | None = None
+                          ) -> dict[int, tuple[LogDir, ...]]:
+        self._require_controller()
+        wanted = None if partitions is None else set(partitions)
+        out: dict[int, tuple[LogDir, ...]] = {}
+        for b in brokers:
+            if not self.alive(b):
+                continue  # a broker that is down (or unknown) does not answer
+            hosted = self.image.partitions_on(b) if wanted is None else [
+                (tp, p) for tp in sorted(wanted)
+                if (p := self.image.partition(tp)) is not None and b in p.replicas]
+            held: dict[str, list[LogDirReplica]] = {path: [] for path in self.log_dir_paths(b)}
+            # sizes and lags as replica_status reports them, for the current replicas
+            for (tp, p), s in zip(hosted, self.replica_status([(tp, b) for tp, _ in hosted]),
+                                  strict=True):
+                held[self.replica_dir(tp, p, b)].append(
+                    LogDirReplica(tp, s.size_bytes or 0, s.lag_messages or 0))
+            for (tp, fb), f in sorted(self.data.futures.items()):
+                if fb == b and (wanted is None or tp in wanted) and f.path in held:
+                    held[f.path].append(self._future_entry(tp, b, f))
+            cordoned = self._cordoned_dirs(b)
+            out[b] = tuple(
+                LogDir(b, d.path, tuple(held[d.path]), None, d.capacity_bytes,
+                       None if d.capacity_bytes is None else
+                       max(0, d.capacity_bytes - sum(r.size_bytes for r in held[d.path])),
+                       d.path in cordoned)
+                for d in self.log_dirs(b))
+        return out
+
+    def _future_entry(self, tp: TopicPartition, broker: int, f: FutureReplica) -> LogDirReplica:
+        """A future replica: its own size, and its lag behind the current replica's log end
+        (DescribeLogDirs' offset_lag of a future key)."""
+        p = self.image.partition(tp)
+        assert p is not None
+        message_bytes = self.image.topics[tp.topic].message_bytes
+        current = self.data.replica_leo(tp, p, broker, self.now) or 0.0
+        return LogDirReplica(tp, int(f.leo * message_bytes),
+                             max(0, int(current) - int(f.leo)), future=True)
+
+    def alter_replica_log_dirs(self, moves: Mapping[tuple[TopicPartition, int], str]
+                               ) -> dict[tuple[TopicPartition, int], ApiResult]:
+        """ReplicaManager.alterReplicaLogDirs, asked of each replica's broker, in its order:
+        the directory must be one of the broker's; a future under way to another directory
+        is dropped; a replica the broker does not host is REPLICA_NOT_AVAILABLE (a partition
+        it does not know at all, UNKNOWN_TOPIC_OR_PARTITION), the directory kept for it;
+        else a future replica is started unless the replica or its future is there."""
+        self._require_controller()
+        out: dict[tuple[TopicPartition, int], ApiResult] = {}
+        for (tp, b), path in moves.items():
+            out[(tp, b)] = self._alter_replica_log_dir(tp, b, path)
+        self._next_event_in = 0.0
+        return out
+
+    def _alter_replica_log_dir(self, tp: TopicPartition, broker: int, path: str) -> ApiResult:
+        if not self.alive(broker):
+            return ApiResult(errors.BROKER_NOT_AVAILABLE, f"broker {broker} is not available")
+        if path not in self.log_dir_paths(broker):
+            return ApiResult(errors.LOG_DIR_NOT_FOUND,
+                             f"Log dir {path} is not found in the config.")
+        p = self.image.partition(tp)
+        if p is None or broker not in p.replicas:
+            # remembered (LogManager.maybeUpdatePreferredLogDir, before Kafka looks the
+            # partition up): the replica is created there once the broker comes to host it
+            self.data.preferred[(tp, broker)] = path
+            if p is None:  # not in the broker's metadata at all
+                return ApiResult(errors.UNKNOWN_TOPIC_OR_PARTITION,
+                                 "This server does not host this topic-partition.")
+            return ApiResult(errors.REPLICA_NOT_AVAILABLE,
+                             f"Replica {broker} of partition {tp} is not available")
+        key = (tp, broker)
+        future = self.data.futures.get(key)
+        if future is not None and future.path != path:
+            del self.data.futures[key]  # re-targeted: the copy under way is dropped
+            future = None
+        if future is None and self.replica_dir(tp, p, broker) != path:
+            self.data.futures[key] = FutureReplica(path, 0.0)
+        return OK
 
     # -- views ------------------------------------------------------------------------------------
     def high_watermark(self, tp: TopicPartition) -> int:

@@ -9,6 +9,13 @@ force (``follower.replication.throttled.rate`` of the fetching broker and
 ``leader.replication.throttled.rate`` of the leader's, for the replicas listed in the topic's
 ``*.replication.throttled.replicas``). Steady-state replication of in-sync followers is not
 charged against bandwidth — a simplification stated in the README.
+
+JBOD (KIP-113): a replica moving to another log directory of its broker gets a *future
+replica* there that copies the current one's messages at the broker's
+``replica.alter.log.dirs.io.max.bytes.per.second`` (shared by the broker's futures; else its
+bandwidth — a disk copy, not charged against fetching) until it has caught up, when the
+broker swaps it in. Futures and the directories asked for replicas a broker does not host yet
+are broker-local state: they live here, not in the metadata.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from controller_core.metadata.controller import parse_throttled_replicas
+from controller_core.metadata.controller import ALTER_LOG_DIRS_RATE, parse_throttled_replicas
 from controller_core.metadata.image import MetadataImage
 from controller_core.model import NO_LEADER, PartitionRegistration, TopicPartition
 
@@ -39,6 +46,17 @@ class FetchPlan:
 
 
 @dataclass(slots=True)
+class FutureReplica:
+    """KIP-113: the copy of a replica its broker makes in another of its log directories."""
+
+    path: str  # the destination directory
+    leo: float  # messages copied so far
+
+
+Replica = tuple[TopicPartition, int]  # (partition, broker)
+
+
+@dataclass(slots=True)
 class LogBase:
     """LEO(t) = offset + rate * (t - time), or just ``offset`` while the partition is stalled."""
 
@@ -56,6 +74,10 @@ class DataPlane:
         self.lagging: dict[TopicPartition, dict[int, Lagging]] = {}
         self.down: dict[int, float] = {}  # brokers that are down, and since when
         self._plans: list[FetchPlan] | None = None
+        self.futures: dict[Replica, FutureReplica] = {}
+        # AlterReplicaLogDirs for a replica the broker does not host yet: where to create it
+        # (Kafka's LogManager.preferredLogDirs, in the broker's memory)
+        self.preferred: dict[Replica, str] = {}
 
     # -- logs ---------------------------------------------------------------------------------
     def base(self, tp: TopicPartition) -> LogBase:
@@ -120,6 +142,7 @@ class DataPlane:
                 self._lag(tp, r, 0.0, now)  # a new replica starts with an empty log
         for r in old_replicas - set(after.replicas):
             self._unlag(tp, r)  # a removed replica stops; its log is deleted
+            self.futures.pop((tp, r), None)  # ... and its future replica with it
         if before is None:
             if after.leader == NO_LEADER:
                 self._freeze(tp, now, stalled=True)
@@ -158,6 +181,9 @@ class DataPlane:
         if broker in self.down:
             return
         self.down[broker] = now
+        # the preferred directories were in the dead process's memory; futures are on disk
+        for key in [k for k in self.preferred if k[1] == broker]:
+            del self.preferred[key]
         for tp, p in self.image.partitions_on(broker):
             if p.leader == broker:
                 self._freeze(tp, now, stalled=True)
@@ -252,8 +278,50 @@ class DataPlane:
                     next_eta = min(next_eta, (target - leo) / gain)
         return caught_up, next_eta
 
+    # -- future replicas (KIP-113) -------------------------------------------------------------
+    def copy_rate(self, broker: int) -> float:
+        """Bytes/s the broker copies into its future replicas, all of them together."""
+        limit = self._rate(broker, ALTER_LOG_DIRS_RATE)
+        bandwidth = self.bandwidth(broker)
+        return bandwidth if limit is None else min(limit, bandwidth)
+
+    def copy_futures(self, dt: float, now: float) -> tuple[list[Replica], float]:
+        """Advance every future replica of a running broker by ``dt`` seconds ending at
+        ``now``. Returns the futures that caught up with their current replica (size and log
+        end) and the time (s) until the next one would."""
+        image = self.image
+        per_broker: dict[int, int] = {}
+        for (_, broker) in self.futures:
+            per_broker[broker] = per_broker.get(broker, 0) + 1
+        caught_up: list[Replica] = []
+        next_eta = float("inf")
+        for (tp, broker), future in list(self.futures.items()):
+            p = image.partition(tp)
+            if p is None or broker not in p.replicas:
+                del self.futures[(tp, broker)]  # the replica is gone, its future with it
+                continue
+            if broker in self.down:
+                continue  # a dead broker copies nothing
+            target = self.replica_leo(tp, p, broker, now)
+            assert target is not None
+            topic = image.topics[tp.topic]
+            speed = self.copy_rate(broker) / per_broker[broker] / topic.message_bytes
+            leo = future.leo + speed * dt
+            if leo >= target - 1e-9:
+                future.leo = target
+                caught_up.append((tp, broker))
+                continue
+            future.leo = leo
+            growth = 0.0 if self.base(tp).stalled else self.rate_msgs(tp.topic)
+            if speed > growth:
+                next_eta = min(next_eta, (target - leo) / (speed - growth))
+        return caught_up, next_eta
+
     def _rate(self, broker: int, key: str) -> float | None:
+        """A broker's rate config: its own, else the cluster default (resource "")."""
         value = self.image.config("BROKER", str(broker)).get(key)
+        if value is None:
+            value = self.image.config("BROKER", "").get(key)
         return float(value) if value is not None else None
 
     def _throttled(self, tp: TopicPartition, broker: int, leader: int,
@@ -285,6 +353,10 @@ class DataPlane:
                         for tp, replicas in self.lagging.items()
                         for broker, lag in replicas.items()],
             "down": {str(b): t for b, t in self.down.items()},
+            "futures": [[tp.topic, tp.partition, broker, f.path, f.leo]
+                        for (tp, broker), f in self.futures.items()],
+            "preferred": [[tp.topic, tp.partition, broker, path]
+                          for (tp, broker), path in self.preferred.items()],
         }
 
     def load_json(self, doc: dict[str, Any]) -> None:
@@ -298,3 +370,8 @@ class DataPlane:
             self.lagging.setdefault(TopicPartition(t, int(p)), {})[int(broker)] = Lagging(
                 float(leo), float(at), bool(in_isr))
         self.down = {int(b): float(t) for b, t in doc["down"].items()}
+        # checkpoints from before JBOD have neither
+        self.futures = {(TopicPartition(t, int(p)), int(b)): FutureReplica(str(path), float(leo))
+                        for t, p, b, path, leo in doc.get("futures", ())}
+        self.preferred = {(TopicPartition(t, int(p)), int(b)): str(path)
+                          for t, p, b, path in doc.get("preferred", ())}

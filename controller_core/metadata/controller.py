@@ -44,9 +44,10 @@ from controller_core.model import (
 Emit = Callable[[Record], None]
 
 THROTTLE_RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
-# KIP-113: a broker-wide cap on copies between its log directories (Kafka's
-# DynamicConfig.Broker, a LONG like the rates above).
-LOG_DIR_THROTTLE_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
+# KIP-113: the bytes/s a broker copies into future replicas (another log directory of its own);
+# a dynamic broker config of the same type and default as the replication throttles.
+ALTER_LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
+RATE_KEYS = (*THROTTLE_RATE_KEYS, ALTER_LOG_DIRS_RATE)
 # Kafka's DynamicConfig.Broker defines both rates as LONG, atLeast(0): a rate is a whole
 # number of bytes/second from 0 to Long.MAX_VALUE (its default: unthrottled).
 MAX_THROTTLE_RATE = 2**63 - 1
@@ -60,7 +61,7 @@ _THROTTLED_REPLICA = re.compile(r"([0-9]+):([0-9]+)")  # Kafka's ThrottledReplic
 # The dynamic configs the embedded cluster models. Like Kafka, a broker takes any other config
 # name as a custom one (kept, and described as sensitive with a null value), while a topic
 # refuses a name that is no topic config of Kafka's.
-ALTERABLE_CONFIGS = {"BROKER": {*THROTTLE_RATE_KEYS, CORDONED_LOG_DIRS},
+ALTERABLE_CONFIGS = {"BROKER": {*RATE_KEYS, CORDONED_LOG_DIRS},
                      "TOPIC": {*THROTTLE_REPLICA_KEYS, CLEANUP_POLICY, MIN_ISR_KEY,
                                UNCLEAN_KEY}}
 # Kafka 4.4's topic config names (DescribeConfigs of a topic): the ones not modelled here are
@@ -94,17 +95,31 @@ class Controller:
     feature level (what cordoning needs)."""
 
     def __init__(self, image: MetadataImage, emit: Emit, *, elr: bool = True,
-                 metadata_version: int = LATEST_PRODUCTION) -> None:
+                 metadata_version: int = LATEST_PRODUCTION,
+                 log_dirs: Callable[[int], Sequence[str]] | None = None) -> None:
         self.image = image
         self._emit = emit
         self.elr = elr
         self.metadata_version = metadata_version
+        # each broker's log.dirs (what a broker checks cordoned.log.dirs against); unknown:
+        # a broker of one unnamed directory, which any entry cordons
+        self.log_dirs: Callable[[int], Sequence[str]] = log_dirs or (lambda broker: ())
 
     def _change(self, record: PartitionChangeRecord | None) -> None:
         if record is not None:
             self._emit(record)
 
     # -- what the rules read -------------------------------------------------------------------
+    def cordoned(self, broker: int) -> bool:
+        """Every log directory of ``broker`` is cordoned (KIP-1066): no new replica lands on
+        it. "*" cordons all; so do entries naming each of its directories."""
+        if not self.image.cordoned(broker):
+            return False
+        value = self.image.config("BROKER", str(broker))[CORDONED_LOG_DIRS]
+        entries = {e.strip() for e in value.split(",")}
+        dirs = self.log_dirs(broker)
+        return CORDON_ALL in entries or not dirs or set(dirs) <= entries
+
     def active(self, broker: int) -> bool:
         """ClusterControlManager.isActive: registered and not fenced."""
         return broker in self.image.live_brokers()
@@ -147,7 +162,7 @@ class Controller:
             # broker whose log directories are all cordoned is no candidate at all
             # (BrokerHeartbeatManager.UsableBrokerIterator skips it), and the count in the
             # message is of the candidates.
-            usable = {b: r for b, r in live.items() if not self.image.cordoned(b)}
+            usable = {b: r for b, r in live.items() if not self.cordoned(b)}
             if replication_factor > len(usable):
                 return ApiResult(errors.INVALID_REPLICATION_FACTOR,
                                  f"Unable to replicate the partition {replication_factor} "
@@ -167,7 +182,7 @@ class Controller:
         for i, replicas in enumerate(assignment):
             problem = pc.manual_assignment_problem(
                 replicas, self.image.brokers, len(assignment[i - 1]) if i else None,
-                cordoned=self.image.cordoned) if manual else None
+                cordoned=self.cordoned) if manual else None
             if problem is not None:
                 return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT, problem)
             isr = tuple(replicas) if all_live else tuple(r for r in replicas if r in live)
@@ -285,7 +300,7 @@ class Controller:
         # The whole target is validated, the replicas it keeps too: a partition that keeps
         # a replica on a cordoned broker cannot be re-targeted (a cancel, above, can).
         problem = pc.manual_assignment_problem(target, self.image.brokers,
-                                               cordoned=self.image.cordoned)
+                                               cordoned=self.cordoned)
         if problem is not None:
             return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT, problem)
         return OK
@@ -396,7 +411,9 @@ class Controller:
             if problem is not None:
                 return problem
         if rtype == "BROKER":
-            if not is_whole_number(rname) or int(rname) not in self.image.brokers:
+            if rname == "":
+                pass  # the cluster default of every broker (Kafka's <default> entity)
+            elif not is_whole_number(rname) or int(rname) not in self.image.brokers:
                 return ApiResult(errors.INVALID_REQUEST, f"broker {rname!r} is not registered")
         elif rtype == "TOPIC":
             if rname not in self.image.topics:
@@ -409,7 +426,7 @@ class Controller:
         """Kafka's checks of ``cordoned.log.dirs``, in its order: per broker only
         (DynamicBrokerConfig), the value (KafkaConfig.validateCordonedLogDirs on the broker),
         then the metadata.version (ConfigurationControlManager, which refuses a delete too).
-        A twin broker's one log directory has no name, so "*" is the only entry it takes."""
+        Entries are "*" or paths of the broker's log directories."""
         if rname == "":
             return ApiResult(errors.INVALID_REQUEST,
                              "Cannot update these configs at default cluster level, broker id "
@@ -419,7 +436,8 @@ class Controller:
             return ApiResult(errors.INVALID_REQUEST,
                              f"requirement failed: When {CORDONED_LOG_DIRS} is set to *, it must "
                              "not contain other values")
-        missing = [e for e in entries if e != CORDON_ALL]
+        dirs = self.log_dirs(int(rname)) if is_whole_number(rname) else ()
+        missing = [e for e in entries if e != CORDON_ALL and e not in dirs]
         if missing:
             return ApiResult(errors.INVALID_REQUEST,
                              f"requirement failed: All entries in {CORDONED_LOG_DIRS} must be "
@@ -430,6 +448,25 @@ class Controller:
                              f"The {CORDONED_LOG_DIRS} configuration value cannot be set because "
                              f"it requires metadata.version >= {name_of(CORDON_MIN_LEVEL)}")
         return None
+
+    # -- log directories (KIP-858) -------------------------------------------------------------
+    def assign_replicas_to_dirs(self, assignments: Mapping[tuple[TopicPartition, int], str]
+                                ) -> None:
+        """AssignReplicasToDirs: a broker says which of its log directories holds each of its
+        replicas (a new one placed, a future one swapped in); one PartitionChangeRecord with
+        the partition's ``directories`` per partition. Replicas no longer there are skipped,
+        as Kafka's controller answers those with an error the broker drops."""
+        by_tp: dict[TopicPartition, dict[int, str]] = {}
+        for (tp, broker), path in assignments.items():
+            by_tp.setdefault(tp, {})[broker] = path
+        for tp, dirs in by_tp.items():
+            p = self.image.partition(tp)
+            if p is None:
+                continue
+            current = p.directories or ("",) * len(p.replicas)
+            new = tuple(dirs.get(r, d) for r, d in zip(p.replicas, current, strict=True))
+            if new != current:
+                self._emit(PartitionChangeRecord(tp.topic, tp.partition, directories=new))
 
     # -- the throttle-marker topic's data -----------------------------------------------------
     def append_markers(self, records: Sequence[tuple[str, str | None]]) -> int:
@@ -455,7 +492,7 @@ def _config_values_problem(rtype: str, rname: str,
                              f"supported: {sorted(ALTERABLE_CONFIGS['TOPIC'])}")
         if value is None:
             continue
-        if key in THROTTLE_RATE_KEYS:
+        if key in RATE_KEYS:
             if not is_whole_number(value):
                 return ApiResult(errors.INVALID_CONFIG,
                                  f"{key}={value!r}: must be a whole number of bytes/second")

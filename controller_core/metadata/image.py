@@ -267,12 +267,14 @@ class MetadataImage:
         none = repeat(())
         block = list(map(tuple.__new__, repeat(PartitionRegistration),
                          zip(replicas, isrs, leaders, leader_epochs, partition_epochs,
-                             none, none, none, none, strict=False)))
+                             none, none, none, none, none, strict=False)))
         for i, adding, removing in moving:
             block[i] = block[i]._replace(adding=tuple(adding), removing=tuple(removing))
             self.reassigning.add(TopicPartition(topic, first + i))
         for i, elr, last in (row[10] if len(row) > 10 else ()):
             block[i] = block[i]._replace(elr=tuple(elr), last_known_elr=tuple(last))
+        for i, dirs in (row[11] if len(row) > 11 else ()):  # KIP-858 (JBOD) directories
+            block[i] = block[i]._replace(directories=tuple(dirs))
         partitions.extend(block)
 
     def snapshot_rows(self) -> Iterator[list[Any]]:
@@ -291,7 +293,8 @@ class MetadataImage:
                        [[i, p.adding, p.removing] for i, p in enumerate(block)
                         if p.adding or p.removing],
                        [[i, p.elr, p.last_known_elr] for i, p in enumerate(block)
-                        if p.elr or p.last_known_elr]]
+                        if p.elr or p.last_known_elr],
+                       [[i, p.directories] for i, p in enumerate(block) if p.directories]]
 
     def to_records(self) -> Iterator[Record]:
         """The records that rebuild this image from nothing (the content of a snapshot)."""
@@ -300,7 +303,7 @@ class MetadataImage:
             for i, p in enumerate(t.partitions):
                 yield PartitionRecord(t.name, i, p.replicas, p.isr, p.leader, p.leader_epoch,
                                       p.partition_epoch, p.adding, p.removing, p.elr,
-                                      p.last_known_elr)
+                                      p.last_known_elr, p.directories)
 
     def records_but_partitions(self) -> Iterator[Record]:
         """The cluster id, brokers, topics, configs and the marker topic's records: all but

@@ -89,7 +89,21 @@ def after(p: PartitionRegistration, c: PartitionChangeRecord) -> PartitionRegist
         p.removing if c.removing is None else c.removing,
         p.elr if c.elr is None else c.elr,
         p.last_known_elr if c.last_known_elr is None else c.last_known_elr,
+        _directories(p, c),
     )
+
+
+def _directories(p: PartitionRegistration, c: PartitionChangeRecord) -> tuple[str, ...]:
+    """KIP-858: the directories a change leaves. Given, they are the record's; otherwise a
+    replica that stays keeps its directory and a new one is unassigned (""), as Kafka's
+    PartitionChangeBuilder fills them in."""
+    if c.directories is not None:
+        return c.directories
+    if c.replicas is None or not p.directories or c.replicas == p.replicas:
+        return p.directories
+    kept = dict(zip(p.replicas, p.directories, strict=True))
+    dirs = tuple(kept.get(r, "") for r in c.replicas)
+    return dirs if any(dirs) else ()
 
 
 def hash_order(ids: Iterable[int]) -> tuple[int, ...]:
@@ -181,7 +195,7 @@ def build(tp: TopicPartition, p: PartitionRegistration, acceptable: Acceptable, 
         adding=tuple(t_adding) if tuple(t_adding) != p.adding else None,
         removing=tuple(t_removing) if tuple(t_removing) != p.removing else None,
         elr=new_elr, last_known_elr=new_last)
-    if change[2:] == (None,) * 8:
+    if change[2:] == (None,) * (len(change) - 2):
         return None
     return change
 

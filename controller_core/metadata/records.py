@@ -62,6 +62,7 @@ class PartitionRecord(NamedTuple):
     removing: tuple[int, ...] = ()
     elr: tuple[int, ...] = ()
     last_known_elr: tuple[int, ...] = ()
+    directories: tuple[str, ...] = ()  # KIP-858, aligned with replicas; "": unassigned
 
 
 class PartitionChangeRecord(NamedTuple):
@@ -77,6 +78,9 @@ class PartitionChangeRecord(NamedTuple):
     removing: tuple[int, ...] | None = None
     elr: tuple[int, ...] | None = None
     last_known_elr: tuple[int, ...] | None = None
+    # KIP-858: the replicas' directories (AssignReplicasToDirs). None with new ``replicas``:
+    # each replica that stays keeps its directory, a new one is unassigned.
+    directories: tuple[str, ...] | None = None
 
 
 class ConfigRecord(NamedTuple):
@@ -122,22 +126,26 @@ _CHANGE_TAG = TAGS[PartitionChangeRecord]
 _TYPES: dict[str, type[Any]] = {tag: cls for cls, tag in TAGS.items()}
 
 
-# Fields added after a record type was first written (KIP-966's ELR fields): left out of the
-# encoding while they hold their default, so older logs and snapshots read back the same and
-# the common record stays as short as it was.
+# Fields added after a record type was first written (KIP-966's ELR fields, KIP-858's
+# directories): left out of the encoding while they hold their default, so older logs and
+# snapshots read back the same and the common record stays as short as it was.
 _TRAILING_DEFAULTS: dict[type[Any], tuple[Any, ...]] = {
-    PartitionRecord: ((), ()), PartitionChangeRecord: (None, None)}
+    PartitionRecord: ((), (), ()), PartitionChangeRecord: (None, None, None)}
 
 
 def encode_record(record: Record) -> list[Any]:
     if type(record) is PartitionRecord:  # the common record of a create: no lookups
-        if record[10] != ():
+        if record[11] != ():
             return [PARTITION_TAG, *record]
+        if record[10] != ():
+            return [PARTITION_TAG, *record[:11]]
         return [PARTITION_TAG, *record[:10]] if record[9] != () else [PARTITION_TAG,
                                                                       *record[:9]]
     if type(record) is PartitionChangeRecord:  # the record of every move and ISR change
-        if record[9] is not None:
+        if record[10] is not None:
             return [_CHANGE_TAG, *record]
+        if record[9] is not None:
+            return [_CHANGE_TAG, *record[:10]]
         return [_CHANGE_TAG, *record[:9]] if record[8] is not None else [_CHANGE_TAG,
                                                                          *record[:8]]
     row = [TAGS[type(record)], *record]

@@ -50,7 +50,8 @@ from controller_core import errors
 from controller_core.admin import LEGACY_MARKER_CONFIG, ClusterAdmin
 from controller_core.errors import ApiResult, KafkaApiError
 from controller_core.metadata.controller import (
-    LOG_DIR_THROTTLE_RATE,
+    ALTER_LOG_DIRS_RATE,
+    RATE_KEYS,
     THROTTLE_RATE_KEYS,
     format_throttled_replicas,
     parse_throttled_replicas,
@@ -63,8 +64,7 @@ _SIDES = {"L": LEADER_REPLICAS, "F": FOLLOWER_REPLICAS}  # the sides kept in top
 LOG_DIR_SIDE = "D"  # a replica copied between log directories of its broker
 # Which broker rate keys each kind of entry needs.
 _RATE_KEYS = {"L": THROTTLE_RATE_KEYS, "F": THROTTLE_RATE_KEYS,
-              LOG_DIR_SIDE: (LOG_DIR_THROTTLE_RATE,)}
-ALL_RATE_KEYS = (*THROTTLE_RATE_KEYS, LOG_DIR_THROTTLE_RATE)
+              LOG_DIR_SIDE: (ALTER_LOG_DIRS_RATE,)}
 LEGACY_MARKER_KEY = LEGACY_MARKER_CONFIG  # the broker config older versions wrote
 _REFUSALS = {errors.TOPIC_AUTHORIZATION_FAILED.code, errors.CLUSTER_AUTHORIZATION_FAILED.code}
 
@@ -262,7 +262,7 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
                 waiting.add(b)
         elif b in wanted_brokers:
             fresh = set()  # keys whose value before kraftsman is recorded now
-            for k in (k for k in ALL_RATE_KEYS if k in wanted_keys):
+            for k in (k for k in RATE_KEYS if k in wanted_keys):
                 if m.rate is None or k not in m.previous:
                     m.previous[k] = cfg.get(k)
                     fresh.add(k)

@@ -13,6 +13,8 @@ from typing import Any
 from kafka.protocol.admin import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DescribeClusterRequest,
@@ -77,6 +79,7 @@ _PAIRS: list[tuple[Any, Any, tuple[int, int] | None]] = [
     (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, None),
     (DescribeQuorumRequest, DescribeQuorumResponse, None),
     (DescribeLogDirsRequest, DescribeLogDirsResponse, None),
+    (AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, None),
     (DescribeConfigsRequest, DescribeConfigsResponse, None),
     (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, None),
     (SaslHandshakeRequest, SaslHandshakeResponse, (1, 1)),

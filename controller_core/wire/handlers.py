@@ -3,8 +3,9 @@
 Pure request → response translation over :class:`EmbeddedCluster` (the ClusterAdmin port plus
 the few embedded-only reads a broker answers from: liveness, topic ids, topic creation).
 Authorization follows Kafka: DESCRIBE on CLUSTER to list and describe, ALTER on CLUSTER to
-alter reassignments, elect leaders, change the quorum; ALTER_CONFIGS (or ALTER) to alter
-configs; CREATE to create topics. Errors are Kafka's codes, with a message a person can act on.
+alter reassignments and replica log dirs, elect leaders, change the quorum; ALTER_CONFIGS (or
+ALTER) to alter configs; CREATE to create topics. Errors are Kafka's codes, with a message a
+person can act on.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from controller_core.metadata.controller import (
     DEFAULT_MIN_ISR,
     MAX_THROTTLE_RATE,
     MIN_ISR_KEY,
-    THROTTLE_RATE_KEYS,
+    RATE_KEYS,
     THROTTLE_REPLICA_KEYS,
     UNCLEAN_KEY,
     is_sensitive_config,
@@ -55,13 +56,13 @@ _ACL_BITS = {Operation.ALL: 2, Operation.READ: 3, Operation.WRITE: 4, Operation.
 # DescribeConfigs ConfigSource and ConfigType values.
 _SOURCE_TOPIC, _SOURCE_BROKER, _SOURCE_DEFAULT_BROKER, _SOURCE_DEFAULT = 1, 2, 3, 5
 # Kafka's defaults for the configs the embedded cluster lets you change.
-_DEFAULTS = {**dict.fromkeys(THROTTLE_RATE_KEYS, str(MAX_THROTTLE_RATE)),
+_DEFAULTS = {**dict.fromkeys(RATE_KEYS, str(MAX_THROTTLE_RATE)),
              **dict.fromkeys(THROTTLE_REPLICA_KEYS, ""), CLEANUP_POLICY: "delete",
              MIN_ISR_KEY: DEFAULT_MIN_ISR, UNCLEAN_KEY: "false", CORDONED_LOG_DIRS: ""}
 _TYPE_UNKNOWN, _TYPE_BOOLEAN, _TYPE_STRING, _TYPE_INT, _TYPE_LONG, _TYPE_LIST = 0, 1, 2, 3, 5, 7
 _CONFIG_TYPES = {**dict.fromkeys((*THROTTLE_REPLICA_KEYS, CLEANUP_POLICY, CORDONED_LOG_DIRS),
                                   _TYPE_LIST),
-                 **dict.fromkeys(THROTTLE_RATE_KEYS, _TYPE_LONG),
+                 **dict.fromkeys(RATE_KEYS, _TYPE_LONG),
                  MIN_ISR_KEY: _TYPE_INT, UNCLEAN_KEY: _TYPE_BOOLEAN}
 _RESOURCE_TYPES = {2: "TOPIC", 4: "BROKER"}
 _ZERO_UUID = uuid.UUID(int=0)
@@ -98,6 +99,7 @@ class Handlers:
             19: self.create_topics, 43: self.elect_leaders,
             45: self.alter_partition_reassignments, 46: self.list_partition_reassignments,
             55: self.describe_quorum, 35: self.describe_log_dirs, 32: self.describe_configs,
+            34: self.alter_replica_log_dirs,
             44: self.incremental_alter_configs, 80: self.add_raft_voter,
             81: self.remove_raft_voter, 64: self.unregister_broker,
             0: lambda r, v, s: data_apis.produce(self, r, v, s),
@@ -417,40 +419,57 @@ class Handlers:
         return respond(errors.NONE, "", [cls.OngoingTopicReassignment(name=t, partitions=ps)
                                          for t, ps in grouped.items()])
 
-    # -- DescribeLogDirs ---------------------------------------------------------------------------
+    # -- DescribeLogDirs / AlterReplicaLogDirs (KIP-113) ------------------------------------------
     def describe_log_dirs(self, request: Any, version: int, session: Session) -> Any:
         cls = apis.RESPONSES[35]
         result_cls = cls.DescribeLogDirsResult
+        part_cls = result_cls.DescribeLogDirsTopic.DescribeLogDirsPartition
         if not self._allowed(session, Operation.DESCRIBE):
             return cls(version=version, throttle_time_ms=0,
                        error_code=errors.CLUSTER_AUTHORIZATION_FAILED.code, results=[])
         broker = session.broker_id
-        image = self.cluster.image
-        if request.topics is None:
-            hosted = [(tp_, p) for tp_, p in image.iter_partitions() if broker in p.replicas]
-        else:
-            hosted = []
-            for t in request.topics:
-                for i in t.partitions:
-                    tp_ = TopicPartition(t.topic, i)
-                    p = image.partition(tp_)
-                    if p is not None and broker in p.replicas:
-                        hosted.append((tp_, p))
+        wanted = None if request.topics is None else [
+            TopicPartition(t.topic, i) for t in request.topics for i in t.partitions]
         try:
-            status = self.cluster.replica_status([(tp_, broker) for tp_, _ in hosted])
+            dirs = self.cluster.describe_log_dirs([broker], wanted).get(broker, ())
         except KafkaApiError as e:
             return cls(version=version, throttle_time_ms=0, error_code=e.error.code, results=[])
+        results = []
+        for d in dirs:
+            grouped: dict[str, list[Any]] = defaultdict(list)
+            for r in d.replicas:
+                grouped[r.tp.topic].append(part_cls(
+                    partition_index=r.tp.partition, partition_size=r.size_bytes,
+                    offset_lag=r.offset_lag, is_future_key=r.future))
+            results.append(result_cls(
+                error_code=0, log_dir=d.path, topics=[
+                    result_cls.DescribeLogDirsTopic(name=t, partitions=ps)
+                    for t, ps in grouped.items()],
+                total_bytes=-1 if d.total_bytes is None else d.total_bytes,
+                usable_bytes=-1 if d.usable_bytes is None else d.usable_bytes,
+                is_cordoned=d.cordoned))
+        return cls(version=version, throttle_time_ms=0, error_code=0, results=results)
+
+    def alter_replica_log_dirs(self, request: Any, version: int, session: Session) -> Any:
+        """Asked of the broker this listener stands for; ALTER on CLUSTER, as Kafka's
+        KafkaApis.handleAlterReplicaLogDirsRequest (every partition refused without it)."""
+        cls = apis.RESPONSES[34]
+        moves = {(TopicPartition(t.name, i), session.broker_id): d.path
+                 for d in request.dirs for t in d.topics for i in t.partitions}
+        if not self._allowed(session, Operation.ALTER):
+            results = dict.fromkeys(moves, ApiResult(errors.CLUSTER_AUTHORIZATION_FAILED))
+        else:
+            try:
+                results = self.cluster.alter_replica_log_dirs(moves)
+            except KafkaApiError as e:
+                results = dict.fromkeys(moves, ApiResult(e.error, e.message))
         grouped: dict[str, list[Any]] = defaultdict(list)
-        for s in status:
-            grouped[s.tp.topic].append(result_cls.DescribeLogDirsTopic.DescribeLogDirsPartition(
-                partition_index=s.tp.partition, partition_size=s.size_bytes or 0,
-                offset_lag=s.lag_messages or 0, is_future_key=False))
-        log_dir = result_cls(
-            error_code=0, log_dir=f"/var/lib/kraftsman/broker-{broker}", topics=[
-                result_cls.DescribeLogDirsTopic(name=t, partitions=ps)
-                for t, ps in grouped.items()], total_bytes=-1, usable_bytes=-1,
-            is_cordoned=False)
-        return cls(version=version, throttle_time_ms=0, error_code=0, results=[log_dir])
+        topic_cls = cls.AlterReplicaLogDirTopicResult
+        for (tp_, _), r in results.items():
+            grouped[tp_.topic].append(topic_cls.AlterReplicaLogDirPartitionResult(
+                partition_index=tp_.partition, error_code=r.error.code))
+        return cls(version=version, throttle_time_ms=0, results=[
+            topic_cls(topic_name=t, partitions=ps) for t, ps in grouped.items()])
 
     # -- configs -----------------------------------------------------------------------------------
     def _config_denied(self, rtype: str, session: Session, *ops: Operation) -> ErrorCode | None:

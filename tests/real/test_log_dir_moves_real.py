@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from controller_core.admin import LogDir
-from controller_core.metadata.controller import LOG_DIR_THROTTLE_RATE
+from controller_core.metadata.controller import ALTER_LOG_DIRS_RATE
 from controller_core.model import TopicPartition
 from tests.real.fixtures import Session
 from tests.real.test_cli_real_kafka import BIN, Cli, topic
@@ -56,7 +56,7 @@ def test_replicas_move_into_named_log_dirs_throttled(real_kafka: Session,
         while run.poll() is None and time.monotonic() < deadline:
             with c.admin() as a:
                 cfg = a.describe_configs([("BROKER", "0")])[("BROKER", "0")]
-                seen_rate |= cfg.get(LOG_DIR_THROTTLE_RATE) == "300000"
+                seen_rate |= cfg.get(ALTER_LOG_DIRS_RATE) == "300000"
                 seen_future |= _where(a.describe_log_dirs([0], [p0]), p0, 0).get(other) is True
             time.sleep(0.3)
         out, err = run.communicate(timeout=180)
@@ -72,7 +72,7 @@ def test_replicas_move_into_named_log_dirs_throttled(real_kafka: Session,
         assert _where(dirs, p0, 0) == {other: False}
         assert _where(dirs, p1, 0) == {target: False}
         cfg = a.describe_configs([("BROKER", "0")])[("BROKER", "0")]
-    assert LOG_DIR_THROTTLE_RATE not in cfg and "leader.replication.throttled.rate" not in cfg
+    assert ALTER_LOG_DIRS_RATE not in cfg and "leader.replication.throttled.rate" not in cfg
     assert "No partition reassignments found." in cli.ok("reassignments", "list")
 
 
