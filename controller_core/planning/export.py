@@ -18,6 +18,7 @@ every plan stays as before.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 from controller_core.admin import ClusterAdmin
@@ -78,6 +79,11 @@ def snapshot_from_admin(
     if leaderless:
         extra["partitionsWithoutLeader"] = leaderless
     dirs = _log_dirs(admin, brokers, table, extra)
+    if dirs is not None:  # a broker's disk is its directories (the snapshot checks it)
+        held: dict[int, int] = {}
+        for d in dirs:
+            held[d.broker] = held.get(d.broker, 0) + d.capacity_bytes
+        brokers = [dataclasses.replace(b, disk_capacity_bytes=held[b.id]) for b in brokers]
     return Snapshot(brokers, table, cluster_name, created_at, extra, dirs)
 
 
@@ -85,9 +91,10 @@ def _log_dirs(admin: ClusterAdmin, brokers: list[Broker], table: PartitionTable,
               extra: dict[str, object]) -> list[LogDir] | None:
     """The brokers' directories and each replica's (in ``table.log_dirs``), when some broker
     has several; None (and the table without them) otherwise."""
-    described = admin.describe_log_dirs([b.id for b in brokers])
-    if not any(len(ds) > 1 for ds in described.values()):
-        return None
+    ids = [b.id for b in brokers]
+    if not any(len(ds) > 1 for ds in admin.describe_log_dirs(ids, []).values()):
+        return None  # (asked without partitions first: cheap on a cluster without JBOD)
+    described = admin.describe_log_dirs(ids)
     silent = sorted({b.id for b in brokers} - set(described))
     if silent:  # its replicas' directories are unknown: plan without directories
         extra["logDirs"] = f"not recorded: broker(s) {silent} did not answer DescribeLogDirs"

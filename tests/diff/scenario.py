@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from controller_core.admin import ClusterAdmin
+from controller_core.metadata.controller import ALTER_LOG_DIRS_RATE
 from controller_core.model import ElectionType, TopicPartition
 
 RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
@@ -44,6 +45,11 @@ class Target(Protocol):
     admin: ClusterAdmin
 
     def kill_broker(self, broker: int) -> None: ...
+
+    def log_dirs(self, broker: int) -> list[str]:
+        """The broker's log directories (paths differ between the clusters; their last
+        component does not)."""
+        ...
 
     def start_broker(self, broker: int) -> None: ...
 
@@ -236,6 +242,78 @@ def kill(broker: int) -> Callable[[Target], Any]:
 
 def start(broker: int) -> Callable[[Target], Any]:
     return lambda t: t.start_broker(broker)
+
+
+def _replica_dirs(admin: ClusterAdmin, tp: TopicPartition, broker: int) -> list[Any]:
+    """[(the directory's last path component, future?)] of ``tp`` on ``broker``."""
+    dirs = admin.describe_log_dirs([broker], [tp]).get(broker, ())
+    return sorted([d.path.rsplit("/", 1)[-1], r.future] for d in dirs for r in d.replicas
+                  if r.tp == tp)
+
+
+def copying(tp: TopicPartition, broker: int, yes: bool = True) -> Check:
+    """A future replica of ``tp`` on ``broker`` (a copy between its directories)."""
+    return lambda a: any(f for _, f in _replica_dirs(a, tp, broker)) == yes
+
+
+def in_dir(tp: TopicPartition, broker: int, index: int | None = None
+           ) -> Callable[[Target], Any]:
+    """Where the replica is — in the broker's directory ``index``, or (None) in the one it
+    was in when :func:`alter_dirs` first moved it — and whether each entry is a copy. (Which
+    directory a new replica gets depends on the broker's other partitions, and the real Kafka
+    has topics the twin has not: a scenario names directories, never assumes one.)"""
+    def act(t: Target) -> Any:
+        name = (t.log_dirs(broker)[index].rsplit("/", 1)[-1] if index is not None
+                else _first_dirs(t)[(tp, broker)])
+        return sorted([d == name, future] for d, future in _replica_dirs(t.admin, tp, broker))
+    return act
+
+
+def _first_dirs(t: Target) -> dict[tuple[TopicPartition, int], str]:
+    """Per target, the directory each replica was in before it was first moved."""
+    if not hasattr(t, "first_dirs"):
+        t.first_dirs = {}  # type: ignore[attr-defined]
+    return t.first_dirs  # type: ignore[attr-defined, no-any-return]
+
+
+def alter_dirs(moves: Mapping[tuple[TopicPartition, int], int | str | None]
+               ) -> Callable[[Target], Any]:
+    """AlterReplicaLogDirs: each replica to the broker's directory of that index, to a path
+    given as is, or (None) to the directory it is not in now."""
+    def act(t: Target) -> Any:
+        paths = {}
+        for (tp, b), where in moves.items():
+            if isinstance(where, int):
+                paths[(tp, b)] = t.log_dirs(b)[where]
+            elif where is None:
+                here = {d for d, future in _replica_dirs(t.admin, tp, b) if not future}
+                _first_dirs(t).setdefault((tp, b), *here)
+                paths[(tp, b)] = next(p for p in t.log_dirs(b)
+                                      if p.rsplit("/", 1)[-1] not in here)
+            else:
+                paths[(tp, b)] = where
+        results = t.admin.alter_replica_log_dirs(paths)
+        return {f"{tp}@{b}": r.error.name for (tp, b), r in sorted(results.items())}
+    return act
+
+
+def stay(tp: TopicPartition, broker: int) -> Callable[[Target], Any]:
+    """AlterReplicaLogDirs to the directory the replica is in now (drops a copy)."""
+    def act(t: Target) -> Any:
+        here = next(d for d, future in _replica_dirs(t.admin, tp, broker) if not future)
+        path = next(p for p in t.log_dirs(broker) if p.rsplit("/", 1)[-1] == here)
+        r = t.admin.alter_replica_log_dirs({(tp, broker): path})[(tp, broker)]
+        return r.error.name
+    return act
+
+
+def dir_throttle(rate: int | None, brokers: Sequence[int]) -> Callable[[Target], Any]:
+    def act(t: Target) -> Any:
+        results = t.admin.incremental_alter_configs({
+            ("BROKER", str(b)): {ALTER_LOG_DIRS_RATE: None if rate is None else str(rate)}
+            for b in brokers})
+        return {n: r.error.name for (_, n), r in sorted(results.items())}
+    return act
 
 
 # -- running and observing ----------------------------------------------------------------------

@@ -9,11 +9,15 @@ from tests.diff.scenario import (
     Topic,
     add_voter,
     all_of,
+    alter_dirs,
     brokers_listed,
+    copying,
     cordon,
     create_topic,
+    dir_throttle,
     elect,
     fenced,
+    in_dir,
     in_isr,
     kill,
     led_by,
@@ -26,6 +30,7 @@ from tests.diff.scenario import (
     sizes_answered,
     start,
     start_controller,
+    stay,
     throttle,
     unregister,
     voters_are,
@@ -280,7 +285,32 @@ def removing_brokers() -> Scenario:
     ))
 
 
+def log_dirs() -> Scenario:
+    """KIP-113 on brokers with two log directories: a replica copied into the other
+    directory of its broker (slowly, under the log-dir throttle), asked there again, asked
+    back (the copy is dropped), asked again and let finish; a missing directory, a broker
+    without the replica; a replica a reassignment adds, created in the directory its broker
+    was told of before."""
+    t = "diff-jbod"
+    p0 = tp(t, 0)
+    return Scenario("log-dirs", (Topic(t, ((0, 1, 2),), size_bytes=4 * MB),), (
+        Step("throttle copies between directories", dir_throttle(SLOW, [0])),
+        Step("p0 on broker 0 to its other directory, on 1 to none, on 3 (no replica)",
+             alter_dirs({(p0, 0): None, (p0, 1): "/no/such/dir", (p0, 3): 0}),
+             until=copying(p0, 0)),
+        Step("where p0 is on broker 0", in_dir(p0, 0)),
+        Step("p0 on broker 0 to where it is", stay(p0, 0), until=copying(p0, 0, False)),
+        Step("p0 on broker 0 to its other directory again", alter_dirs({(p0, 0): None}),
+             until=copying(p0, 0)),
+        Step("lift the throttle", dir_throttle(None, [0]), until=copying(p0, 0, False)),
+        Step("where p0 is on broker 0 now", in_dir(p0, 0)),
+        Step("tell broker 3 its second directory for p0", alter_dirs({(p0, 3): 1})),
+        Step("move p0 onto broker 3", reassign({p0: [3, 1, 2]}), until=nothing_moving),
+        Step("where p0 is on broker 3", in_dir(p0, 3, 1)),
+    ))
+
+
 ALL = (start_and_complete, retarget, retarget_regrow, retarget_then_cancel, cancel_mid_move,
        broker_failure_mid_move, cancel_offline, cancel_offline_unclean, eligible_leaders,
        elections, unclean_election, unclean_mid_move, invalid_targets,
-       voter_changes, removing_brokers)
+       voter_changes, removing_brokers, log_dirs)

@@ -26,14 +26,24 @@ SESSION_TIMEOUT_MS = 9_000  # broker.session.timeout.ms of the real cluster
 STABLE_S = 0.6
 
 
+def twin_log_dirs(broker: int) -> list[str]:
+    """The twin's log directories of a broker, named as the real Kafka's end (``data``,
+    ``data-b``): a scenario compares directories by their last path component."""
+    return [f"/kraftsman/node-{broker}/data", f"/kraftsman/node-{broker}/data-b"]
+
+
 class Twin:
     """The embedded cluster: simulated time moves only in ``settle``."""
 
     name = "twin"
 
+    def log_dirs(self, broker: int) -> list[str]:
+        return twin_log_dirs(broker)
+
     def __init__(self, directory: Path, topics: Sequence[Topic]) -> None:
         spec = EmbeddedClusterSpec.model_validate({
-            "brokers": [{"id": b, "rack": RACKS[b]} for b in BROKERS],
+            "brokers": [{"id": b, "rack": RACKS[b], "logDirs": [
+                {"path": path} for path in twin_log_dirs(b)]} for b in BROKERS],
             "controllers": list(CONTROLLERS),
             "spareControllers": list(SPARE_CONTROLLERS),
             "brokerSessionTimeoutMs": SESSION_TIMEOUT_MS,
@@ -102,6 +112,9 @@ class Real:
         parts = self.admin.describe_partitions(topics=[t.name for t in topics])
         want = sum(len(t.assignment) for t in topics)
         return len(parts) == want and all(set(d.isr) == set(d.replicas) for d in parts)
+
+    def log_dirs(self, broker: int) -> list[str]:
+        return self.cluster.log_dirs(broker)
 
     def kill_broker(self, broker: int) -> None:
         self.cluster.kill(broker)

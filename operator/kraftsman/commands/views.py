@@ -88,6 +88,13 @@ def register(sub: Any) -> None:
     p = d_sub.add_parser("cluster", help="cluster id, brokers and racks")
     _common(p)
     p.set_defaults(handler=cmd_describe_cluster, read_only=True)
+    p = d_sub.add_parser("log-dirs", help="each broker's log directories and the replicas in "
+                                          "them, copies included (like kafka-log-dirs)")
+    _common(p)
+    p.add_argument("--broker", type=int, action="append", default=None,
+                   help="only this broker (repeatable); default: every broker")
+    p.add_argument("--topic", default=None, help="only the replicas of this topic")
+    p.set_defaults(handler=cmd_describe_log_dirs, read_only=True)
 
     c = sub.add_parser("cluster", help="drive, fault-inject or serve the local embedded cluster")
     c_sub = c.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -391,6 +398,48 @@ def cmd_describe_cluster(args: argparse.Namespace) -> int:
             lines.append(f"  {b.id}\track: {b.rack or '-'}\t{state}")
         if unknown:
             lines.append(f"Cordoned brokers: unknown ({unknown})")
+        return lines
+
+    emit(args, data, text)
+    return 0
+
+
+def cmd_describe_log_dirs(args: argparse.Namespace) -> int:
+    with opened(args) as c:
+        known = [b.id for b in c.describe_cluster().brokers]
+        brokers = args.broker if args.broker else known
+        unknown = sorted(set(brokers) - set(known))
+        if unknown:
+            raise UsageError(f"--broker {unknown[0]}: no such broker; the cluster has {known}")
+        partitions = None
+        if args.topic is not None:
+            partitions = [d.tp for d in c.describe_partitions(topics=[args.topic])]
+            if not partitions:
+                raise UsageError(f"--topic {args.topic}: no such topic")
+        dirs = c.describe_log_dirs(brokers, partitions)
+    data = [{"broker": d.broker, "path": d.path, "error": d.error,
+             "totalBytes": d.total_bytes, "usableBytes": d.usable_bytes,
+             "cordoned": d.cordoned,
+             "replicas": [{"topic": r.tp.topic, "partition": r.tp.partition,
+                           "sizeBytes": r.size_bytes, "offsetLag": r.offset_lag,
+                           "future": r.future} for r in d.replicas]}
+            for b in brokers for d in dirs.get(b, ())]
+    silent = [b for b in brokers if b not in dirs]
+
+    def text() -> list[str]:
+        lines = []
+        for d in data:
+            extra = [f"error {d['error']}"] if d["error"] else []
+            if d["totalBytes"] is not None:
+                extra.append(f"{d['usableBytes']:,} of {d['totalBytes']:,} bytes free")
+            if d["cordoned"]:
+                extra.append("cordoned")
+            lines.append(f"broker {d['broker']}  {d['path']}"
+                         + (f"  ({', '.join(extra)})" if extra else ""))
+            for r in d["replicas"]:  # type: ignore[attr-defined]
+                copy = "  (future: a copy being made here)" if r["future"] else ""
+                lines.append(f"  {r['topic']}-{r['partition']}\t{r['sizeBytes']:,} bytes{copy}")
+        lines += [f"broker {b}: did not answer (down?)" for b in silent]
         return lines
 
     emit(args, data, text)

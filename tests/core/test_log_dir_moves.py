@@ -1,0 +1,201 @@
+"""The reassignment executor with log directories named (KIP-113) on the embedded twin: a
+replica copied between two directories of its broker, a replica added straight into a named
+directory, the log-dir throttle set while they copy and restored after, cancel, a broker
+down, a resumed run, and the plan problems."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from controller_core import errors
+from controller_core.embedded.cluster import EmbeddedCluster
+from controller_core.metadata.controller import ALTER_LOG_DIRS_RATE
+from controller_core.model import TopicPartition
+from controller_core.orchestration import throttles
+from controller_core.orchestration.reassignment import (
+    ExecutorState,
+    Limits,
+    Phase,
+    ReassignmentExecutor,
+    ReassignmentPlan,
+)
+from tests.core.test_jbod import current_dir, dirs_of, jbod
+from tests.helpers import drive, tp
+
+T0, T1 = tp("orders", 0), tp("orders", 1)  # [0, 1, 2] and [1, 2, 0], 10 MB each
+MB = 1_000_000
+
+
+def other_dir(c: EmbeddedCluster, broker: int, t: TopicPartition) -> str:
+    return next(d for d in dirs_of(broker) if d != current_dir(c, broker, t))
+
+
+def plan(moves: dict[TopicPartition, tuple[list[int], list[str]]],
+         throttle: int | None = None) -> ReassignmentPlan:
+    p, problems = ReassignmentPlan.from_moves(
+        [(t, r) for t, (r, _) in moves.items()], limits=Limits(throttle, 10),
+        log_dirs={t: d for t, (_, d) in moves.items()})
+    assert problems == []
+    return p
+
+
+def futures(c: EmbeddedCluster, broker: int, t: TopicPartition) -> list[str]:
+    return [d.path for d in c.describe_log_dirs([broker], [t])[broker]
+            for r in d.replicas if r.tp == t and r.future]
+
+
+def rate(c: EmbeddedCluster, broker: int) -> str | None:
+    return c.describe_configs([("BROKER", str(broker))])[("BROKER", str(broker))].get(
+        ALTER_LOG_DIRS_RATE)
+
+
+def test_a_replica_moves_into_another_directory_of_its_broker_throttled(tmp_path: Path) -> None:
+    c = jbod(tmp_path)
+    dest = other_dir(c, 0, T0)
+    ex = ReassignmentExecutor(c, plan({T0: ([0, 1, 2], [dest, "any", "any"])}, 500_000))
+    assert ex.start() == []
+    p = ex.step()
+    assert p.phase is Phase.RUNNING and p.moving == 1 and p.bytes_total == 10 * MB
+    assert futures(c, 0, T0) == [dest]
+    assert rate(c, 0) == "500000" and rate(c, 1) is None  # only where it copies
+    marker = throttles.placed(c, [0])[0]
+    assert {e.side for e in marker.entries} == {throttles.LOG_DIR_SIDE}
+    assert c.describe_configs([("TOPIC", "orders")])[("TOPIC", "orders")] == {}  # no L/F
+    c.advance(10)
+    p = ex.step()
+    assert 4 * MB <= p.bytes_moved <= 6 * MB, p  # 500 kB/s for 10 s
+    p = drive(c, ex)
+    assert p.phase is Phase.COMPLETED and p.done == 1 and p.bytes_moved == 10 * MB
+    assert current_dir(c, 0, T0) == dest and futures(c, 0, T0) == []
+    assert rate(c, 0) is None and throttles.placed(c) == {}
+    assert c.image.partition(T0).replicas == (0, 1, 2)  # type: ignore[union-attr]
+
+
+def test_a_replica_added_on_another_broker_lands_in_its_named_directory(tmp_path: Path) -> None:
+    c = jbod(tmp_path)
+    named = dirs_of(3)[2]
+    ex = ReassignmentExecutor(c, plan({T0: ([0, 1, 3], ["any", "any", named])}))
+    assert ex.start() == []
+    p = drive(c, ex)
+    assert p.phase is Phase.COMPLETED, p
+    assert c.image.partition(T0).replicas == (0, 1, 3)  # type: ignore[union-attr]
+    assert current_dir(c, 3, T0) == named
+
+
+def test_a_replica_created_elsewhere_is_asked_into_its_directory_again(tmp_path: Path) -> None:
+    """The broker forgot the directory it was asked for (it restarted before the replica
+    came): the replica is created where the broker likes, then copied where the plan says."""
+    c = jbod(tmp_path)
+    named = dirs_of(3)[2]
+    ex = ReassignmentExecutor(c, plan({T0: ([0, 1, 3], ["any", "any", named])}))
+    assert ex.start() == []
+    ex.step()
+    c.fail_broker(3)  # its remembered directories go with it
+    c.advance(5)
+    c.restore_broker(3)
+    p = drive(c, ex)
+    assert p.phase is Phase.COMPLETED, p
+    assert current_dir(c, 3, T0) == named
+
+
+def test_cancel_drops_the_copies_and_restores_the_rate(tmp_path: Path) -> None:
+    c = jbod(tmp_path)
+    here = current_dir(c, 0, T0)
+    ex = ReassignmentExecutor(c, plan({T0: ([0, 1, 2], [other_dir(c, 0, T0), "any", "any"]),
+                                       T1: ([1, 2, 3], ["any", "any", dirs_of(3)[1]])},
+                                      400_000))
+    assert ex.start() == []
+    ex.step()
+    c.advance(3)
+    ex.step()
+    assert futures(c, 0, T0)
+    ex.cancel()
+    p = drive(c, ex)
+    assert p.phase is Phase.CANCELLED and p.cancelled == 2, p
+    assert current_dir(c, 0, T0) == here and futures(c, 0, T0) == []
+    assert c.image.partition(T1).replicas == (1, 2, 0)  # type: ignore[union-attr]
+    assert rate(c, 0) is None and throttles.placed(c) == {}
+
+
+def test_a_broker_down_holds_its_copy_until_it_is_back(tmp_path: Path) -> None:
+    c = jbod(tmp_path)
+    dest = other_dir(c, 0, T0)
+    ex = ReassignmentExecutor(c, plan({T0: ([0, 1, 2], [dest, "any", "any"])}))
+    assert ex.start() == []
+    ex.step()
+    c.fail_broker(0)
+    for _ in range(60):
+        p = ex.step()
+        c.advance(1)
+    assert p.phase is Phase.RUNNING and p.moving == 1 and p.failed == 0, p
+    c.restore_broker(0)
+    p = drive(c, ex)
+    assert p.phase is Phase.COMPLETED and current_dir(c, 0, T0) == dest, p
+
+
+def test_a_resumed_run_finishes_the_copy_once(tmp_path: Path) -> None:
+    c = jbod(tmp_path)
+    dest = other_dir(c, 0, T0)
+    the_plan = plan({T0: ([0, 1, 2], [dest, "any", "any"])}, 1_000_000)
+    ex = ReassignmentExecutor(c, the_plan)
+    assert ex.start() == []
+    ex.step()
+    c.advance(4)
+    ex.step()
+    saved = ExecutorState.model_validate(ex.state.model_dump())
+    again = ReassignmentExecutor(c, the_plan, saved)
+    assert again.start() == []
+    p = drive(c, again)
+    assert p.phase is Phase.COMPLETED and p.done == 1 and p.bytes_moved == 10 * MB, p
+    assert current_dir(c, 0, T0) == dest and rate(c, 0) is None
+
+
+def test_a_partition_already_in_its_directories_is_done_at_once(tmp_path: Path) -> None:
+    c = jbod(tmp_path)
+    ex = ReassignmentExecutor(c, plan({T0: ([0, 1, 2], [current_dir(c, 0, T0), "any",
+                                                        "any"])}))
+    assert ex.start() == []
+    p = ex.step()
+    assert p.phase is Phase.COMPLETED and p.done == 1 and p.bytes_total == 0, p
+
+
+def test_a_directory_the_broker_lacks_is_a_plan_problem(tmp_path: Path) -> None:
+    c = jbod(tmp_path)
+    ex = ReassignmentExecutor(c, plan({T0: ([0, 1, 3], ["/nope", "any", "any"])}))
+    [problem] = ex.start()
+    assert problem.error == errors.LOG_DIR_NOT_FOUND
+    assert problem.message == (f"orders-0: broker 0 has no log directory '/nope'; its log "
+                               f"directories are {dirs_of(0)} (or give \"any\")")
+    assert c.list_partition_reassignments() == {} and futures(c, 0, T0) == []
+
+
+def test_log_dirs_not_one_per_replica_is_a_plan_problem() -> None:
+    _, [problem] = ReassignmentPlan.from_moves([(T0, [0, 1, 2])],
+                                               log_dirs={T0: ["/a", "any"]})
+    assert problem.error == errors.INVALID_REQUEST
+    assert "log_dirs has 2 entries for 3 replicas" in problem.message
+
+
+def test_another_runs_log_dir_entry_stays_while_its_broker_copies(tmp_path: Path) -> None:
+    """Two runs: one copies orders-0 between directories of broker 0, the other moves
+    orders-1 over the network; the second ending must not take the first one's log-dir rate
+    away — and once the first ends, nothing of either is left."""
+    c = jbod(tmp_path)
+    first = ReassignmentExecutor(c, plan({T0: ([0, 1, 2], [other_dir(c, 0, T0), "any",
+                                                           "any"])}, 200_000))
+    assert first.start() == []
+    first.step()
+    # unthrottled, the second ends long before the first (10 MB at 1 MB/s, not 200 kB/s)
+    second_plan, _ = ReassignmentPlan.from_moves([(T1, [1, 2, 3])], limits=Limits(None, 10),
+                                                 additional=True)
+    second = ReassignmentExecutor(c, second_plan)
+    assert second.start() == []
+    for _ in range(100):
+        p = second.step()
+        first.step()
+        if p.phase.terminal:
+            break
+        c.advance(1)
+    assert p.phase is Phase.COMPLETED and rate(c, 0) == "200000", p
+    assert drive(c, first).phase is Phase.COMPLETED
+    assert rate(c, 0) is None and throttles.placed(c) == {}
