@@ -325,6 +325,9 @@ def dry_run(admin: ClusterAdmin, plan: ReassignmentPlan, *,
     adds = removes = moving = unchanged = leader_moves = total = 0
     per_broker: dict[int, int] = {}
     costs: list[MoveCost] = []
+    # copies between two directories of a broker (KIP-113): bytes landing on that broker
+    where = log_dir_moves.placements(admin, log_dir_moves.wanted(
+        plan.log_dirs, [tp for tp in plan.log_dirs if tp in current and tp not in bad]))
     for tp, target in plan.moves.items():
         d = current.get(tp)
         if d is None or tp in bad:
@@ -333,15 +336,18 @@ def dry_run(admin: ClusterAdmin, plan: ReassignmentPlan, *,
         costs.append(move_cost(d.leader, original, target, d.size_bytes or 0, tuple(tp)))
         added = [r for r in target if r not in original]
         removed = [r for r in original if r not in target]
-        if not added and not removed and tuple(target) == original:
+        named = plan.log_dirs.get(tp, {})
+        between = [b for b in original if b in named
+                   and where.get((tp, b), log_dir_moves.Placement(None)).current != named[b]]
+        if not added and not removed and not between and tuple(target) == original:
             unchanged += 1
             continue
         moving += 1
         adds += len(added)
         removes += len(removed)
         size = d.size_bytes or 0
-        total += size * len(added)
-        for r in added:
+        total += size * (len(added) + len(between))
+        for r in (*added, *between):
             per_broker[r] = per_broker.get(r, 0) + size
         if d.leader not in target or (plan.elect_preferred_leaders and d.leader != target[0]):
             leader_moves += 1

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from controller_core.admin import ClusterAdmin
 from controller_core.model import TopicPartition
+from controller_core.orchestration import log_dir_moves
 
 
 @dataclass(frozen=True)
@@ -68,17 +69,28 @@ Copied = dict[TopicPartition, tuple[int | None, list[int]]]
 figure; their brokers)."""
 
 
-def copied(admin: ClusterAdmin, adding: Mapping[TopicPartition, Sequence[int]]) -> Copied:
+def copied(admin: ClusterAdmin, adding: Mapping[TopicPartition, Sequence[int]],
+           between_dirs: Mapping[TopicPartition, Sequence[int]] | None = None,
+           log_dirs: Mapping[TopicPartition, Mapping[int, str]] | None = None) -> Copied:
     """What :meth:`StallWatch.observe` takes, from the replicas' log sizes (DescribeLogDirs
     on a real cluster). A replica with no figure (not created yet, or its broker is down and
-    cannot answer) adds nothing; a move none of whose replicas has one has no figure."""
+    cannot answer) adds nothing; a move none of whose replicas has one has no figure.
+    ``between_dirs``: brokers copying a partition between their log directories (KIP-113),
+    whose copies (future replicas) count the same way, by ``log_dirs``' named directories."""
     wanted = [(tp, r) for tp, replicas in adding.items() for r in replicas]
     sizes = admin.replica_log_sizes(wanted) if wanted else {}
+    between = {tp: list(bs) for tp, bs in (between_dirs or {}).items() if bs and tp in adding}
+    if between:
+        pairs = [(tp, b) for tp, bs in between.items() for b in bs]
+        want = log_dir_moves.wanted(log_dirs or {}, between)
+        sizes.update(log_dir_moves.copy_bytes(want, log_dir_moves.placements(admin, pairs),
+                                              pairs))
     out: Copied = {}
     for tp, replicas in adding.items():
-        if replicas:
-            known = [sizes[(tp, r)] for r in replicas if (tp, r) in sizes]
-            out[tp] = (sum(known) if known else None, list(replicas))
+        brokers = [*replicas, *between.get(tp, ())]
+        if brokers:
+            known = [sizes[(tp, r)] for r in brokers if (tp, r) in sizes]
+            out[tp] = (sum(known) if known else None, brokers)
     return out
 
 

@@ -18,7 +18,9 @@ from controller_core.orchestration.reassignment import (
     Phase,
     ReassignmentExecutor,
     ReassignmentPlan,
+    dry_run,
 )
+from controller_core.orchestration.stall import StalledMove, StallWatch, copied
 from tests.core.test_jbod import current_dir, dirs_of, jbod
 from tests.helpers import drive, tp
 
@@ -199,3 +201,38 @@ def test_another_runs_log_dir_entry_stays_while_its_broker_copies(tmp_path: Path
     assert p.phase is Phase.COMPLETED and rate(c, 0) == "200000", p
     assert drive(c, first).phase is Phase.COMPLETED
     assert rate(c, 0) is None and throttles.placed(c) == {}
+
+
+def test_a_copy_between_directories_that_stands_still_is_stalled(tmp_path: Path) -> None:
+    """The stall watch counts the copies between directories too: copying, it is not
+    stalled; its broker down for longer than the window, it is, naming the broker."""
+    c = jbod(tmp_path)
+    ex = ReassignmentExecutor(c, plan({T0: ([0, 1, 2], [other_dir(c, 0, T0), "any", "any"])},
+                                      100_000))
+    assert ex.start() == []
+    watch = StallWatch(30_000)
+
+    def observe() -> list[StalledMove]:
+        return watch.observe(c.now_ms(), copied(c, {tp: ex.adding[tp] for tp in ex.moving},
+                                                ex.between_dirs, ex.plan.log_dirs))
+    for _ in range(40):
+        ex.step()
+        assert observe() == []
+        c.advance(1)
+    c.fail_broker(0)
+    for _ in range(40):
+        ex.step()
+        stalled = observe()
+        c.advance(1)
+    [move] = stalled
+    assert move.tp == T0 and move.brokers == (0,) and 3 * MB < move.bytes_moved < 5 * MB
+
+
+def test_a_dry_run_counts_the_copies_between_directories(tmp_path: Path) -> None:
+    c = jbod(tmp_path)
+    report = dry_run(c, plan({T0: ([0, 1, 2], [other_dir(c, 0, T0), "any", "any"]),
+                              T1: ([1, 2, 0], [current_dir(c, 1, T1), "any", "any"])}))
+    assert (report.partitions_moving, report.partitions_unchanged) == (1, 1)
+    assert report.replica_moves == 0
+    assert report.bytes_to_move == 10 * MB and report.per_broker_in_bytes == {0: 10 * MB}
+    assert futures(c, 0, T0) == []  # a dry run moves nothing

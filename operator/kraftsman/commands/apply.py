@@ -523,7 +523,8 @@ class Session:
             self.view.progress(r.key, progress, cluster.now)
             now_ms = cluster.now_ms()
             stuck = [] if progress.phase.terminal else watch.observe(
-                now_ms, copied(cluster, {tp: ex.adding[tp] for tp in ex.moving}))
+                now_ms, copied(cluster, {tp: ex.adding[tp] for tp in ex.moving},
+                               ex.between_dirs, ex.plan.log_dirs))
             if stuck and not stalled:
                 self.view.line(f"{r.key}: stalled — {describe(stuck, now_ms)}; check those "
                                "brokers and the throttle")

@@ -83,7 +83,7 @@ def fill_progress(st: PartitionReassignmentStatus, spec: PartitionReassignmentSp
     # The adding replicas of the rows still moving; a failed row has no move in flight.
     adding = {d.tp: list(executor.adding.get(d.tp, ())) for d in progress.details
               if d.state != "failed"}
-    sizes = copied(executor.admin, adding)
+    sizes = copied(executor.admin, adding, executor.between_dirs, executor.plan.log_dirs)
     rows = []
     for d in progress.details:
         original = list(executor.original.get(d.tp, ()))
