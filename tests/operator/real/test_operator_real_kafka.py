@@ -71,11 +71,31 @@ async def test_the_deployed_operator_drives_a_real_kafka(api: Api, deployed: Any
         (p0,) = a.describe_partitions(partitions=[TopicPartition(name, 0)])
     assert (p0.replicas, p0.leader) == ((3, 1, 2), 3)
 
+    # KIP-113 through the resource: partition 1's replica on broker 1 into its other log
+    # directory (Kafka's brokers here have two), checked with Kafka's DescribeLogDirs.
+    p1 = TopicPartition(name, 1)
+    with c.admin() as a:
+        (here,) = [d.path for d in a.describe_log_dirs([1], [p1])[1]
+                   for r in d.replicas if r.tp == p1]
+    there = next(path for path in c.log_dirs(1) if path != here)
+    await api.create("PartitionReassignment", "jbod", {**ref, "partitions": [
+        {"topic": name, "partition": 1, "replicas": [1, 2, 3],
+         "log_dirs": [there, "any", "any"]}], "throttleBytesPerSecond": 50_000_000})
+    done = await api.wait("PartitionReassignment", "jbod", cond_is("Succeeded", "True"),
+                          timeout=180)
+    assert done["status"]["done"] == 1
+    with c.admin() as a:
+        assert [(d.path, r.future) for d in a.describe_log_dirs([1], [p1])[1]
+                for r in d.replicas if r.tp == p1] == [(there, False)]
+        cfg = a.describe_configs([("BROKER", "1")])[("BROKER", "1")]
+    assert "replica.alter.log.dirs.io.max.bytes.per.second" not in cfg
+
     # A preferred election of the topic (partition 1 is led by its preferred replica already).
     await api.create("LeaderElection", "pref", {**ref, "topics": [name],
                                                 "electionType": "PREFERRED"})
     obj = await api.wait("LeaderElection", "pref", cond_is("Succeeded", "True"), timeout=120)
     assert obj["status"]["counts"]["total"] == 2
-    for kind, obj_name in [("PartitionReassignment", "move"), ("LeaderElection", "pref"),
+    for kind, obj_name in [("PartitionReassignment", "move"),
+                           ("PartitionReassignment", "jbod"), ("LeaderElection", "pref"),
                            ("KafkaQuorum", "q")]:
         await api.delete(kind, obj_name)
