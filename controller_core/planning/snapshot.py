@@ -214,8 +214,6 @@ def validate_partitions(table: PartitionTable, broker_ids: set[int],
             problems.append(f"{where}: field 'bytes_in_per_second' must be >= 0")
         if not table.bytes_out_per_second[row] >= 0:
             problems.append(f"{where}: field 'bytes_out_per_second' must be >= 0")
-    if len(table) == 0:
-        problems.append(f"{file}: no partitions; nothing to plan")
     return problems
 
 
