@@ -69,6 +69,18 @@ class Limits:
     throttle_bytes_per_second: int | None = None  # None: no throttle
     max_concurrent_moves: int = 10
     max_concurrent_moves_per_broker: int | None = None
+    # copies between log directories of a broker (KIP-113); None: the throttle above
+    log_dir_throttle_bytes_per_second: int | None = None
+
+    @property
+    def log_dir_rate(self) -> int | None:
+        if self.log_dir_throttle_bytes_per_second is not None:
+            return self.log_dir_throttle_bytes_per_second
+        return self.throttle_bytes_per_second
+
+    @property
+    def throttled(self) -> bool:
+        return self.throttle_bytes_per_second is not None or self.log_dir_rate is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -381,7 +393,7 @@ class ReassignmentExecutor:
         # brokers that keep a replica and copy it into another of their log directories
         self.between_dirs: dict[TopicPartition, tuple[int, ...]] = {}
         self._loaded = False
-        self._synced: tuple[frozenset[TopicPartition], int | None] | None = None
+        self._synced: tuple[frozenset[TopicPartition], int | None, int | None] | None = None
         self._last_full_check_ms: int | None = None  # None: the next pass lists every move
         self._last_cleanup_ms: int | None = None  # None: a cleanup owed is tried next pass
         self._last_sizes: dict[tuple[TopicPartition, int], int] = {}  # adding replicas' bytes
@@ -649,8 +661,7 @@ class ReassignmentExecutor:
         # Throttle before moving: not a byte is copied at full speed. When the brokers refuse
         # the throttle, the moves wait (pending, tried again next pass) instead of starting
         # unthrottled.
-        if not self._sync_throttles(also=changes) \
-                and self.limits.throttle_bytes_per_second is not None:
+        if not self._sync_throttles(also=changes) and self.limits.throttled:
             self.pending.extendleft(reversed(changes))
             self.state.message += "; no move starts until the throttle is set"
             return
@@ -831,19 +842,20 @@ class ReassignmentExecutor:
         neither, with nothing owed to a fenced broker, does not ask the cluster. False when
         the cluster refused some of it (the message says what; the next pass tries again)."""
         moving = frozenset(()) if final else frozenset((*self.moving, *also))
-        rate = self.limits.throttle_bytes_per_second
+        rate, dir_rate = self.limits.throttle_bytes_per_second, self.limits.log_dir_rate
+        throttled = self.limits.throttled
         # Unthrottled, the moves in flight change nothing a sync would write (it places no
         # entry for them): one sync removes what an earlier limit placed, the final one the rest.
-        key = (moving if rate is not None else frozenset(), rate)
+        key = (moving if throttled else frozenset(), rate, dir_rate)
         if key == self._synced and not final:
             return True
         # unthrottled, sync places nothing for the moves: 100,000 of them are not built
         moves = {tp: throttles.Move(self.original[tp], self.adding[tp],
                                     self.between_dirs.get(tp, ()))
-                 for tp in moving} if rate is not None else {}
+                 for tp in moving} if throttled else {}
         try:
             synced = throttles.sync(self.admin, moves, rate, scope=set(self.plan.moves),
-                                    legacy_check=final)
+                                    legacy_check=final, dir_rate=dir_rate)
         except KafkaApiError as e:  # a broker that just died, not fenced yet: next pass
             synced = throttles.Synced([str(e)])
         if final:

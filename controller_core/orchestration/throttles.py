@@ -34,8 +34,10 @@ Like ``kafka-reassign-partitions``, replicas that exist are throttled as leaders
 replicas being added as followers. A replica copied between two log directories of its broker
 (KIP-113) is a ``D`` entry, kept in the marker alone (Kafka has no per-replica list for
 those): while a broker has one, its ``replica.alter.log.dirs.io.max.bytes.per.second`` is
-the same rate (a broker-wide cap on every such copy, which kraftsman therefore sets only
-where its own plan copies between directories), restored like the replication rates.
+the log-dir rate (a broker-wide cap on every such copy, which kraftsman therefore sets only
+where its own plan copies between directories; by default the replication rate, as
+``kafka-reassign-partitions --replica-alter-log-dirs-throttle`` is a rate of its own),
+restored like the replication rates.
 """
 
 from __future__ import annotations
@@ -103,12 +105,15 @@ class Marker:
     # rates kraftsman wrote before ``rate`` that may still be in force: a rate change whose
     # config write has not been confirmed yet
     also: set[str] = field(default_factory=set)
+    dir_rate: str | None = None  # the value kraftsman wrote to the log-dir rate key
 
     def encode(self) -> str:
         doc: dict[str, object] = {"rate": self.rate, "previous": self.previous,
                                   "replicas": sorted(e.encode() for e in self.entries)}
         if self.also:
             doc["also"] = sorted(self.also)
+        if self.dir_rate is not None:
+            doc["dirRate"] = self.dir_rate
         return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS).decode()
 
     @classmethod
@@ -122,17 +127,20 @@ class Marker:
                         for k, v in dict(doc.get("previous", {})).items()}
             rate = doc.get("rate")
             also = {str(v) for v in doc.get("also", [])}
+            dir_rate = doc.get("dirRate")
             return cls(None if rate is None else str(rate), previous,
-                       {e for e in entries if e is not None}, also)
+                       {e for e in entries if e is not None}, also,
+                       None if dir_rate is None else str(dir_rate))
         except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
             return None  # not ours to interpret: leave it alone
 
     def written(self) -> set[str]:
         """The rate values of kraftsman's that may be in force on the broker."""
-        return ({self.rate} if self.rate is not None else set()) | self.also
+        return {r for r in (self.rate, self.dir_rate) if r is not None} | self.also
 
     def copy(self) -> Marker:
-        return Marker(self.rate, dict(self.previous), set(self.entries), set(self.also))
+        return Marker(self.rate, dict(self.previous), set(self.entries), set(self.also),
+                      self.dir_rate)
 
 
 class Move(NamedTuple):
@@ -154,13 +162,18 @@ class Synced(NamedTuple):
         return not self.problems and not self.waiting
 
 
-def wanted_entries(moves: Mapping[TopicPartition, Move]) -> set[Entry]:
+def wanted_entries(moves: Mapping[TopicPartition, Move], *, network: bool = True,
+                   between_dirs: bool = True) -> set[Entry]:
+    """The entries the moves need: ``network`` the replication ones (L, F), ``between_dirs``
+    the log-dir ones (D)."""
     out: set[Entry] = set()
     for tp, move in moves.items():
-        if move.adding:  # a move between directories alone copies nothing over the network
+        if network and move.adding:  # a move between directories alone copies nothing
             out.update(Entry(tp.topic, tp.partition, r, "L") for r in move.original)
             out.update(Entry(tp.topic, tp.partition, r, "F") for r in move.adding)
-        out.update(Entry(tp.topic, tp.partition, r, LOG_DIR_SIDE) for r in move.between_dirs)
+        if between_dirs:
+            out.update(Entry(tp.topic, tp.partition, r, LOG_DIR_SIDE)
+                       for r in move.between_dirs)
     return out
 
 
@@ -169,8 +182,10 @@ def _keys_needed(entries: Iterable[Entry]) -> set[str]:
 
 
 def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | None,
-         scope: Set[TopicPartition] = frozenset(), *, legacy_check: bool = True) -> Synced:
-    """Throttle ``moves`` at ``rate`` (None: not at all) and remove every kraftsman throttle
+         scope: Set[TopicPartition] = frozenset(), *, legacy_check: bool = True,
+         dir_rate: int | None = None) -> Synced:
+    """Throttle ``moves`` at ``rate`` (None: not at all), their copies between log
+    directories at ``dir_rate`` (None: at ``rate``), and remove every kraftsman throttle
     no movement needs any more. ``scope``: the partitions of the caller's plan — its entries
     there go as soon as the caller stops moving them, even if the cluster still lists a
     reassignment (someone else's) for the partition. ``legacy_check``: also look for an
@@ -178,7 +193,8 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
     DescribeConfigs of every broker — most of a second at the start of an unthrottled run
     on a busy real cluster — so a run does it at its end). Returns what is left undone (the
     next call tries again)."""
-    want = wanted_entries(moves) if rate is not None else set()
+    dir_rate = rate if dir_rate is None else dir_rate
+    want = wanted_entries(moves, network=rate is not None, between_dirs=dir_rate is not None)
     try:
         stored = admin.read_throttle_markers()
     except KafkaApiError as refused:
@@ -232,6 +248,10 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
                     format_throttled_replicas(merged) or None)
     new_owned |= {e for e in want if e.side not in _SIDES}  # kept in the marker alone
     rate_str = str(rate)  # used for the wanted brokers only: with no rate, none is wanted
+    dir_rate_str = str(dir_rate)
+
+    def value(key: str) -> str:
+        return dir_rate_str if key == ALTER_LOG_DIRS_RATE else rate_str
     wanted_brokers = {e.broker for e in want}
     by_broker: dict[int, set[Entry]] = {}
     for e in new_owned:
@@ -257,21 +277,27 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
         # minute of `kraftsman apply` per pass on Kafka 4.4 — and its rates before kraftsman
         # cannot be read to record them). Its replica entries are placed like any other.
         wanted_keys = _keys_needed(e for e in want if e.broker == b)
+        network = any(k in wanted_keys for k in THROTTLE_RATE_KEYS)
+        between = ALTER_LOG_DIRS_RATE in wanted_keys
         if b in wanted_brokers and b not in registered:
-            if m.rate != rate_str:
+            if (network and m.rate != rate_str) or (between and m.dir_rate != dir_rate_str):
                 waiting.add(b)
         elif b in wanted_brokers:
+            first = m.rate is None and m.dir_rate is None  # nothing of ours in force yet
             fresh = set()  # keys whose value before kraftsman is recorded now
             for k in (k for k in RATE_KEYS if k in wanted_keys):
-                if m.rate is None or k not in m.previous:
+                if first or k not in m.previous:
                     m.previous[k] = cfg.get(k)
                     fresh.add(k)
                 # ours (or unset, or what it was before us) follows the limit; a value someone
                 # set after us is theirs
                 ours = k in fresh or cfg.get(k) in (None, m.previous.get(k), *m.written())
-                if ours and cfg.get(k) != rate_str:
-                    out[k] = rate_str
-            m.rate = rate_str
+                if ours and cfg.get(k) != value(k):
+                    out[k] = value(k)
+            if network:
+                m.rate = rate_str
+            if between:
+                m.dir_rate = dir_rate_str
         fin: Marker | None
         if not entries and b not in wanted_brokers and b not in registered and m.written():
             # Nothing of ours moves through it, but the rate we wrote there can be restored
@@ -329,6 +355,12 @@ def _restore(m: Marker, cfg: Mapping[str, str | None], keys: Iterable[str],
         if cfg.get(k) in m.written():
             out[k] = m.previous.get(k)
         m.previous.pop(k, None)
+    # no longer written by us (the claim written before the configs change still names it:
+    # see _claiming)
+    if not any(k in m.previous for k in THROTTLE_RATE_KEYS):
+        m.rate = None
+    if ALTER_LOG_DIRS_RATE not in m.previous:
+        m.dir_rate = None
 
 
 def _claiming(cur: Marker | None, fin: Marker | None) -> Marker | None:

@@ -24,7 +24,7 @@ from kraftsman.resources import LeaderElectionSpec, PartitionReassignmentSpec
 
 def limits_of(spec: PartitionReassignmentSpec) -> Limits:
     return Limits(spec.throttle_bytes_per_second, spec.max_concurrent_moves,
-                  spec.max_concurrent_moves_per_broker)
+                  spec.max_concurrent_moves_per_broker, spec.log_dir_throttle_bytes_per_second)
 
 
 def controls_of(spec: PartitionReassignmentSpec) -> Controls:

@@ -202,6 +202,11 @@ class PartitionReassignmentSpec(CamelModel):
     throttle_bytes_per_second: int | None = Field(
         default=None, ge=1, le=MAX_THROTTLE_RATE,
         description="Replication throttle on the moving replicas (bytes/s); none if unset.")
+    log_dir_throttle_bytes_per_second: int | None = Field(
+        default=None, ge=1, le=MAX_THROTTLE_RATE,
+        description="Throttle of the copies between log directories of a broker (bytes/s; "
+                    "replica.alter.log.dirs.io.max.bytes.per.second on the brokers that copy, "
+                    "while they do); throttleBytesPerSecond if unset.")
     max_concurrent_moves: int = Field(default=10, ge=1, description="Partitions moving at once.")
     max_concurrent_moves_per_broker: int | None = Field(
         default=None, ge=1, description="Moves touching one broker at once.")

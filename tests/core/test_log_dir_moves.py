@@ -236,3 +236,65 @@ def test_a_dry_run_counts_the_copies_between_directories(tmp_path: Path) -> None
     assert report.replica_moves == 0
     assert report.bytes_to_move == 10 * MB and report.per_broker_in_bytes == {0: 10 * MB}
     assert futures(c, 0, T0) == []  # a dry run moves nothing
+
+
+def test_the_log_dir_throttle_is_a_rate_of_its_own(tmp_path: Path) -> None:
+    """Replication at 1 MB/s, copies between directories at 200 kB/s (as
+    kafka-reassign-partitions' --throttle and --replica-alter-log-dirs-throttle); changed
+    mid-run it follows; at the end neither is left."""
+    c = jbod(tmp_path)
+    p, problems = ReassignmentPlan.from_moves(
+        [(T0, [0, 1, 2]), (T1, [1, 2, 3])],
+        limits=Limits(1_000_000, 10, None, 200_000),
+        log_dirs={T0: [other_dir(c, 0, T0), "any", "any"]})
+    assert problems == []
+    ex = ReassignmentExecutor(c, p)
+    assert ex.start() == []
+    ex.step()
+    cfg = c.describe_configs([("BROKER", "0"), ("BROKER", "3")])
+    assert cfg[("BROKER", "0")][ALTER_LOG_DIRS_RATE] == "200000"
+    assert cfg[("BROKER", "0")]["leader.replication.throttled.rate"] == "1000000"  # T1 gives
+    assert cfg[("BROKER", "3")] == {"leader.replication.throttled.rate": "1000000",
+                                    "follower.replication.throttled.rate": "1000000"}
+    c.advance(5)
+    ex.step()
+    ex.set_limits(Limits(1_000_000, 10, None, 400_000))
+    ex.step()
+    assert rate(c, 0) == "400000"
+    p_end = drive(c, ex)
+    assert p_end.phase is Phase.COMPLETED, p_end
+    assert c.describe_configs([("BROKER", "0"), ("BROKER", "3")]) == {
+        ("BROKER", "0"): {}, ("BROKER", "3"): {}}
+    assert throttles.placed(c) == {}
+
+
+def test_a_log_dir_throttle_alone_leaves_replication_unthrottled(tmp_path: Path) -> None:
+    c = jbod(tmp_path)
+    p, _ = ReassignmentPlan.from_moves(
+        [(T0, [0, 1, 2])], limits=Limits(None, 10, None, 300_000),
+        log_dirs={T0: [other_dir(c, 0, T0), "any", "any"]})
+    ex = ReassignmentExecutor(c, p)
+    assert ex.start() == []
+    ex.step()
+    assert c.describe_configs([("BROKER", "0")])[("BROKER", "0")] == {
+        ALTER_LOG_DIRS_RATE: "300000"}
+    marker = throttles.placed(c, [0])[0]
+    assert (marker.rate, marker.dir_rate) == (None, "300000")
+    c.advance(10)
+    progress = ex.step()
+    assert 2 * MB <= progress.bytes_moved <= 4 * MB, progress
+    assert drive(c, ex).phase is Phase.COMPLETED
+    assert rate(c, 0) is None and throttles.placed(c) == {}
+
+
+def test_an_operators_log_dir_rate_is_restored_after_the_run(tmp_path: Path) -> None:
+    c = jbod(tmp_path)
+    assert c.incremental_alter_configs({("BROKER", "0"): {ALTER_LOG_DIRS_RATE: "777"}})[
+        ("BROKER", "0")].ok
+    ex = ReassignmentExecutor(c, plan({T0: ([0, 1, 2], [other_dir(c, 0, T0), "any", "any"])},
+                                      2_000_000))
+    assert ex.start() == []
+    ex.step()
+    assert rate(c, 0) == "2000000"
+    assert drive(c, ex).phase is Phase.COMPLETED
+    assert rate(c, 0) == "777"
