@@ -60,6 +60,7 @@ class PlanRequest:
     master: str = "local[*]"
     seed: int = 0
     throttle: int | None = 50_000_000
+    log_dir_throttle: int | None = None  # None: the resources' throttle caps those copies too
     max_concurrent_moves: int = 10
     max_concurrent_moves_per_broker: int | None = None
     cluster_name: str | None = None
@@ -134,6 +135,7 @@ def run(req: PlanRequest, session: Callable[[], Any] | None = None) -> PlanOutpu
         cluster=cluster, goal=goal.describe(), throttle_bytes_per_second=req.throttle,
         max_concurrent_moves=req.max_concurrent_moves,
         max_concurrent_moves_per_broker=req.max_concurrent_moves_per_broker,
+        log_dir_throttle_bytes_per_second=req.log_dir_throttle,
         max_bytes=req.max_bytes,
         max_partitions=req.max_partitions))
     # once: its duration estimate replays every resource (4 s of a 20,000-partition plan,

@@ -59,6 +59,9 @@ spec:
 {%- if throttle %}
   throttleBytesPerSecond: {{ throttle }}
 {%- endif %}
+{%- if log_dir_throttle and dir_replicas %}
+  logDirThrottleBytesPerSecond: {{ log_dir_throttle }}
+{%- endif %}
   maxConcurrentMoves: {{ max_concurrent_moves }}
 {%- if per_broker %}
   maxConcurrentMovesPerBroker: {{ per_broker }}
@@ -84,6 +87,8 @@ class RenderOptions:
     max_bytes: int = DEFAULT_MAX_BYTES
     max_partitions: int = DEFAULT_MAX_PARTITIONS
     max_concurrent_moves_per_broker: int | None = None
+    # the copies between log directories (written only where a resource has some)
+    log_dir_throttle_bytes_per_second: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +173,7 @@ def render(moves: Sequence[PartitionMove], opts: RenderOptions) -> list[Rendered
         text = _resource_tpl.render(
             step=i, steps=len(chunks), plan_id=pid, goal=opts.goal, cluster=opts.cluster,
             api_version=API_VERSION, name=name, throttle=opts.throttle_bytes_per_second,
+            log_dir_throttle=opts.log_dir_throttle_bytes_per_second,
             max_concurrent_moves=opts.max_concurrent_moves,
             per_broker=opts.max_concurrent_moves_per_broker, elect=elect, partitions=part,
             replicas_moved=sum(len(m.added) for m in part),

@@ -192,6 +192,7 @@ def plan_request(spec: KafkaRebalanceSpec, goal: Goal, work: Path, *, master: st
     return pipeline.PlanRequest(
         snapshot_dir=work / "snapshot", goal=words, out=work / "plan", balance=goal.balance,
         master=master, throttle=spec.throttle_bytes_per_second or None,
+        log_dir_throttle=spec.log_dir_throttle_bytes_per_second,
         max_concurrent_moves=spec.max_concurrent_moves, cluster_name=cluster,
         spark_conf=spark_conf, max_partitions=spec.max_partitions_per_resource)
 

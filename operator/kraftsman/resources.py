@@ -319,6 +319,10 @@ class KafkaRebalanceSpec(CamelModel):
         default=50_000_000, ge=0, le=MAX_THROTTLE_RATE, description="Replication throttle "
         "of the reassignments (bytes/s); the plan's ETA assumes it. 0: unthrottled (as "
         "`kraftsman plan --throttle 0`).")
+    log_dir_throttle_bytes_per_second: int | None = Field(
+        default=None, ge=1, le=MAX_THROTTLE_RATE, description="Throttle of the copies between "
+        "log directories of a broker (remove-disks, or any plan on a JBOD snapshot), as "
+        "`kraftsman plan --log-dir-throttle`; throttleBytesPerSecond if unset.")
     max_concurrent_moves: int = Field(default=10, ge=1, description="Partitions moving at once "
                                       "in each reassignment.")
     max_partitions_per_resource: int = Field(

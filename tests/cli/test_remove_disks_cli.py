@@ -43,12 +43,14 @@ def test_snapshot_plan_and_apply_empty_a_log_directory(capsys: pytest.CaptureFix
     assert (tmp_path / "snap" / "log_dirs.parquet").exists()
     code, out, err = run(capsys, "plan", "--snapshot", str(tmp_path / "snap"), "--goal",
                          "remove-disks", "0:/data/0/a", "--engine", "driver", "--throttle",
-                         "500000", "--out", str(tmp_path / "plan"))
+                         "500000", "--log-dir-throttle", "300000", "--out",
+                         str(tmp_path / "plan"))
     assert code == 0, err
     steps = sorted((tmp_path / "plan" / "reassignments").glob("*.yaml"))
     assert steps, out
     text = "".join(p.read_text() for p in steps)
     assert "/data/0/b" in text and "log_dirs" in text
+    assert "logDirThrottleBytesPerSecond: 300000" in text
     args = [a for p in steps for a in ("-f", str(p))]
     code, out, err = run(capsys, "apply", *args, "--state-dir", state, "-o", "json")
     assert code == 0, err + out
@@ -63,3 +65,25 @@ def test_snapshot_plan_and_apply_empty_a_log_directory(capsys: pytest.CaptureFix
     assert "broker 0  /data/0/a  (1,000,000,000 of 1,000,000,000 bytes free)" in out, out
     code, _, err = run(capsys, "describe", "log-dirs", "--broker", "9", "--state-dir", state)
     assert code == 2 and "--broker 9: no such broker; the cluster has [0, 1, 2, 3]" in err
+
+
+def test_a_log_dir_throttle_of_zero_is_refused(capsys: pytest.CaptureFixture[str],
+                                               tmp_path: Path) -> None:
+    code, _, err = run(capsys, "plan", "--snapshot", str(tmp_path / "none"), "--goal",
+                       "rebalance", "--log-dir-throttle", "0")
+    assert code == 2
+    assert "--log-dir-throttle 0: give a whole number of bytes per second from 1 to " \
+           "9223372036854775807, or leave it out for --throttle" in err
+
+
+def test_only_resources_that_copy_between_directories_carry_the_log_dir_throttle() -> None:
+    from controller_core.planning.render import RenderOptions, render
+    from controller_core.planning.result import PartitionMove
+    between = PartitionMove("orders", 0, (0, 1), (0, 1), 10, 0, ("/a", "/a"), ("/b", "/a"))
+    network = PartitionMove("orders", 1, (0, 1), (2, 1), 10, 0, ("/a", "/a"), ("/a", "/a"))
+    opts = RenderOptions(cluster="demo", goal="rebalance", max_partitions=1,
+                         log_dir_throttle_bytes_per_second=300_000)
+    first, second = render([between, network], opts)
+    texts = {r.moves[0].partition: r.text for r in (first, second)}
+    assert "logDirThrottleBytesPerSecond: 300000" in texts[0]
+    assert "logDirThrottleBytesPerSecond" not in texts[1]

@@ -895,3 +895,18 @@ def test_a_rebalance_throttle_of_zero_plans_unthrottled_reassignments(
     assert req.throttle == planned
     assert req.goal == ["remove-brokers", "3"] and req.balance
     assert req.snapshot_dir == tmp_path / "snapshot" and req.out == tmp_path / "plan"
+
+
+def test_a_rebalance_log_dir_throttle_goes_to_the_plan(tmp_path: Path) -> None:
+    from kraftsman.rebalance_propose import plan_request
+
+    doc = {"clusterRef": {"name": "c"}, "goal": "remove-disks",
+           "disks": [{"broker": 0, "logDir": "/data/d1"}],
+           "logDirThrottleBytesPerSecond": 300_000}
+    spec = parse_rebalance("r", doc)
+    req = plan_request(spec, goal_of("r", spec), tmp_path, master="local[2]", cluster="c",
+                       spark_conf={})
+    assert (req.throttle, req.log_dir_throttle) == (50_000_000, 300_000)
+    unset = parse_rebalance("r", {**doc, "logDirThrottleBytesPerSecond": None})
+    assert plan_request(unset, goal_of("r", unset), tmp_path, master="local[2]", cluster="c",
+                        spark_conf={}).log_dir_throttle is None

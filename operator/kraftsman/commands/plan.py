@@ -67,6 +67,10 @@ def register(sub: Any) -> None:
                    help="throttleBytesPerSecond of the resources, also used for the duration "
                         f"estimate: 1 to {MAX_THROTTLE_RATE} (default 50000000; 0 = "
                         "unthrottled)")
+    p.add_argument("--log-dir-throttle", default=None, metavar="BYTES_PER_S",
+                   help="logDirThrottleBytesPerSecond of the resources that copy between log "
+                        "directories (JBOD): 1 to {MAX_THROTTLE_RATE} (default: --throttle)"
+                        .replace("{MAX_THROTTLE_RATE}", str(MAX_THROTTLE_RATE)))
     p.add_argument("--max-concurrent-moves", type=_at_least_one, default=10, metavar="N",
                    help="maxConcurrentMoves of the resources: partitions moving at once "
                         "(default 10; also used for the duration estimate)")
@@ -131,17 +135,29 @@ def spark_conf(items: list[str]) -> dict[str, str]:
     return conf
 
 
-def throttle_of(text: str) -> int | None:
+def throttle_of(text: str | None, flag: str = "--throttle") -> int | None:
     """``--throttle``: bytes/s the brokers accept (a Kafka LONG), or 0 for none. Checked
     here rather than by argparse, so a bad value is one line (exit 2), before Spark starts."""
+    if text is None:
+        return None
     try:
         value = int(text)
     except ValueError:
         value = -1
     if not 0 <= value <= MAX_THROTTLE_RATE:
-        raise UsageError(f"--throttle {text}: give a whole number of bytes per second from 1 "
+        raise UsageError(f"{flag} {text}: give a whole number of bytes per second from 1 "
                          f"to {MAX_THROTTLE_RATE}, or 0 for no throttle")
     return value or None
+
+
+def log_dir_throttle_of(text: str | None) -> int | None:
+    """``--log-dir-throttle``: as ``--throttle``, but never 0 (leave it out for the copies
+    between log directories to take ``--throttle``)."""
+    value = throttle_of(text, "--log-dir-throttle")
+    if text is not None and value is None:
+        raise UsageError(f"--log-dir-throttle {text}: give a whole number of bytes per second "
+                         f"from 1 to {MAX_THROTTLE_RATE}, or leave it out for --throttle")
+    return value
 
 
 def run_plan(args: argparse.Namespace) -> int:
@@ -154,6 +170,7 @@ def run_plan(args: argparse.Namespace) -> int:
         snapshot_dir=args.snapshot, goal=list(args.goal), out=args.out, master=args.master,
         balance=args.balance,
         seed=args.seed, throttle=throttle,
+        log_dir_throttle=log_dir_throttle_of(args.log_dir_throttle),
         max_concurrent_moves=args.max_concurrent_moves,
         max_concurrent_moves_per_broker=args.max_concurrent_moves_per_broker,
         cluster_name=args.cluster_name, spark_conf=spark_conf(args.spark_conf),
