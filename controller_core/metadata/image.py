@@ -63,6 +63,7 @@ class MetadataImage:
         self.marker_end = 0
         self.next_offset = 0
         self._live: frozenset[int] | None = None
+        self._cordoned: frozenset[int] | None = None  # brokers with cordoned.log.dirs set
 
     # -- reading ---------------------------------------------------------------------------
     def partition(self, tp: TopicPartition) -> PartitionRegistration | None:
@@ -81,8 +82,12 @@ class MetadataImage:
         """Every log directory of ``broker`` is cordoned (KIP-1066): its ``cordoned.log.dirs``
         lists any. A twin broker has one log directory, so any entry ("*" is the one the twin
         takes) cordons all of it; an empty value cordons none, as in Kafka."""
-        value = self.configs.get(("BROKER", str(broker)), {}).get(CORDONED_LOG_DIRS, "")
-        return bool(value.strip())
+        if self._cordoned is None:  # asked per target replica: 300,000 times for 100,000 moves
+            self._cordoned = frozenset(
+                int(name) for (kind, name), entries in self.configs.items()
+                if kind == "BROKER" and name.isdigit()
+                and entries.get(CORDONED_LOG_DIRS, "").strip())
+        return broker in self._cordoned
 
     def iter_partitions(self) -> Iterator[tuple[TopicPartition, PartitionRegistration]]:
         for name, topic in self.topics.items():
@@ -152,6 +157,7 @@ class MetadataImage:
             self.brokers[record.broker_id] = BrokerRegistration(b.id, b.rack, record.fenced)
             self._live = None
         elif isinstance(record, ConfigRecord):
+            self._cordoned = None
             key = (record.resource_type, record.resource_name)
             entries = self.configs.setdefault(key, {})
             if record.value is None:
