@@ -72,12 +72,14 @@ def in_place(want: Mapping[Replica, str], where: Mapping[Replica, Placement]) ->
 
 def to_ask(want: Mapping[Replica, str], where: Mapping[Replica, Placement]
            ) -> dict[Replica, str]:
-    """The replicas to ask (again): not in their directory, and not already copying there.
-    A replica its broker does not host yet is asked too (the broker keeps the directory)."""
+    """The replicas to ask (again): not in place, and not already copying there — one in
+    its directory but copying elsewhere (someone else asked) is asked to stay, which drops
+    that copy. A replica its broker does not host yet is asked too (the broker keeps the
+    directory)."""
     out = {}
     for key, path in want.items():
         p = where.get(key)
-        if p is None or (p.current != path and p.future != path):
+        if p is None or (p.future != path and (p.current != path or p.future is not None)):
             out[key] = path
     return out
 

@@ -6,12 +6,15 @@ down, a resumed run, and the plan problems."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from controller_core import errors
 from controller_core.embedded.cluster import EmbeddedCluster
+from controller_core.errors import ApiResult
 from controller_core.metadata.controller import ALTER_LOG_DIRS_RATE
 from controller_core.model import TopicPartition
-from controller_core.orchestration import throttles
+from controller_core.orchestration import log_dir_moves, throttles
+from controller_core.orchestration.log_dir_moves import Placement
 from controller_core.orchestration.reassignment import (
     ExecutorState,
     Limits,
@@ -22,7 +25,7 @@ from controller_core.orchestration.reassignment import (
 )
 from controller_core.orchestration.stall import StalledMove, StallWatch, copied
 from tests.core.test_jbod import current_dir, dirs_of, jbod
-from tests.helpers import drive, tp
+from tests.helpers import PassThrough, drive, tp
 
 T0, T1 = tp("orders", 0), tp("orders", 1)  # [0, 1, 2] and [1, 2, 0], 10 MB each
 MB = 1_000_000
@@ -298,3 +301,79 @@ def test_an_operators_log_dir_rate_is_restored_after_the_run(tmp_path: Path) -> 
     assert rate(c, 0) == "2000000"
     assert drive(c, ex).phase is Phase.COMPLETED
     assert rate(c, 0) == "777"
+
+
+# -- the pure rules of log_dir_moves -------------------------------------------------------------
+def test_to_ask_skips_replicas_in_place_or_already_copying_there() -> None:
+    want = {(T0, 0): "/b", (T0, 1): "/b", (T0, 2): "/b", (T0, 3): "/b", (T0, 4): "/b"}
+    where = {(T0, 0): Placement("/b"), (T0, 1): Placement("/a", "/b", 5),
+             (T0, 2): Placement("/a"), (T0, 3): Placement("/b", "/c", 5),
+             (T0, 4): Placement(None)}
+    assert log_dir_moves.to_ask(want, where) == {(T0, 2): "/b", (T0, 3): "/b", (T0, 4): "/b"}
+    # a broker that did not answer is asked too (its answer says it is down)
+    assert log_dir_moves.to_ask({(T1, 9): "/b"}, {}) == {(T1, 9): "/b"}
+    assert not log_dir_moves.in_place({(T0, 3): "/b"}, where)  # its copy elsewhere runs
+    assert log_dir_moves.in_place({(T0, 0): "/b"}, where)
+
+
+def test_rollback_asks_only_the_copying_replicas_to_stay() -> None:
+    where = {(T0, 0): Placement("/a", "/b", 5), (T0, 1): Placement("/a"),
+             (T0, 2): Placement(None, "/b", 5)}
+    assert log_dir_moves.rollback(where) == {(T0, 0): "/a"}
+
+
+def test_refusals_name_the_first_refusal_of_each_partition_and_ignore_ask_again() -> None:
+    not_found = ApiResult(errors.LOG_DIR_NOT_FOUND, "no such dir")
+    results = {(T0, 1): ApiResult(errors.REPLICA_NOT_AVAILABLE, "later"),
+               (T0, 2): not_found, (T0, 3): ApiResult(errors.KAFKA_STORAGE_ERROR, ""),
+               (T1, 0): ApiResult(errors.BROKER_NOT_AVAILABLE, "down"),
+               (T1, 1): ApiResult()}
+    assert log_dir_moves.refusals(results) == {
+        T0: "orders-0: broker 2: LOG_DIR_NOT_FOUND: no such dir"}
+    assert log_dir_moves.refusals({(T0, 3): ApiResult(errors.KAFKA_STORAGE_ERROR, "")}) == {
+        T0: "orders-0: broker 3: KAFKA_STORAGE_ERROR: KAFKA_STORAGE_ERROR"}
+
+
+def test_copy_bytes_counts_the_copy_then_the_replica_in_place() -> None:
+    want = {(T0, 0): "/b", (T0, 1): "/b", (T0, 2): "/b", (T0, 3): "/b"}
+    where = {(T0, 1): Placement("/a", "/b", 7, 10), (T0, 2): Placement("/b", None, 0, 10),
+             (T0, 3): Placement("/a", None, 0, 10)}
+    assert log_dir_moves.copy_bytes(want, where, [(T0, 0), (T0, 1), (T0, 2), (T0, 3)]) == {
+        (T0, 1): 7, (T0, 2): 10}
+
+
+def test_a_directory_refused_while_moving_fails_that_partition(tmp_path: Path) -> None:
+    """The directory vanished after the plan was checked (the broker lost the disk): the
+    partition fails with Kafka's answer, the others go on."""
+    c = jbod(tmp_path)
+
+    class LostDisk(PassThrough):
+        def alter_replica_log_dirs(self, moves: dict[Any, str]) -> dict[Any, ApiResult]:
+            out = self.c.alter_replica_log_dirs({k: v for k, v in moves.items() if k[0] != T0})
+            out.update({k: ApiResult(errors.KAFKA_STORAGE_ERROR, "the disk is offline")
+                        for k in moves if k[0] == T0})
+            return out
+
+    ex = ReassignmentExecutor(LostDisk(c), plan({  # type: ignore[arg-type]
+        T0: ([0, 1, 2], [other_dir(c, 0, T0), "any", "any"]),
+        T1: ([1, 2, 0], [other_dir(c, 1, T1), "any", "any"])}))
+    assert ex.start() == []
+    p = drive(c, ex)
+    assert (p.phase, p.done, p.failed) == (Phase.FAILED, 1, 1), p
+    assert ex.state.failed == {
+        "orders-0": "orders-0: broker 0: KAFKA_STORAGE_ERROR: the disk is offline"}
+
+
+def test_placements_read_describe_log_dirs(tmp_path: Path) -> None:
+    c = jbod(tmp_path)
+    here, there = current_dir(c, 0, T0), other_dir(c, 0, T0)
+    assert c.incremental_alter_configs({("BROKER", "0"): {ALTER_LOG_DIRS_RATE: "1000"}})[
+        ("BROKER", "0")].ok
+    assert c.alter_replica_log_dirs({(T0, 0): there})[(T0, 0)].ok
+    c.advance(3)
+    where = log_dir_moves.placements(c, [(T0, 0), (T0, 3)])
+    assert where[(T0, 3)] == Placement(None)  # broker 3 holds no replica of it
+    p = where[(T0, 0)]
+    assert (p.current, p.future, p.current_bytes) == (here, there, 10 * MB)
+    assert 0 < p.future_bytes <= 3_000
+    assert log_dir_moves.rollback(where) == {(T0, 0): here}
