@@ -377,3 +377,49 @@ def test_placements_read_describe_log_dirs(tmp_path: Path) -> None:
     assert (p.current, p.future, p.current_bytes) == (here, there, 10 * MB)
     assert 0 < p.future_bytes <= 3_000
     assert log_dir_moves.rollback(where) == {(T0, 0): here}
+
+
+def test_an_abandoned_runs_log_dir_rate_goes_once_its_copy_ended(tmp_path: Path) -> None:
+    """A run lost its state mid-copy and never came back; the broker finished the copy on
+    its own. The next run's sync sees no copy left on that broker and takes the rate away
+    (restored to what it was), as it does for another run's replication entries."""
+    c = jbod(tmp_path)
+    gone = ReassignmentExecutor(c, plan({T0: ([0, 1, 2], [other_dir(c, 0, T0), "any", "any"])},
+                                        1_000_000))
+    assert gone.start() == []
+    gone.step()
+    assert rate(c, 0) == "1000000"
+    c.advance(30)  # the copy completes without anyone watching
+    assert futures(c, 0, T0) == []
+    later, _ = ReassignmentPlan.from_moves([(T1, [1, 2, 3])], limits=Limits(None, 10))
+    ex = ReassignmentExecutor(c, later)
+    assert ex.start() == []
+    assert drive(c, ex).phase is Phase.COMPLETED
+    assert rate(c, 0) is None and throttles.placed(c) == {}
+
+
+def test_an_operators_log_dir_rate_on_a_broker_kraftsman_throttles_already_is_kept(
+        tmp_path: Path) -> None:
+    """Broker 0 carries kraftsman's replication rate for one move when a copy between its
+    directories starts: the operator's log-dir rate there is recorded then, and restored."""
+    c = jbod(tmp_path)
+    assert c.incremental_alter_configs({("BROKER", "0"): {ALTER_LOG_DIRS_RATE: "777"}})[
+        ("BROKER", "0")].ok
+    p, _ = ReassignmentPlan.from_moves(
+        [(T0, [3, 1, 2]), (T1, [1, 2, 0])], limits=Limits(500_000, 1),
+        log_dirs={T1: ["any", "any", other_dir(c, 0, T1)]})
+    ex = ReassignmentExecutor(c, p)
+    assert ex.start() == []
+    # one move at a time, both 10 MB: orders-0 (off broker 0, over the network) first, then
+    # orders-1 (between broker 0's directories), while broker 0 still has kraftsman's marker
+    seen = set()
+    for _ in range(200):
+        progress = ex.step()
+        seen.add((rate(c, 0), c.describe_configs([("BROKER", "0")])[("BROKER", "0")].get(
+            "leader.replication.throttled.rate")))
+        if progress.phase.terminal:
+            break
+        c.advance(1)
+    assert progress.phase is Phase.COMPLETED, progress
+    assert ("500000", None) in seen or ("500000", "500000") in seen, seen
+    assert rate(c, 0) == "777"
