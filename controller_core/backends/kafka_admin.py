@@ -198,6 +198,13 @@ class KafkaAdmin:
             self._sleep(backoff)
             backoff = min(backoff * 2, self.retry.max_backoff_seconds)
 
+    def _refresh_metadata(self) -> None:
+        """Ask for new metadata at the next request: a broker that did not answer may be
+        back by then under a new registration, which the client's metadata (refreshed every
+        metadata.max.age.ms, 5 minutes) would not know of."""
+        with contextlib.suppress(Exception):
+            self.client._manager.cluster.request_update()
+
     # -- cluster -----------------------------------------------------------------------------------
     def now_ms(self) -> int:
         return self._wall_ms()
@@ -299,6 +306,7 @@ class KafkaAdmin:
                 try:
                     r = self._send(DescribeLogDirsRequest(topics=topics), node_id=broker)
                 except kerr.KafkaError:
+                    self._refresh_metadata()  # it may be back (registered anew) next time
                     continue  # down (or gone): it has nothing to say, as the port says
                 _check(getattr(r, "error_code", 0) or 0, None,
                        f"DescribeLogDirs on broker {broker}")
@@ -332,6 +340,7 @@ class KafkaAdmin:
                 try:
                     r = self._send(request(dirs), node_id=broker)
                 except kerr.KafkaError as e:  # down (or gone)
+                    self._refresh_metadata()
                     unavailable = ApiResult(errors.BROKER_NOT_AVAILABLE, (
                         f"broker {broker} did not answer AlterReplicaLogDirs "
                         f"({type(e).__name__})"))
@@ -376,6 +385,7 @@ class KafkaAdmin:
                 except (kerr.KafkaError, _Retry):
                     # DescribeLogDirs goes to the broker itself: a dead one (the very case a
                     # stall watch is for) answers nothing, and must not fail the whole pass
+                    self._refresh_metadata()  # back under a new registration: reach it
                     continue
                 for tp, p in found.items():
                     out[(tp, broker)] = int(p.partition_size)
@@ -419,6 +429,7 @@ class KafkaAdmin:
                     dirs[b] = self._log_dirs(b, set(tps))
                 except (kerr.KafkaError, _Retry):
                     unreachable.add(b)  # died, not fenced yet: say so, not fail the rest
+                    self._refresh_metadata()
             out = []
             for tp, b in pairs:
                 if tp.topic not in known_topics:

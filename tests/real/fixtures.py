@@ -132,12 +132,28 @@ def _topic_names(a: Any) -> list[str]:
 
 
 def _delete_topics(a: Any, topics: list[str]) -> None:
+    """DeleteTopics with kafka-python's client, which sends it to a broker it picks — one a
+    test killed or just restarted may refuse the connection (CI saw ECONNREFUSED here): a
+    new client, another pick, for up to a minute."""
     from kafka.admin import KafkaAdminClient
-    client = KafkaAdminClient(bootstrap_servers=a.bootstrap_servers)
-    try:
-        client.delete_topics(topics, timeout_ms=30_000)
-    finally:
-        client.close()
+    from kafka.errors import KafkaConnectionError, KafkaTimeoutError, NodeNotReadyError
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            client = KafkaAdminClient(bootstrap_servers=a.bootstrap_servers)
+            try:
+                client.delete_topics(topics, timeout_ms=30_000)
+            finally:
+                client.close()
+            return
+        except (KafkaConnectionError, KafkaTimeoutError, NodeNotReadyError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
+            # (the refused attempt may have deleted some: ask again only for the others)
+            topics = [t for t in _topic_names(a) if t in topics]
+            if not topics:
+                return
 
 
 @pytest.fixture(scope="session")

@@ -90,7 +90,9 @@ def test_a_broker_that_is_down_answers_nothing(real_kafka: Session) -> None:
         with c.admin() as a:
             assert 3 not in a.describe_log_dirs(BROKERS, [tp])
             result = a.alter_replica_log_dirs({(tp, 3): c.log_dirs(3)[1]})[(tp, 3)]
-    finally:  # back before the restore, whose admin client may pick the dead broker
+    finally:  # back, and answering, before the restore (whose client may pick broker 3)
         c.start(3)
         c.wait_ready()
+        with c.admin() as a:
+            wait_for(lambda: 3 in a.describe_log_dirs([3], []), "broker 3 answering", 120)
     assert result.error == errors.BROKER_NOT_AVAILABLE and "broker 3" in result.message
