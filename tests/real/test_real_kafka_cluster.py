@@ -66,4 +66,3 @@ def test_a_node_that_cannot_start_stops_every_node_started(real_kafka: Session, 
     running = [n for n in (*CONTROLLERS, *BROKERS) if c.running(n)]
     c.down()  # (were the test to fail: not left running either)
     assert running == [], f"still running after the failed start: {running}"
-
