@@ -27,13 +27,14 @@ from controller_core.errors import ApiResult, ErrorCode, KafkaApiError
 from controller_core.gc_pause import gc_paused
 from controller_core.metadata.partition_change import would_strand
 from controller_core.model import ElectionType, TopicPartition
-from controller_core.orchestration import log_dir_moves, throttles
+from controller_core.orchestration import log_dir_moves, stall, throttles
 from controller_core.orchestration.estimate import (
     SCAN_FACTOR,
     MoveCost,
     estimate_seconds,
     move_cost,
 )
+from controller_core.orchestration.stall import Copied
 
 MAX_RECORDED_FAILURES = 1000
 RATE_SAMPLES = 30
@@ -345,12 +346,13 @@ def dry_run(admin: ClusterAdmin, plan: ReassignmentPlan, *,
         if d is None or tp in bad:
             continue
         original = _original(d)
-        costs.append(move_cost(d.leader, original, target, d.size_bytes or 0, tuple(tp)))
         added = [r for r in target if r not in original]
         removed = [r for r in original if r not in target]
         named = plan.log_dirs.get(tp, {})
         between = [b for b in original if b in named
                    and where.get((tp, b), log_dir_moves.Placement(None)).current != named[b]]
+        costs.append(move_cost(d.leader, original, target, d.size_bytes or 0, tuple(tp),
+                               between))
         if not added and not removed and not between and tuple(target) == original:
             unchanged += 1
             continue
@@ -368,7 +370,7 @@ def dry_run(admin: ClusterAdmin, plan: ReassignmentPlan, *,
         costs, throttle=limits.throttle_bytes_per_second,
         max_concurrent_moves=limits.max_concurrent_moves,
         max_concurrent_moves_per_broker=limits.max_concurrent_moves_per_broker,
-        bandwidth=bandwidth, poll_seconds=poll_seconds)
+        bandwidth=bandwidth, poll_seconds=poll_seconds, dir_throttle=limits.log_dir_rate)
     return DryRunReport(tuple(problems), adds, removes, moving, unchanged, leader_moves, total,
                         estimate, per_broker)
 
@@ -397,6 +399,8 @@ class ReassignmentExecutor:
         self._last_full_check_ms: int | None = None  # None: the next pass lists every move
         self._last_cleanup_ms: int | None = None  # None: a cleanup owed is tried next pass
         self._last_sizes: dict[tuple[TopicPartition, int], int] = {}  # adding replicas' bytes
+        self._pass_sizes: dict[tuple[TopicPartition, int], int] = {}  # the last pass' read
+        self._measured: set[TopicPartition] = set()  # the moves in flight when it was read
 
     # -- starting and resuming ------------------------------------------------------------------
     @gc_paused
@@ -515,7 +519,8 @@ class ReassignmentExecutor:
         if self.state.phase.terminal or self.state.phase is Phase.PENDING:
             return self.progress()
         self._load()
-        sizes = self._replica_sizes()
+        self._pass_sizes = sizes = self._replica_sizes()
+        self._measured = set(self.moving)
         now = self.admin.now_ms()
         if self._last_full_check_ms is None or now - self._last_full_check_ms >= FULL_CHECK_MS:
             self._last_full_check_ms = now
@@ -547,6 +552,17 @@ class ReassignmentExecutor:
             sizes.update(log_dir_moves.copy_bytes(
                 want, log_dir_moves.placements(self.admin, between), between))
         return sizes
+
+    def copied(self, among: Iterable[TopicPartition] | None = None) -> Copied:
+        """Each move in flight (of ``among``) -> (bytes its copies held at the last pass,
+        their brokers): what the stall watch takes, without asking the cluster again."""
+        tps = self.moving if among is None else [tp for tp in among if tp in self.moving]
+        out = stall.copied(self._pass_sizes, {
+            tp: (*self.adding[tp], *self.between_dirs.get(tp, ())) for tp in tps})
+        for tp, (held, brokers) in out.items():
+            if held is None and tp not in self._measured:
+                out[tp] = (0, brokers)  # started after the read: nothing copied yet
+        return out
 
     def _held(self, sizes: Mapping[tuple[TopicPartition, int], int]
               ) -> dict[tuple[TopicPartition, int], int]:

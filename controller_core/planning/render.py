@@ -101,6 +101,7 @@ class RenderedResource:
     elect_preferred_leaders: bool
     max_concurrent_moves: int = 10  # the resource's spec.maxConcurrentMoves
     max_concurrent_moves_per_broker: int | None = None  # spec.maxConcurrentMovesPerBroker
+    log_dir_throttle_bytes_per_second: int | None = None  # spec.logDirThrottleBytesPerSecond
 
 
 K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
@@ -178,14 +179,16 @@ def render(moves: Sequence[PartitionMove], opts: RenderOptions) -> list[Rendered
             per_broker=opts.max_concurrent_moves_per_broker, elect=elect, partitions=part,
             replicas_moved=sum(len(m.added) for m in part),
             bytes_moved=sum(m.bytes_moved for m in part),
-            dir_replicas=sum(len(m.dir_moves) for m in part),
+            dir_replicas=(dir_replicas := sum(len(m.dir_moves) for m in part)),
             dir_bytes=sum(m.dir_bytes_moved for m in part), entry=_entry)
         if len(text.encode()) > opts.max_bytes:
             raise ValueError(f"internal: resource {name} renders to {len(text.encode())} bytes, "
                              f"over the {opts.max_bytes}-byte limit")
         out.append(RenderedResource(i, name, f"{i:03d}-{name}.yaml", text, tuple(part), elect,
                                     opts.max_concurrent_moves,
-                                    opts.max_concurrent_moves_per_broker))
+                                    opts.max_concurrent_moves_per_broker,
+                                    opts.log_dir_throttle_bytes_per_second
+                                    if dir_replicas else None))
     return out
 
 

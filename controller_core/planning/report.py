@@ -35,14 +35,18 @@ def lower_bound_bytes(result: PlanResult) -> float:
 def estimate_seconds(resources: Sequence[RenderedResource], throttle: int | None) -> float | None:
     """Resources run one after another; each as the executor runs it: at most
     maxConcurrentMoves at once and maxConcurrentMovesPerBroker touching one broker, under the
-    throttle (the estimator the dry run uses)."""
+    throttle, and the copies between log directories under the resource's log-dir throttle,
+    else the throttle (the executor's ``Limits.log_dir_rate``; the estimator the dry run
+    uses)."""
     if not throttle:
         return None
     return sum(estimate.estimate_seconds(
         [estimate.move_cost(m.leader_before, m.before, m.after, m.size_bytes,
-                            (m.topic, m.partition)) for m in r.moves],
+                            (m.topic, m.partition), m.dir_moves) for m in r.moves],
         throttle=throttle, max_concurrent_moves=r.max_concurrent_moves,
-        max_concurrent_moves_per_broker=r.max_concurrent_moves_per_broker) or 0.0
+        max_concurrent_moves_per_broker=r.max_concurrent_moves_per_broker,
+        dir_throttle=throttle if r.log_dir_throttle_bytes_per_second is None
+        else r.log_dir_throttle_bytes_per_second) or 0.0
         for r in resources)
 
 

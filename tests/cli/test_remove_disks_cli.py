@@ -51,6 +51,12 @@ def test_snapshot_plan_and_apply_empty_a_log_directory(capsys: pytest.CaptureFix
     text = "".join(p.read_text() for p in steps)
     assert "/data/0/b" in text and "log_dirs" in text
     assert "logDirThrottleBytesPerSecond: 300000" in text
+    # the estimate counts the copies between directories at their throttle (before: 0 s)
+    report = json.loads((tmp_path / "plan" / "report.json").read_text())["summary"]
+    # one copy into broker 0's other directory at 300 kB/s (report.json rounds to 0.1 s)
+    assert report["bytesToMoveBetweenDirs"] > 0, report
+    assert report["estimatedSeconds"] == pytest.approx(
+        report["bytesToMoveBetweenDirs"] / 300_000, abs=0.05), report
     args = [a for p in steps for a in ("-f", str(p))]
     code, out, err = run(capsys, "apply", *args, "--state-dir", state, "-o", "json")
     assert code == 0, err + out
@@ -87,3 +93,5 @@ def test_only_resources_that_copy_between_directories_carry_the_log_dir_throttle
     texts = {r.moves[0].partition: r.text for r in (first, second)}
     assert "logDirThrottleBytesPerSecond: 300000" in texts[0]
     assert "logDirThrottleBytesPerSecond" not in texts[1]
+    throttles = {r.moves[0].partition: r.log_dir_throttle_bytes_per_second for r in (first, second)}
+    assert throttles == {0: 300_000, 1: None}  # what the plan's duration estimate reads

@@ -233,3 +233,61 @@ def test_an_empty_partition_moved_and_a_reorder_leave_room_for_other_moves_in_th
                             poll_seconds=1.0) == pytest.approx(3.5)
     assert estimate_seconds([reorder, copy], throttle=MB, max_concurrent_moves=2,
                             poll_seconds=1.0) == pytest.approx(2.5)
+
+
+def test_copies_between_log_directories_take_their_own_rate_per_broker() -> None:
+    """KIP-113: a replica copied into another directory of its broker runs at that broker's
+    replica.alter.log.dirs.io.max.bytes.per.second, shared by its copies between directories,
+    beside (not against) the replication throttles. Before, the estimate skipped them:
+    "estimated duration 0:00" for a plan that only moves replicas between disks."""
+    two_on_0 = [move_cost(0, [0, 1], [0, 1], 4 * MB, ("a", i), between=[0]) for i in range(2)]
+    assert estimate_seconds(two_on_0, throttle=MB, max_concurrent_moves=2,
+                            dir_throttle=MB / 2) == pytest.approx(16)  # 8 MB at 0.5 MB/s
+    assert estimate_seconds(two_on_0, throttle=MB, max_concurrent_moves=1,
+                            dir_throttle=MB / 2) == pytest.approx(16)  # one after the other
+    # on two brokers: in parallel, each at its own rate
+    apart = [move_cost(0, [0, 1], [0, 1], 4 * MB, ("a", 0), between=[0]),
+             move_cost(1, [1, 2], [1, 2], 4 * MB, ("b", 0), between=[1])]
+    assert estimate_seconds(apart, throttle=MB, max_concurrent_moves=2,
+                            dir_throttle=MB / 2) == pytest.approx(8)
+    # beside a network copy into the same broker: neither slows the other
+    mixed = [move_cost(1, [1], [0], 3 * MB, ("a", 0)),
+             move_cost(0, [0, 1], [0, 1], 4 * MB, ("b", 0), between=[0])]
+    assert estimate_seconds(mixed, throttle=MB, max_concurrent_moves=2,
+                            dir_throttle=MB / 2) == pytest.approx(8)
+    # one move that adds a replica and copies another between directories ends with both
+    both = [move_cost(1, [0, 1], [0, 2], 3 * MB, ("a", 0), between=[0])]
+    assert estimate_seconds(both, throttle=MB, max_concurrent_moves=1,
+                            dir_throttle=MB / 2) == pytest.approx(6)
+    # the bandwidth bounds them too; nothing bounds them: at once
+    assert estimate_seconds(two_on_0, throttle=None, max_concurrent_moves=2,
+                            bandwidth=lambda b: MB) == pytest.approx(8)
+    assert estimate_seconds(two_on_0, throttle=MB, max_concurrent_moves=2) == 0.0
+    assert estimate_seconds(two_on_0, throttle=None, max_concurrent_moves=2,
+                            dir_throttle=MB) == pytest.approx(8)
+
+
+def test_the_executor_orders_by_every_copy_between_directories_included() -> None:
+    """The executor starts the fewest bytes to copy first, the copies between directories
+    counted (``move_bytes``): a 3 MB partition copied twice goes after a 5 MB one copied once."""
+    twice = move_cost(0, [0, 1], [0, 2], 3 * MB, ("a", 0), between=[0])  # 6 MB
+    once = move_cost(1, [1], [3], 5 * MB, ("b", 0))  # 5 MB
+    # one at a time, with a pass every 10 s: once (5 s -> next pass at 10) then twice (3 s)
+    assert estimate_seconds([twice, once], throttle=MB, max_concurrent_moves=1,
+                            poll_seconds=10.0, dir_throttle=MB) == pytest.approx(13)
+
+
+def test_the_plan_report_counts_the_copies_between_directories() -> None:
+    from controller_core.planning.render import RenderedResource
+    from controller_core.planning.report import estimate_seconds as plan_estimate
+    from controller_core.planning.result import PartitionMove
+
+    # remove-disks: two replicas of broker 0 leave /d1 for /d2, 4 MB each
+    moves = tuple(PartitionMove("t", i, (0, 1), (0, 1), 4 * MB, 0, ("/d1", "/d"), ("/d2", "/d"))
+                  for i in range(2))
+
+    def resource(dir_throttle: int | None) -> RenderedResource:
+        return RenderedResource(1, "r", "001-r.yaml", "", moves, False, 2, None, dir_throttle)
+
+    assert plan_estimate([resource(None)], MB) == pytest.approx(8)  # the throttle caps them
+    assert plan_estimate([resource(MB // 4)], MB) == pytest.approx(32)  # their own rate

@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from controller_core import errors
 from controller_core.embedded.cluster import EmbeddedCluster
 from controller_core.errors import ApiResult
@@ -23,7 +25,7 @@ from controller_core.orchestration.reassignment import (
     ReassignmentPlan,
     dry_run,
 )
-from controller_core.orchestration.stall import StalledMove, StallWatch, copied
+from controller_core.orchestration.stall import StalledMove, StallWatch, describe
 from tests.core.test_jbod import current_dir, dirs_of, jbod
 from tests.helpers import PassThrough, drive, tp
 
@@ -216,8 +218,7 @@ def test_a_copy_between_directories_that_stands_still_is_stalled(tmp_path: Path)
     watch = StallWatch(30_000)
 
     def observe() -> list[StalledMove]:
-        return watch.observe(c.now_ms(), copied(c, {tp: ex.adding[tp] for tp in ex.moving},
-                                                ex.between_dirs, ex.plan.log_dirs))
+        return watch.observe(c.now_ms(), ex.copied(), ex.between_dirs)
     for _ in range(40):
         ex.step()
         assert observe() == []
@@ -229,6 +230,10 @@ def test_a_copy_between_directories_that_stands_still_is_stalled(tmp_path: Path)
         c.advance(1)
     [move] = stalled
     assert move.tp == T0 and move.brokers == (0,) and 3 * MB < move.bytes_moved < 5 * MB
+    # named as what it is: no replica is being added to broker 0
+    assert move.between == (0,)
+    assert describe(stalled, c.now_ms()).startswith(
+        "no byte progress: orders-0 (between log directories on broker 0; ")
 
 
 def test_a_dry_run_counts_the_copies_between_directories(tmp_path: Path) -> None:
@@ -423,3 +428,24 @@ def test_an_operators_log_dir_rate_on_a_broker_kraftsman_throttles_already_is_ke
     assert progress.phase is Phase.COMPLETED, progress
     assert ("500000", None) in seen or ("500000", "500000") in seen, seen
     assert rate(c, 0) == "777"
+
+
+def test_a_dry_run_estimates_the_copies_between_directories_as_they_run(tmp_path: Path) -> None:
+    """The estimate counts a copy between two directories of a broker at the log-dir rate
+    (before, only copies between brokers: a dry run of a move between disks said 0 s)."""
+    c = jbod(tmp_path)
+    p, problems = ReassignmentPlan.from_moves(
+        [(T0, [0, 1, 2]), (T1, [1, 2, 3])], limits=Limits(1_000_000, 1, None, 400_000),
+        log_dirs={T0: [other_dir(c, 0, T0), "any", "any"]})
+    assert problems == []
+    bandwidth = {b.id: c.spec.replication_bytes_per_second for b in c.spec.brokers}
+    report = dry_run(c, p, bandwidth=bandwidth.__getitem__, poll_seconds=1.0)
+    assert report.estimated_seconds is not None
+    ex = ReassignmentExecutor(c, p)
+    assert ex.start() == []
+    assert drive(c, ex).phase is Phase.COMPLETED
+    assert ex.state.finished_ms is not None and ex.state.started_ms is not None
+    actual = (ex.state.finished_ms - ex.state.started_ms) / 1000
+    # one at a time: 10 MB at 1 MB/s, then 10 MB at 0.4 MB/s (35 s, not the 10 s of before)
+    assert actual > 30
+    assert report.estimated_seconds == pytest.approx(actual, rel=0.10)

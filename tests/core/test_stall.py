@@ -49,6 +49,12 @@ def test_the_description_names_partitions_brokers_and_how_long() -> None:
     assert text.startswith("no byte progress: t-0 (adding on broker 5; 0 bytes copied, "
                            "none for 600 s); t-1 (adding on brokers 3, 4; 10 bytes copied")
     assert "t-4" in text and "t-5" not in text and text.endswith(" and 2 more")
+    # copies between log directories (KIP-113) are not "adding"
+    both = StalledMove(TopicPartition("t", 0), (0, 3), 0, 0, between=(0,))
+    assert describe([both], 600_000).startswith(
+        "no byte progress: t-0 (adding on broker 3, between log directories on broker 0; ")
+    within = StalledMove(TopicPartition("t", 0), (0, 1), 0, 0, between=(0, 1))
+    assert "(between log directories on brokers 0, 1; " in describe([within], 600_000)
 
 
 def test_a_move_with_no_figure_is_no_progress_and_keeps_its_last_one() -> None:
@@ -68,7 +74,10 @@ def test_copied_sums_what_answers_and_has_no_figure_when_nothing_does(tmp_path: 
     c = cluster(tmp_path)  # orders-0 on brokers 0, 1, 2; orders-1 on 1, 2, 0
     size = c.replica_log_sizes([(A, 0)])[(A, 0)]
     assert size > 0
-    assert copied(c, {A: [0, 1], B: [2]}) == {A: (2 * size, [0, 1]), B: (size, [2])}
+    pairs = [(A, 0), (A, 1), (B, 1), (B, 2)]
+    assert copied(c.replica_log_sizes(pairs), {A: [0, 1], B: [2]}) == \
+        {A: (2 * size, [0, 1]), B: (size, [2])}
     c.fail_broker(1)
     assert c.replica_log_sizes([(A, 1), (A, 0)]) == {(A, 0): size}
-    assert copied(c, {A: [0, 1], B: [1]}) == {A: (size, [0, 1]), B: (None, [1])}
+    assert copied(c.replica_log_sizes(pairs), {A: [0, 1], B: [1]}) == \
+        {A: (size, [0, 1]), B: (None, [1])}

@@ -142,6 +142,29 @@ async def test_a_restarted_operator_still_reports_a_partition_that_failed_before
     assert "orders-0: the move ended outside kraftsman" in failed[0]["message"]
 
 
+async def test_a_pass_reads_the_copies_sizes_once(
+        d: Driver, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The executor's pass reads the adding replicas' sizes (DescribeLogDirs on Kafka, of
+    every broker receiving one); the rows' bytes and the stall watch use that read. Before,
+    a pass asked three times: for the done count, for the pass, for the rows."""
+    cluster = d.rt.clusters[("default", "demo")].cluster
+    sizes = cluster.replica_log_sizes
+    asked: list[int] = []
+
+    def counted(replicas: Any) -> dict[Any, int]:
+        asked.append(1)
+        return sizes(replicas)
+
+    monkeypatch.setattr(cluster, "replica_log_sizes", counted)
+    pr = d.create("PartitionReassignment", "move", {**REF, "partitions": MOVES[:2]})
+    await d.tick(pr)
+    asked.clear()
+    await d.tick(pr, 0.5)
+    assert pr["status"]["phase"] == "Moving" and len(asked) == 1
+    rows = pr["status"]["partitions"]
+    assert rows and all(r["bytesMoved"] > 0 for r in rows), rows
+
+
 async def test_a_replica_without_a_log_yet_counts_as_nothing_copied(
         d: Driver, monkeypatch: pytest.MonkeyPatch) -> None:
     """DescribeLogDirs (the kafka backend) leaves out a replica whose broker has not created

@@ -33,7 +33,7 @@ from controller_core.orchestration.reassignment import (
     dry_run,
     throttles_owed,
 )
-from controller_core.orchestration.stall import StallWatch, copied, describe
+from controller_core.orchestration.stall import StallWatch, describe
 from controller_core.orchestration.voters import WalkPhase, WalkProgress
 from controller_core.storage.framing import write_atomically
 from kraftsman import reconcile
@@ -523,8 +523,7 @@ class Session:
             self.view.progress(r.key, progress, cluster.now)
             now_ms = cluster.now_ms()
             stuck = [] if progress.phase.terminal else watch.observe(
-                now_ms, copied(cluster, {tp: ex.adding[tp] for tp in ex.moving},
-                               ex.between_dirs, ex.plan.log_dirs))
+                now_ms, ex.copied(), ex.between_dirs)
             if stuck and not stalled:
                 self.view.line(f"{r.key}: stalled — {describe(stuck, now_ms)}; check those "
                                "brokers and the throttle")

@@ -29,7 +29,7 @@ from controller_core.orchestration.reassignment import (
     dry_run,
     throttles_owed,
 )
-from controller_core.orchestration.stall import Copied, StalledMove, StallWatch, copied, describe
+from controller_core.orchestration.stall import Copied, StalledMove, StallWatch, describe
 from controller_core.units import counted
 from kraftsman.handlers.common import (
     degrade,
@@ -83,7 +83,7 @@ def fill_progress(st: PartitionReassignmentStatus, spec: PartitionReassignmentSp
     # The adding replicas of the rows still moving; a failed row has no move in flight.
     adding = {d.tp: list(executor.adding.get(d.tp, ())) for d in progress.details
               if d.state != "failed"}
-    sizes = copied(executor.admin, adding, executor.between_dirs, executor.plan.log_dirs)
+    sizes = executor.copied(adding)  # the pass' own figures: no second DescribeLogDirs
     rows = []
     for d in progress.details:
         original = list(executor.original.get(d.tp, ()))
@@ -500,7 +500,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                 if warning.startswith("spec.throttleBytesPerSecond"):
                     outbox.add("PlanWarning", warning, warning=True)
         executor.control(plan.limits, controls_of(spec))  # the plan carries the spec's limits
-        done_before = executor.progress().done if was is not Phase.PENDING else 0
+        # (the count, not progress(): that reads every copy's size from the cluster)
+        done_before = len(executor.done) if was is not Phase.PENDING else 0
         progress = executor.step()
         saved.update(digest=digest, dryRun=False, cluster=spec.cluster_ref.name,
                      clusterId=saved.get("clusterId") or cluster_id,
@@ -513,8 +514,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         now_ms = executor.admin.now_ms()
         watch = stalls.setdefault(uid, StallWatch(spec.stalled_after_seconds * 1000.0))
         watch.window_ms = spec.stalled_after_seconds * 1000.0
-        mark_stalls(st, [] if phase.terminal else watch.observe(now_ms, moving), now_ms, gen,
-                    outbox)
+        mark_stalls(st, [] if phase.terminal else watch.observe(
+            now_ms, moving, executor.between_dirs), now_ms, gen, outbox)
         if progress.done > done_before and not phase.terminal:
             st.batches_completed += 1
             outbox.add("BatchDone", f"{progress.done}/{progress.total} partitions moved")
