@@ -127,6 +127,11 @@ class BaseStatus(StatusModel):
         default=None, description="When the operator last looked at this resource (RFC 3339); "
         f"refreshed at least every {HEARTBEAT_SECONDS} s while it works on it, so a stalled "
         "operator shows.")
+    # written by kopf's diff-base storage (handlers/diffbase.py), never by a status write
+    handled_digest: str | None = Field(
+        default=None, exclude=True, max_length=64,
+        description="SHA-256 of the spec, labels and annotations the operator last handled "
+        "(how it tells a change from a status write).")
 
     def condition(self, type_: str) -> Condition | None:
         return get_condition(self.conditions, type_)

@@ -1,5 +1,6 @@
-"""kopf's diff base as a digest (kraftsman.handlers.diffbase): no diff while the essence is
-unchanged, a diff after a spec change, and an earlier version's full copy is read then dropped."""
+"""kopf's diff base as a digest in the status (kraftsman.handlers.diffbase): no diff while the
+essence is unchanged, a diff after a spec change, and what earlier versions stored in
+annotations (a digest, or a full copy) is read then dropped."""
 
 from __future__ import annotations
 
@@ -10,12 +11,15 @@ from typing import Any
 import kopf
 
 from kraftsman.handlers.diffbase import DigestDiffBaseStorage, essence_digest
+from kraftsman.status import LeaderElectionStatus
 
 
-def body(spec: dict[str, Any], annotations: dict[str, str]) -> Any:
+def body(spec: dict[str, Any], annotations: dict[str, str],
+         status: dict[str, Any] | None = None) -> Any:
     return kopf.Body({"apiVersion": "kraftsman.io/v1alpha1", "kind": "LeaderElection",
                       "metadata": {"name": "e", "namespace": "default",
-                                   "annotations": annotations}, "spec": spec})
+                                   "annotations": annotations}, "spec": spec,
+                      **({"status": status} if status is not None else {})})
 
 
 def test_digest_round_trip_tells_a_change_from_no_change() -> None:
@@ -24,12 +28,42 @@ def test_digest_round_trip_tells_a_change_from_no_change() -> None:
     assert storage.fetch(body=first) is None  # never handled: a creation
     patch = kopf.Patch()
     storage.store(body=first, patch=patch, essence=storage.build(body=first))
-    annotations = dict(patch["metadata"]["annotations"])
-    assert len(annotations["kraftsman.io/last-handled-digest"]) == 64  # not the spec
-    same = body({"topics": ["orders"] * 1000}, annotations)
+    status = dict(patch["status"])
+    assert len(status["handledDigest"]) == 64  # not the spec
+    same = body({"topics": ["orders"] * 1000}, {}, status)
     assert storage.fetch(body=same) == storage.build(body=same)  # no diff
-    changed = body({"topics": ["orders"] * 999}, annotations)
+    changed = body({"topics": ["orders"] * 999}, {}, status)
     assert storage.fetch(body=changed) != storage.build(body=changed)  # a diff
+
+
+def test_store_writes_only_the_status_one_request_not_two() -> None:
+    """kopf sends metadata and the status subresource as separate PATCH requests: the digest
+    alone in the status keeps a handled change to one write (no annotation, no marker)."""
+    storage = DigestDiffBaseStorage(prefix="kraftsman.io")
+    b = body({"topics": ["orders"]}, {})
+    patch = kopf.Patch()
+    storage.store(body=b, patch=patch, essence=storage.build(body=b))
+    assert dict(patch) == {"status": {"handledDigest": essence_digest(storage.build(body=b))}}
+
+
+def test_an_earlier_version_s_annotation_digest_is_read_then_moved() -> None:
+    storage = DigestDiffBaseStorage(prefix="kraftsman.io")
+    essence = storage.build(body=body({"topics": ["orders"]}, {}))
+    old = body({"topics": ["orders"]}, {"kraftsman.io/last-handled-digest":
+                                        essence_digest(essence) + "\n",
+                                        "kraftsman.io/kopf-managed": "yes", "note": "kept"})
+    assert storage.build(body=old) == {**essence, "metadata": {"annotations": {"note": "kept"}}}
+    plain = body({"topics": ["orders"]}, {"kraftsman.io/last-handled-digest":
+                                          essence_digest(essence) + "\n"})
+    assert storage.fetch(body=plain) == storage.build(body=plain)  # no change after upgrade
+    patch = kopf.Patch()
+    storage.store(body=plain, patch=patch, essence=storage.build(body=plain))
+    assert patch["metadata"]["annotations"] == {"kraftsman.io/last-handled-digest": None}
+    assert patch["status"]["handledDigest"] == essence_digest(essence)
+    # the status wins over a stale annotation
+    both = body({"topics": ["x"]}, {"kraftsman.io/last-handled-digest": essence_digest(essence)},
+                {"handledDigest": essence_digest(storage.build(body=body({"topics": ["x"]}, {})))})
+    assert storage.fetch(body=both) == storage.build(body=both)
 
 
 def test_a_legacy_full_copy_is_read_then_dropped() -> None:
@@ -52,24 +86,12 @@ def test_the_digest_is_sha256_of_the_compact_sorted_utf8_json() -> None:
     assert essence_digest(essence) == hashlib.sha256(canonical).hexdigest()
 
 
-def test_store_writes_only_the_digest_and_kopf_s_marker() -> None:
-    storage = DigestDiffBaseStorage(prefix="kraftsman.io")
-    b = body({"topics": ["orders"]}, {})
-    patch = kopf.Patch()
-    storage.store(body=b, patch=patch, essence=storage.build(body=b))
-    assert patch["metadata"]["annotations"] == {
-        "kraftsman.io/last-handled-digest": essence_digest(storage.build(body=b)),
-        "kraftsman.io/kopf-managed": "yes"}  # no v1 (kopf.zalando.org-style) copies
-
-
 def test_a_differing_digest_reads_as_a_change_marker() -> None:
     storage = DigestDiffBaseStorage(prefix="kraftsman.io")
-    b = body({"topics": ["orders"]}, {"kraftsman.io/last-handled-digest": " abc\n",
-                                      "note": "kept"})
+    b = body({"topics": ["orders"]}, {"note": "kept"}, {"handledDigest": " abc\n"})
     assert storage.fetch(body=b) == {"kraftsman.io/last-handled-digest": "abc"}
     good = essence_digest(storage.build(body=b))
-    same = body({"topics": ["orders"]}, {"kraftsman.io/last-handled-digest": good + "\n",
-                                         "note": "kept"})
+    same = body({"topics": ["orders"]}, {"note": "kept"}, {"handledDigest": good})
     assert storage.fetch(body=same) == storage.build(body=same)
     assert storage.build(body=same)["metadata"]["annotations"] == {"note": "kept"}
 
@@ -80,3 +102,11 @@ def test_the_essence_holds_the_extra_fields_kopf_asks_for() -> None:
                    "spec": {"a": 1}, "status": {"phase": "Ready", "other": 2}})
     assert storage.build(body=b, extra_fields=["status.phase"]) == {
         "spec": {"a": 1}, "status": {"phase": "Ready"}}
+
+
+def test_the_operator_s_status_writes_never_carry_the_digest() -> None:
+    """A status write merges field by field: read with the status, the digest is never
+    written back (a stale copy would undo kopf's newer one)."""
+    st = LeaderElectionStatus.model_validate({"handledDigest": "a" * 64, "phase": "Succeeded"})
+    assert st.handled_digest == "a" * 64
+    assert "handledDigest" not in st.model_dump(by_alias=True, mode="json")

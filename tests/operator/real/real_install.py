@@ -111,8 +111,15 @@ def store_reassignment(server: RealServer, namespace: str, name: str, partitions
     done = server.kubectl(*verb, "-f", "-", input=json.dumps(obj), check=False)
     if done.returncode != 0:
         return False, done.stderr.strip()
+    # kopf's metadata at its largest: the finalizer, and the progress record of the deletion
+    # handler while it waits (its diff base is in the status, worst_status has it)
     kopf = {"metadata": {"finalizers": ["kraftsman.io/finalizer"], "annotations": {
-        "kraftsman.io/last-handled-digest": "0" * 64, "kraftsman.io/kopf-managed": "yes"}}}
+        "kraftsman.io/rollback": json.dumps({
+            "started": "2026-11-28T13:34:32.123456+00:00",
+            "delayed": "2026-11-28T13:34:42.123456+00:00", "purpose": "delete",
+            "retries": 999, "success": False, "failure": False,
+            "message": "waiting for KafkaCluster demo to roll back"},
+            separators=(",", ":"))}}}
     for patch, sub in ((kopf, []), ({"status": worst_status(partitions)},
                                     ["--subresource=status"])):
         done = server.kubectl("patch", "partitionreassignment", name, "-n", namespace, *sub,

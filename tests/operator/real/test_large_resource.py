@@ -83,10 +83,9 @@ async def test_largest_reassignment_round_trips_through_the_deployed_operator(
     # resourceVersion, which the status writes move on)...
     # Each write of this object takes the server 20-30 s on the loaded 2-core machine, and a
     # JSON patch that loses the race with a status write is refused (422) and made again.
-    done = await api.wait("PartitionReassignment", "big", lambda o: "kraftsman.io/last-handled"
-                          "-digest" in o["metadata"].get("annotations", {}) and
-                          "kraftsman.io/finalizer" in o["metadata"].get("finalizers", []),
-                          timeout=180)
+    done = await api.wait("PartitionReassignment", "big", lambda o: len(
+        (o.get("status") or {}).get("handledDigest") or "") == 64 and
+        "kraftsman.io/finalizer" in o["metadata"].get("finalizers", []), timeout=180)
     assert object_bytes(done) < MAX_OBJECT and annotations_size(done) < 1024 < MAX_ANNOTATIONS
     # ...and the API server refused none of the operator's writes.
     assert "Too long" not in op.log() and "RequestEntityTooLarge" not in op.log()
