@@ -110,3 +110,20 @@ def test_the_operator_s_status_writes_never_carry_the_digest() -> None:
     st = LeaderElectionStatus.model_validate({"handledDigest": "a" * 64, "phase": "Succeeded"})
     assert st.handled_digest == "a" * 64
     assert "handledDigest" not in st.model_dump(by_alias=True, mode="json")
+
+
+def test_kopf_s_progress_goes_without_its_marker_and_stays_out_of_the_essence() -> None:
+    """The marker was one metadata PATCH per new object (kopf stores, then purges, a
+    progress record even for a handler that succeeds at once)."""
+    from kraftsman.handlers.progress import UnmarkedAnnotationsProgressStorage
+
+    progress = UnmarkedAnnotationsProgressStorage(prefix="kraftsman.io")
+    b = body({"topics": ["orders"]}, {})
+    patch = kopf.Patch()
+    progress.store(key="run", record={"started": "2026-11-28T00:00:00", "retries": 1},
+                   body=b, patch=patch)
+    assert dict(patch["metadata"]["annotations"]) == {
+        "kraftsman.io/run": '{"started":"2026-11-28T00:00:00","retries":1}'}
+    storage = DigestDiffBaseStorage(prefix="kraftsman.io")
+    waiting = body({"topics": ["orders"]}, dict(patch["metadata"]["annotations"]))
+    assert storage.build(body=waiting) == storage.build(body=b)  # no change to kopf
