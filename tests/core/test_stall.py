@@ -55,6 +55,12 @@ def test_the_description_names_partitions_brokers_and_how_long() -> None:
         "no byte progress: t-0 (adding on broker 3, between log directories on broker 0; ")
     within = StalledMove(TopicPartition("t", 0), (0, 1), 0, 0, between=(0, 1))
     assert "(between log directories on brokers 0, 1; " in describe([within], 600_000)
+    # how long: since the figure last grew, not since the epoch; five named, nothing more
+    later = [StalledMove(TopicPartition("t", p), (3,), 5, 1_000_000) for p in range(5)]
+    assert describe(later[:1], 1_600_000) == \
+        "no byte progress: t-0 (adding on broker 3; 5 bytes copied, none for 600 s)"
+    assert describe(later, 1_600_000).endswith("t-4 (adding on broker 3; 5 bytes copied, "
+                                               "none for 600 s)")
 
 
 def test_a_move_with_no_figure_is_no_progress_and_keeps_its_last_one() -> None:
