@@ -856,6 +856,35 @@ async def test_a_move_that_copies_nothing_is_stalled_with_an_event_until_it_copi
     assert condition(pr, "Stalled")["status"] == "False"
 
 
+async def test_a_stalled_move_past_the_detailed_rows_is_reported(
+        d: Driver, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The status details at most 100 rows (here 1); the stall watch sees every move in
+    flight. Before, it saw only the rows: a stalled move past the first 100 partitions was
+    never reported."""
+    from controller_core.orchestration import reassignment as executor_module
+
+    monkeypatch.setattr(executor_module, "MAX_DETAILS", 1)
+    cluster = d.rt.clusters[("default", "demo")].cluster
+    [one] = cluster.describe_partitions(partitions=[TopicPartition("orders", 1)])
+    kept = [r for r in one.replicas if r != 4][:2]
+    gains = next(b for b in range(6) if b not in (*one.replicas, 3))
+    pr = d.create("PartitionReassignment", "move", {
+        **REF, "partitions": [{"topic": "orders", "partition": 0, "replicas": [0, 1, 3]},
+                              {"topic": "orders", "partition": 1,
+                               "replicas": [*kept, gains]}],
+        "throttleBytesPerSecond": 100_000, "stalledAfterSeconds": 5})
+    await d.tick(pr)
+    cluster.fail_broker(gains)  # only orders-1's new replica: orders-0 copies on
+    for _ in range(40):
+        await d.tick(pr)
+        if any(c["type"] == "Stalled" for c in pr["status"]["conditions"]):
+            break
+    assert [r["partition"] for r in pr["status"]["partitions"]] == [0]  # the one row
+    assert condition(pr, "Stalled")["message"].startswith(
+        f"no byte progress: orders-1 (adding on broker {gains}; "), pr["status"]
+    assert pr["status"]["stalledMoves"] == 1
+
+
 async def test_a_move_that_copies_never_says_stalled(d: Driver) -> None:
     pr = d.create("PartitionReassignment", "move", {
         **REF, "partitions": [{"topic": "orders", "partition": 0, "replicas": [0, 1, 3]}],

@@ -29,7 +29,7 @@ from controller_core.orchestration.reassignment import (
     dry_run,
     throttles_owed,
 )
-from controller_core.orchestration.stall import Copied, StalledMove, StallWatch, describe
+from controller_core.orchestration.stall import StalledMove, StallWatch, describe
 from controller_core.units import counted
 from kraftsman.handlers.common import (
     degrade,
@@ -77,9 +77,8 @@ def problem_messages(spec: PartitionReassignmentSpec, problems: list[PlanProblem
 
 
 def fill_progress(st: PartitionReassignmentStatus, spec: PartitionReassignmentSpec,
-                  progress: Progress, executor: ReassignmentExecutor) -> Copied:
-    """The status' figures and rows; returns each row's move in flight -> (bytes its adding
-    replicas hold, their brokers), what the stall watch measures."""
+                  progress: Progress, executor: ReassignmentExecutor) -> None:
+    """The status' figures and rows (each row's bytes from the pass' own read)."""
     # The adding replicas of the rows still moving; a failed row has no move in flight.
     adding = {d.tp: list(executor.adding.get(d.tp, ())) for d in progress.details
               if d.state != "failed"}
@@ -108,7 +107,6 @@ def fill_progress(st: PartitionReassignmentStatus, spec: PartitionReassignmentSp
     st.progress = f"{st.percent:g}%"
     st.eta_seconds = round(progress.eta_seconds, 1) if progress.eta_seconds is not None else None
     st.throttle_bytes_per_second = spec.throttle_bytes_per_second
-    return sizes
 
 
 def mark_stalls(st: PartitionReassignmentStatus, stalled: list[StalledMove], now_ms: float,
@@ -508,14 +506,16 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                      throttle=spec.throttle_bytes_per_second,
                      executor=executor.state.model_dump(mode="json"),
                      inFlight=sorted([tp.topic, tp.partition] for tp in executor.moving))
-        moving = fill_progress(st, spec, progress, executor)
+        fill_progress(st, spec, progress, executor)
         healthy(st, gen)
         phase = progress.phase
         now_ms = executor.admin.now_ms()
         watch = stalls.setdefault(uid, StallWatch(spec.stalled_after_seconds * 1000.0))
         watch.window_ms = spec.stalled_after_seconds * 1000.0
+        # every move in flight, not only the rows the status details (at most 100): the
+        # pass' sizes are at hand, no cluster call
         mark_stalls(st, [] if phase.terminal else watch.observe(
-            now_ms, moving, executor.between_dirs), now_ms, gen, outbox)
+            now_ms, executor.copied(), executor.between_dirs), now_ms, gen, outbox)
         if progress.done > done_before and not phase.terminal:
             st.batches_completed += 1
             outbox.add("BatchDone", f"{progress.done}/{progress.total} partitions moved")
