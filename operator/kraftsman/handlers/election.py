@@ -84,6 +84,10 @@ def fill(st: LeaderElectionStatus, doc: dict[str, Any], spec: LeaderElectionSpec
     return problems
 
 
+# how often a one-shot election naming an unknown KafkaCluster looks for it again
+UNKNOWN_CLUSTER_RETRY_SECONDS = 5.0
+
+
 def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     live: dict[str, dict[str, Any]] = {}  # uid -> the newest operation state of this process
 
@@ -180,7 +184,13 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                     f"namespace {namespace}; create it or fix the name", gen)
             await save()
             publish(patch, status, st, gen)
-            return None  # permanent for this generation (as any invalid spec)
+            # Asked again, not given up: the KafkaCluster may come after it (applied in one
+            # sync), or this replica's index may still be filling (a standby that just took
+            # over acted on a new election before it knew the cluster: CI saw it).
+            return max(rt.tick, UNKNOWN_CLUSTER_RETRY_SECONDS)
+        if st.phase == "Invalid":  # the KafkaCluster it waited for is known now
+            st.phase = None
+            healthy(st, gen)
         opened = rt.clusters.get((namespace, ref))
         if opened is None or not rt.backoff.ready(key, rt.clock()):
             if opened is None:
