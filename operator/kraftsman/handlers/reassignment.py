@@ -29,7 +29,7 @@ from controller_core.orchestration.reassignment import (
     dry_run,
     throttles_owed,
 )
-from controller_core.orchestration.stall import StalledMove, StallWatch, describe
+from controller_core.orchestration.stall import Copied, StalledMove, StallWatch, describe
 from controller_core.units import counted
 from kraftsman.handlers.common import (
     degrade,
@@ -77,12 +77,12 @@ def problem_messages(spec: PartitionReassignmentSpec, problems: list[PlanProblem
 
 
 def fill_progress(st: PartitionReassignmentStatus, spec: PartitionReassignmentSpec,
-                  progress: Progress, executor: ReassignmentExecutor) -> None:
-    """The status' figures and rows (each row's bytes from the pass' own read)."""
+                  progress: Progress, executor: ReassignmentExecutor, copies: Copied) -> None:
+    """The status' figures and rows; ``copies``: the executor's pass' read
+    (``ReassignmentExecutor.copied``), each row's bytes."""
     # The adding replicas of the rows still moving; a failed row has no move in flight.
     adding = {d.tp: list(executor.adding.get(d.tp, ())) for d in progress.details
               if d.state != "failed"}
-    sizes = executor.copied(adding)  # the pass' own figures: no second DescribeLogDirs
     rows = []
     for d in progress.details:
         original = list(executor.original.get(d.tp, ()))
@@ -93,7 +93,7 @@ def fill_progress(st: PartitionReassignmentStatus, spec: PartitionReassignmentSp
             current_replicas=original + new, target_replicas=list(d.target), adding_replicas=new,
             removing_replicas=[r for r in original if r not in d.target] if moving else [],
             bytes_to_move=executor.move_bytes.get(d.tp),
-            bytes_moved=sizes[d.tp][0] if d.tp in sizes else None,
+            bytes_moved=copies[d.tp][0] if d.tp in copies else None,
             error=None if moving else "REASSIGNMENT_FAILED", message=d.message or None))
     st.set_progress(rows)
     # The executor's counts cover every partition, the detail only the capped rows.
@@ -506,7 +506,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                      throttle=spec.throttle_bytes_per_second,
                      executor=executor.state.model_dump(mode="json"),
                      inFlight=sorted([tp.topic, tp.partition] for tp in executor.moving))
-        fill_progress(st, spec, progress, executor)
+        copies = executor.copied()  # the pass' own read: no second DescribeLogDirs
+        fill_progress(st, spec, progress, executor, copies)
         healthy(st, gen)
         phase = progress.phase
         now_ms = executor.admin.now_ms()
@@ -515,7 +516,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         # every move in flight, not only the rows the status details (at most 100): the
         # pass' sizes are at hand, no cluster call
         mark_stalls(st, [] if phase.terminal else watch.observe(
-            now_ms, executor.copied(), executor.between_dirs), now_ms, gen, outbox)
+            now_ms, copies, executor.between_dirs), now_ms, gen, outbox)
         if progress.done > done_before and not phase.terminal:
             st.batches_completed += 1
             outbox.add("BatchDone", f"{progress.done}/{progress.total} partitions moved")
