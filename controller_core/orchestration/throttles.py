@@ -42,6 +42,7 @@ restored like the replication rates.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -92,7 +93,8 @@ class Entry(NamedTuple):
         part, _, topic = rest.partition(":")
         if side not in _RATE_KEYS or not is_whole_number(part) or not topic:
             return None
-        return cls(topic, int(part), broker, side)
+        # one topic name shared by its entries, not a string each (10^5 entries a marker)
+        return cls(sys.intern(topic), int(part), broker, side)
 
 
 @dataclass(slots=True)
@@ -193,6 +195,15 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
     DescribeConfigs of every broker — most of a second at the start of an unthrottled run
     on a busy real cluster — so a run does it at its end). Returns what is left undone (the
     next call tries again)."""
+    decided = _decide(admin, moves, rate, scope, legacy_check=legacy_check,
+                      dir_rate=dir_rate)
+    # the sets of every entry that decided it are gone before the cluster applies the writes
+    return decided if isinstance(decided, Synced) else _apply(admin, decided)
+
+
+def _decide(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | None,
+            scope: Set[TopicPartition], *, legacy_check: bool, dir_rate: int | None
+            ) -> Synced | _Writes:
     dir_rate = rate if dir_rate is None else dir_rate
     want = wanted_entries(moves, network=rate is not None, between_dirs=dir_rate is not None)
     try:
@@ -215,37 +226,47 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
     legacy = {b for b in brokers if LEGACY_MARKER_KEY in broker_cfg[("BROKER", str(b))]}
     if not want and not markers and not legacy:
         return Synced([])  # nothing to place, and nothing of kraftsman's in the cluster
-    owned = {e for m in markers.values() for e in m.entries}
-    elsewhere = sorted({e.tp for e in owned if e.tp not in scope and e.side in _SIDES})
+    # Every run on the cluster shares the markers (20 runs of 5,000 moves: 480,000
+    # entries), so what is built per entry is only what goes: ``keep`` is never built.
+    owned: set[Entry] = set().union(*(m.entries for m in markers.values()))
+    elsewhere = sorted({tp for e in owned if e.side in _SIDES and (tp := e.tp) not in scope})
     reassigning = set(admin.list_partition_reassignments(elsewhere))
-    keep = want | {e for e in owned if e.tp not in scope and e.tp in reassigning}
-    keep |= _still_copying({e for e in owned if e.tp not in scope and e.side not in _SIDES},
-                           admin)
-    drop = owned - keep
+    copying = _still_copying({e for e in owned if e.side not in _SIDES and e.tp not in scope},
+                             admin)
+    # kept: wanted, still copying between directories, or outside the caller's plan and
+    # still reassigned (by another run, or anyone)
+    drop = {e for e in owned if e not in want and e not in copying
+            and ((tp := e.tp) in scope or tp not in reassigning)}
+    new_owned = owned
+    new_owned -= drop
     changes: dict[tuple[str, str], dict[str, str | None]] = {}
-    topics = sorted({e.topic for e in want | drop if e.side in _SIDES})
+    drop_at, want_at = _by_list(drop), _by_list(want)
+    topics = sorted({t for t, _ in (*drop_at, *want_at)})
     topic_cfg = admin.describe_configs([("TOPIC", t) for t in topics])
-    new_owned = owned & keep
+    currents = {}
     for t in topics:
         for side, key in _SIDES.items():
             current = parse_throttled_replicas(topic_cfg[("TOPIC", t)].get(key) or "")
-            if not isinstance(current, set):
-                continue  # "*" or junk written by someone else: not ours to edit
-            mine_drop = {(e.partition, e.broker) for e in drop if e.topic == t and e.side == side}
-            mine_want = {(e.partition, e.broker) for e in want if e.topic == t and e.side == side}
-            # A broker answers DescribeConfigs from its copy of the metadata, which may not
-            # have another run's latest entries yet: what the markers claim and a movement
-            # still needs is written back whatever this read says, never dropped by it.
-            mine_keep = {(e.partition, e.broker) for e in owned & keep
-                         if e.topic == t and e.side == side}
-            added = mine_want - current
-            new_owned |= {Entry(t, p, b, side) for p, b in added}
-            merged = (current - mine_drop) | mine_want | mine_keep
-            # ... and an entry to drop is written away even if the read no longer shows it:
-            # skipped, a stale read on the last pass would leave it for good, unclaimed
-            if merged != current or mine_drop:
-                changes.setdefault(("TOPIC", t), {})[key] = (
-                    format_throttled_replicas(merged) or None)
+            if isinstance(current, set):  # "*" or junk written by someone else: not ours
+                currents[(t, side)] = current
+    # A broker answers DescribeConfigs from its copy of the metadata, which may not have
+    # another run's latest entries yet: what the markers claim and a movement still needs is
+    # written back whatever this read says, never dropped by it.
+    missing = _by_list(e for e in new_owned if (e.topic, e.side) in currents
+                       and (e.partition, e.broker) not in currents[(e.topic, e.side)])
+    nothing: frozenset[tuple[int, int]] = frozenset()
+    for (t, side), current in currents.items():
+        key = _SIDES[side]
+        mine_drop = drop_at.get((t, side), nothing)
+        mine_want = want_at.get((t, side), nothing)
+        added = mine_want - current
+        new_owned |= {Entry(t, p, b, side) for p, b in added}
+        merged = (current - mine_drop) | mine_want | missing.get((t, side), nothing)
+        # ... and an entry to drop is written away even if the read no longer shows it:
+        # skipped, a stale read on the last pass would leave it for good, unclaimed
+        if merged != current or mine_drop:
+            changes.setdefault(("TOPIC", t), {})[key] = (
+                format_throttled_replicas(merged) or None)
     new_owned |= {e for e in want if e.side not in _SIDES}  # kept in the marker alone
     rate_str = str(rate)  # used for the wanted brokers only: with no rate, none is wanted
     dir_rate_str = str(dir_rate)
@@ -321,18 +342,47 @@ def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | 
         final[b] = fin
         if out:
             changes[("BROKER", str(b))] = out
+    # Each marker encoded once (one of a busy broker holds 10^5 entries); the final one is
+    # most often the claim itself.
+    claim_text = {b: None if m is None else m.encode() for b, m in claim.items()}
+    final_text = {b: claim_text[b] if m == claim[b] else None if m is None else m.encode()
+                  for b, m in final.items()}
+    return _Writes(stored, claim_text, changes, final_text, tuple(sorted(waiting)))
+
+
+class _Writes(NamedTuple):
+    """What a sync writes, in order: the claiming markers, the configs, the final markers
+    (encoded; None: a tombstone)."""
+
+    stored: Mapping[int, str]
+    claim: dict[int, str | None]
+    changes: dict[tuple[str, str], dict[str, str | None]]
+    final: dict[int, str | None]
+    waiting: tuple[int, ...]
+
+
+def _apply(admin: ClusterAdmin, w: _Writes) -> Synced:
     # Markers first: they say which topic entries and rates are kraftsman's, so nothing is
     # written before a marker claims it, and nothing stops being claimed before it is gone.
-    problems = _write(admin, stored, claim)
+    problems = _write(admin, w.stored, w.claim)
     if problems:
         return Synced(problems)
-    written = {**stored, **{b: m.encode() for b, m in claim.items() if m is not None}}
+    written = {**w.stored, **{b: v for b, v in w.claim.items() if v is not None}}
     for kind in ("BROKER", "TOPIC"):
-        batch = {r: c for r, c in changes.items() if r[0] == kind}
+        batch = {r: c for r, c in w.changes.items() if r[0] == kind}
         problems = _problems(admin.incremental_alter_configs(batch))
         if problems:
             return Synced(problems)
-    return Synced(_write(admin, written, final), tuple(sorted(waiting)))
+    return Synced(_write(admin, written, w.final), w.waiting)
+
+
+def _by_list(entries: Iterable[Entry]) -> dict[tuple[str, str], set[tuple[int, int]]]:
+    """(topic, side) -> its (partition, broker) items, for the topics' replica lists."""
+    out: dict[tuple[str, str], set[tuple[int, int]]] = {}
+    for e in entries:
+        if e.side in _SIDES:
+            out.setdefault((e.topic, e.side), set()).add((e.partition, e.broker))
+    return out
 
 
 def _still_copying(entries: Set[Entry], admin: ClusterAdmin) -> set[Entry]:
@@ -367,18 +417,19 @@ def _claiming(cur: Marker | None, fin: Marker | None) -> Marker | None:
     """The marker that claims both what ``cur`` claimed and what ``fin`` will."""
     if fin is None or cur is None:
         return cur if fin is None else fin
-    m = fin.copy()  # its ``previous`` is cur's, unless cur had no rate to replace any
-    m.entries |= cur.entries
-    m.also = cur.written() - fin.written()
-    return m
+    # its ``previous`` is cur's, unless cur had no rate to replace any; its entries are
+    # fin's own set when that holds cur's (no copy of 10^5 entries; neither changes again)
+    entries = fin.entries if cur.entries <= fin.entries else fin.entries | cur.entries
+    return Marker(fin.rate, dict(fin.previous), entries, cur.written() - fin.written(),
+                  fin.dir_rate)
 
 
 def _write(admin: ClusterAdmin, stored: Mapping[int, str],
-           markers: Mapping[int, Marker | None]) -> list[str]:
-    """Write the markers that differ from ``stored`` (None: a tombstone where one is)."""
+           markers: Mapping[int, str | None]) -> list[str]:
+    """Write the (encoded) markers that differ from ``stored`` (None: a tombstone where one
+    is)."""
     changes: dict[int, str | None] = {}
-    for b, m in markers.items():
-        encoded = m.encode() if m is not None else None
+    for b, encoded in markers.items():
         if stored.get(b) != encoded:
             changes[b] = encoded
     return admin.write_throttle_markers(changes) if changes else []
