@@ -204,6 +204,35 @@ def test_a_rate_refused_after_its_marker_is_still_kraftsmans_on_the_next_pass(
     assert configs_in(c) == {("BROKER", "3"): {RATE_KEYS[1]: "777"}}
 
 
+def test_until_the_configs_are_written_the_markers_claim_what_goes_and_what_comes(
+        tmp_path: Path) -> None:
+    """A pass that ends one move and starts another writes markers claiming both before it
+    touches a config: refused there (or dead), nothing placed is unclaimed — the ended
+    move's entries, the rate of the broker it alone used, the log-dir rate of a copy that
+    goes on. The next pass finishes it."""
+    c = cluster(tmp_path)
+    a = _Refusing(c)
+    p0, p1, p2 = tp("orders", 0), tp("orders", 1), tp("orders", 2)
+    copy = throttles.Move((0, 1, 2), (), (5,))  # p2 copied between directories of broker 5
+    first = {p0: throttles.Move((0, 1, 2), (3,)), p2: copy}
+    assert throttles.sync(a, first, 1_000_000, {p0, p1, p2}, dir_rate=500).problems == []
+    before = throttles.placed(c)
+    assert {e.partition for e in before[0].entries} == {0} and before[5].dir_rate == "500"
+    a.refuse_brokers = 1  # broker 4's new rate: refused after the claims are written
+    second = {p1: throttles.Move((0, 1, 2), (4,)), p2: copy}
+    assert throttles.sync(a, second, 1_000_000, {p0, p1, p2}, dir_rate=500).problems
+    held = throttles.placed(c)
+    for b in (0, 1, 2):
+        assert {(e.partition, e.side) for e in held[b].entries} == {(0, "L"), (1, "L")}, b
+    assert held[3] == before[3]  # its rate is still in force: still claimed
+    assert {(e.partition, e.side) for e in held[4].entries} == {(1, "F")}
+    assert held[5].dir_rate == "500" and held[5].entries == before[5].entries
+    assert throttles.sync(a, second, 1_000_000, {p0, p1, p2}, dir_rate=500).problems == []
+    done = throttles.placed(c)
+    assert 3 not in done and ("BROKER", "3") not in configs_in(c)
+    assert {(e.partition, e.side) for e in done[0].entries} == {(1, "L")}
+
+
 def test_a_rate_change_the_brokers_refused_is_still_removed_at_the_end(tmp_path: Path) -> None:
     """A new limit is claimed before it is written, the old one kept as possibly in force:
     the brokers refusing the change leave the old rate, and the cancel still removes it."""
