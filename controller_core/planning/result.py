@@ -38,11 +38,11 @@ class PartitionMove:
 
     @property
     def added(self) -> tuple[int, ...]:
-        return tuple(r for r in self.after if r not in self.before)
+        return tuple([r for r in self.after if r not in self.before])
 
     @property
     def removed(self) -> tuple[int, ...]:
-        return tuple(r for r in self.before if r not in self.after)
+        return tuple([r for r in self.before if r not in self.after])
 
     @property
     def bytes_moved(self) -> int:
