@@ -63,8 +63,8 @@ class LocalTable:
         self.topic = topic.to_numpy(dtype=object)
         self.partition = part
         self.pid = partition_ids(seeds, part, width)
-        self.replicas: list[list[int]] = [[int(x) for x in r]
-                                          for r in table.column("replicas").to_pylist()]
+        # Arrow's lists of integers are lists of Python ints already
+        self.replicas: list[list[int]] = table.column("replicas").to_pylist()
         self.leader = table.column("leader").to_numpy().astype(np.int64)
         self.size = table.column("size_bytes").to_numpy().astype(np.int64)
         # Spark: floor(rate + 0.5) as a long
@@ -111,8 +111,8 @@ class LocalTable:
     def finish(self, changes: Changes, broker_ids: Iterable[int], bal: Balancer,
                removed: set[int], pids: Iterable[int]) -> Finished:
         np = _np()
-        row_of = {int(p): i for i, p in enumerate(self.pid.tolist())} if changes or pids \
-            else {}
+        row_of = dict(zip(self.pid.tolist(), range(len(self.pid)), strict=True)) \
+            if changes or pids else {}
         replicas = list(self.replicas)
         leader = self.leader.copy()
         for pid, (reps, lead) in changes.items():
@@ -122,11 +122,14 @@ class LocalTable:
         after = _loads(replicas, leader, self.size, self.bin, self.bout, broker_ids)
         moved = [row_of[pid] for pid, (reps, _) in changes.items()
                  if list(reps) != self.replicas[row_of[pid]]]
-        moved.sort(key=lambda r: (int(self.size[r]), str(self.topic[r]),
-                                  int(self.partition[r])))
-        moves = [PartitionMove(str(self.topic[r]), int(self.partition[r]),
-                               tuple(self.replicas[r]), tuple(replicas[r]), int(self.size[r]),
-                               int(self.leader[r])) for r in moved]
+        # the moved rows' figures as Python values at once, not a numpy scalar per field
+        at = np.array(moved, dtype=np.int64)
+        size, topic = self.size[at].tolist(), [str(t) for t in self.topic[at].tolist()]
+        part, lead_before = self.partition[at].tolist(), self.leader[at].tolist()
+        order = sorted(range(len(moved)), key=lambda i: (size[i], topic[i], part[i]))
+        moves = [PartitionMove(topic[i], part[i], tuple(self.replicas[moved[i]]),
+                               tuple(replicas[moved[i]]), size[i], lead_before[i])
+                 for i in order]
         left: list[tuple[str, int, list[int]]] = []
         if removed:
             for r, now in enumerate(replicas):
@@ -182,9 +185,13 @@ def _rack_shared_rows(replicas: list[list[int]], bal: Balancer) -> Any:
     names = sorted({r for r in bal.rack_of.values() if r is not None})
     index = {r: i for i, r in enumerate(names)}
     ids = _padded(replicas, max(len(r) for r in replicas))
-    rack_of = {b: (-1 if r is None else index[r]) for b, r in bal.rack_of.items()}
-    racks = np.array([[rack_of.get(int(b), -1) if b >= 0 else -2 for b in row]
-                      for row in ids.tolist()], dtype=np.int64).reshape(ids.shape)
+    # broker id -> rack index (-1: no rack or an unknown broker) by one sorted lookup of
+    # every cell; bal.racks is not empty, so neither is rack_of
+    of = {b: -1 if r is None else index[r] for b, r in bal.rack_of.items()}
+    known = np.array(sorted(of), dtype=np.int64)
+    rack_idx = np.array([of[b] for b in known.tolist()], dtype=np.int64)
+    at = np.minimum(np.searchsorted(known, ids), len(known) - 1)
+    racks = np.where(known[at] == ids, rack_idx[at], np.where(ids >= 0, -1, -2))
     rf = (ids >= 0).sum(axis=1)
     return _shares_a_rack(racks, rf, len(bal.racks))
 
