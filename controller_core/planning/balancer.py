@@ -11,7 +11,7 @@ loads at once, so two moves of one round never fight over the same headroom.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -175,7 +175,7 @@ class Balancer:
         if c.pos >= len(replicas) or replicas[c.pos] != c.src:
             return False
         if not c.mandatory:
-            dst = self._best_soft_dest(c, replicas, leader)
+            dst = self._soft_chooser()(c, replicas, leader)
             if dst is None:
                 return False
             self.apply_replica_move(c, replicas, leader, dst)
@@ -206,86 +206,98 @@ class Balancer:
     def _best_soft_dest(self, c: Candidate, replicas: Sequence[int], leader: int
                         ) -> int | None:
         """The destination ``try_replica_move`` picks for a move that need not happen, or
-        None: ``_feasible`` and ``replica_move_delta`` over ``c.dests`` with what depends
-        only on the candidate taken out of the loop (a million candidates a round at 10^6
-        partitions). Every figure is computed by the same operations in the same order, so
-        the choice is theirs to the last bit."""
-        pos, size = c.pos, c.size
-        src = replicas[pos]
+        None (see :meth:`_soft_chooser`)."""
+        return self._soft_chooser()(c, replicas, leader)
+
+    def _soft_chooser(self) -> Callable[[Candidate, Sequence[int], int], int | None]:
+        """``_feasible`` and ``replica_move_delta`` over ``c.dests`` for a move that need
+        not happen, as one function: what holds for the whole round (targets, limits,
+        coefficients) is bound once, what depends only on the candidate (source excess,
+        the other replicas' racks, the source's own band test) is computed once per
+        candidate — a million candidates a round at 10^6 partitions. Every figure is
+        computed by the same operations in the same order, so the choice is theirs to the
+        last bit. Valid while ``relaxed`` and ``receivers`` stay as they are (a round)."""
         loads, t, capacity = self.loads, self.targets, self.capacity
         target, band, weights, mean = t.target, t.band, t.weights, t.mean
         dest_ids, receivers, rack_of = self.dest_ids, self.receivers, self.rack_of
-        ls, ts = loads[src], target[src]
-        src_disk = ls[DISK] - ts[DISK]
-        relaxed = self.relaxed
-        if relaxed:
-            src_replicas = self.excess(src, REPLICAS)
-            src_ok = True
-        else:
-            src_replicas = 0.0
-            src_ok = not (src_disk - size < -band[src][DISK] and not self.sheds_small(src, size))
-        others: set[str | None] = set()
-        any_rack = True
-        if self.racks:
-            others = {rack_of[r] for i, r in enumerate(replicas) if i != pos}
-            any_rack = not rack_aware_possible(len(replicas), self.racks) and \
-                rack_of[src] in others
-        # the replica metrics' terms: 2·w·a·(e_dst - e_src + a) / mean², a = 0 gives 0.0
+        relaxed, n_racks, sheds_small = self.relaxed, len(self.racks), self.sheds_small
+        # the objective's terms: 2·w·a·(e_dst - e_src + a) / mean², a = 0 gives 0.0
         k_r = 2.0 * weights[REPLICAS] * 1
-        k_d = 2.0 * weights[DISK] * size
-        k_i = 2.0 * weights[NET_IN] * c.bin
-        es_r, es_d, es_i = (ls[REPLICAS] - ts[REPLICAS], src_disk, ls[NET_IN] - ts[NET_IN])
+        w2_d, w2_i, w2_o = 2.0 * weights[DISK], 2.0 * weights[NET_IN], 2.0 * weights[NET_OUT]
+        k_l = 2.0 * weights[LEADERS] * 1
         mm_r = mean[REPLICAS] * mean[REPLICAS]
         mm_d = mean[DISK] * mean[DISK]
         mm_i = mean[NET_IN] * mean[NET_IN]
-        first = replicas[0]
-        # the same for the leader metrics when the preferred leader changes
-        out_rate = self._leader_amounts(c, len(replicas))[1]
-        k_l = 2.0 * weights[LEADERS] * 1
-        k_o = 2.0 * weights[NET_OUT] * out_rate
         mm_l = mean[LEADERS] * mean[LEADERS]
         mm_o = mean[NET_OUT] * mean[NET_OUT]
-        best_d = 0.0
-        best: int | None = None
-        for dst in c.dests:
-            if dst in replicas or dst not in dest_ids:
-                continue
-            if receivers is not None and dst not in receivers:
-                continue
-            if not any_rack and rack_of[dst] in others:
-                continue
-            load = loads[dst]
-            if load[DISK] + size > capacity[dst]:
-                continue
-            td = target[dst]
-            dst_disk = load[DISK] - td[DISK]
-            if dst_disk + size > band[dst][DISK]:
-                continue
+
+        def choose(c: Candidate, replicas: Sequence[int], leader: int) -> int | None:
+            pos, size, bin_ = c.pos, c.size, c.bin
+            src = replicas[pos]
+            ls, ts = loads[src], target[src]
+            src_disk = ls[DISK] - ts[DISK]
             if relaxed:
-                if dst_disk - src_disk + size >= 0 or \
-                        self.excess(dst, REPLICAS) - src_replicas + 1 > 0:
+                src_replicas = ls[REPLICAS] - ts[REPLICAS]
+                src_ok = True
+            else:
+                src_replicas = 0.0
+                src_ok = not (src_disk - size < -band[src][DISK] and not sheds_small(src, size))
+            others: list[str | None] = []
+            any_rack = True  # rack_ok: no racks, or racks too few and the source shares one
+            if n_racks:
+                others = [rack_of[r] for r in replicas]
+                src_rack = others.pop(pos)
+                any_rack = n_racks < len(replicas) and src_rack in others
+            k_d = w2_d * size
+            k_i = w2_i * bin_
+            es_r, es_i = ls[REPLICAS] - ts[REPLICAS], ls[NET_IN] - ts[NET_IN]
+            out_rate = c.bout + bin_ * (len(replicas) - 1)  # _leader_amounts
+            k_o = w2_o * out_rate
+            first = replicas[0]
+            best_d = 0.0
+            best: int | None = None
+            for dst in c.dests:
+                if dst in replicas or dst not in dest_ids:
                     continue
-            elif not src_ok:
-                continue
-            delta = 0.0 + k_r * ((load[REPLICAS] - td[REPLICAS]) - es_r + 1) / mm_r
-            delta += 0.0 if size == 0 else k_d * (dst_disk - es_d + size) / mm_d
-            delta += 0.0 if c.bin == 0 else \
-                k_i * ((load[NET_IN] - td[NET_IN]) - es_i + c.bin) / mm_i
-            new_leader = dst if pos == 0 else first
-            if new_leader != leader:  # transfer_delta of the leader metrics, summed
-                ll, tl = loads[leader], target[leader]
-                el_l, el_o = ll[LEADERS] - tl[LEADERS], ll[NET_OUT] - tl[NET_OUT]
-                ln, tn = loads[new_leader], target[new_leader]
-                lead = 0.0 + k_l * ((ln[LEADERS] - tn[LEADERS]) - el_l + 1) / mm_l
-                lead += 0.0 if out_rate == 0 else \
-                    k_o * ((ln[NET_OUT] - tn[NET_OUT]) - el_o + out_rate) / mm_o
-                delta += lead
-            if delta >= -EPS:
-                continue
-            if best is None or delta < best_d - EPS or \
-                    (abs(delta - best_d) <= EPS and dst < best):
-                best_d, best = delta, dst
-        return best
+                if receivers is not None and dst not in receivers:
+                    continue
+                if not any_rack and rack_of[dst] in others:
+                    continue
+                load = loads[dst]
+                if load[DISK] + size > capacity[dst]:
+                    continue
+                td = target[dst]
+                dst_disk = load[DISK] - td[DISK]
+                if dst_disk + size > band[dst][DISK]:
+                    continue
+                if relaxed:
+                    if dst_disk - src_disk + size >= 0 or \
+                            (load[REPLICAS] - td[REPLICAS]) - src_replicas + 1 > 0:
+                        continue
+                elif not src_ok:
+                    continue
+                delta = 0.0 + k_r * ((load[REPLICAS] - td[REPLICAS]) - es_r + 1) / mm_r
+                delta += 0.0 if size == 0 else k_d * (dst_disk - src_disk + size) / mm_d
+                delta += 0.0 if bin_ == 0 else \
+                    k_i * ((load[NET_IN] - td[NET_IN]) - es_i + bin_) / mm_i
+                new_leader = dst if pos == 0 else first
+                if new_leader != leader:  # transfer_delta of the leader metrics, summed
+                    ll, tl = loads[leader], target[leader]
+                    ln, tn = loads[new_leader], target[new_leader]
+                    lead = 0.0 + k_l * ((ln[LEADERS] - tn[LEADERS]) -
+                                        (ll[LEADERS] - tl[LEADERS]) + 1) / mm_l
+                    lead += 0.0 if out_rate == 0 else \
+                        k_o * ((ln[NET_OUT] - tn[NET_OUT]) - (ll[NET_OUT] - tl[NET_OUT]) +
+                               out_rate) / mm_o
+                    delta += lead
+                if delta >= -EPS:
+                    continue
+                if best is None or delta < best_d - EPS or \
+                        (abs(delta - best_d) <= EPS and dst < best):
+                    best_d, best = delta, dst
+            return best
+
+        return choose
 
     def _why_unplaced(self, c: Candidate, replicas: Sequence[int]) -> str:
         receivers = sorted(d for d in self.dest_ids if d not in replicas)
@@ -408,9 +420,23 @@ class Balancer:
             ordered = [c for _, c in sorted(zip(turns, ordered, strict=True),
                                             key=lambda t: t[0])]
         accepted = 0
+        if leaders:
+            for c in ordered:
+                accepted += self.try_leader_move(c)
+            return accepted
+        # try_replica_move, with the chooser of moves that need not happen made once
+        choose, changed = self._soft_chooser(), self.changed
         for c in ordered:
-            ok = self.try_leader_move(c) if leaders else self.try_replica_move(c)
-            accepted += ok
+            if c.mandatory:
+                accepted += self.try_replica_move(c)
+                continue
+            replicas, leader = changed.get(c.pid, (c.replicas, c.leader))  # current(c)
+            if c.pos >= len(replicas) or replicas[c.pos] != c.src:
+                continue
+            dst = choose(c, replicas, leader)
+            if dst is not None:
+                self.apply_replica_move(c, replicas, leader, dst)
+                accepted += 1
         return accepted
 
     def replica_sources(self, goal_kind: str, new: set[int], balance: bool = False,

@@ -143,3 +143,46 @@ def test_the_soft_destination_is_the_one_feasible_and_delta_pick(racks: int) -> 
             assert bal._best_soft_dest(c, reps, leader) == want
             picked += want is not None
     assert picked > 100
+
+
+def test_a_round_accepts_what_try_replica_move_accepts_one_by_one() -> None:
+    """run_round binds the chooser once per round and tries mandatory moves the general
+    way: the same moves, in the same order, as try_replica_move over the sorted list."""
+    rng = random.Random(7)
+    n = 12
+    brokers = [Broker(b, f"r{b % 3}", rng.randint(20, 60) * 10**8, 1e6, 1e6) for b in range(n)]
+    total = 0
+    for trial in range(40):
+        loads = {b: [rng.randint(0, 60), rng.randint(0, 30), rng.randint(0, 40) * 10**8,
+                     rng.randint(0, 10**6), rng.randint(0, 10**6)] for b in range(n)}
+        totals = [float(sum(v[m] for v in loads.values())) for m in range(5)]
+        t = compute_targets(brokers, set(range(n)), totals)
+        cands = []
+        for pid in range(60):
+            reps = tuple(rng.sample(range(n), 3))
+            pos = rng.randrange(3)
+            cands.append(Candidate(
+                pid=pid % 45, pos=pos, src=reps[pos], mandatory=rng.random() < 0.1,
+                dests=tuple(rng.sample(range(n), 4)), priority=rng.random(), replicas=reps,
+                leader=reps[0], size=rng.randint(1, 20) * 10**8, bin=rng.randint(0, 10**5),
+                bout=rng.randint(0, 10**5)))
+        one = Balancer(brokers, {b: list(v) for b, v in loads.items()}, t,
+                       dest_ids=set(range(n)), removed=set())
+        other = Balancer(brokers, {b: list(v) for b, v in loads.items()}, t,
+                         dest_ids=set(range(n)), removed=set())
+        one.relaxed = other.relaxed = trial % 4 == 0
+        accepted = one.run_round(cands)
+        ordered = sorted(cands, key=lambda c: (not c.mandatory, c.priority, c.pid, c.pos))
+        if other.relaxed:  # run_round's turns among the givers
+            rank: dict[int, int] = {}
+            turns = []
+            for c in ordered:
+                rank[c.src] = rank.get(c.src, -1) + 1
+                turns.append((not c.mandatory, rank[c.src]))
+            ordered = [c for _, c in sorted(zip(turns, ordered, strict=True),
+                                            key=lambda x: x[0])]
+        assert accepted == sum(other.try_replica_move(c) for c in ordered)
+        assert one.changed == other.changed and one.loads == other.loads
+        assert one.unplaced == other.unplaced
+        total += accepted
+    assert total > 100
