@@ -128,8 +128,13 @@ def estimate_seconds(moves: Sequence[MoveCost], *, throttle: float | None,
                 rate = dir_throttle / share if dir_throttle is not None else inf
             else:
                 share = into[recv]
-                rate = min(throttle / share, throttle / out_of[f[2]]) \
-                    if throttle is not None else inf
+                if throttle is not None:  # min(), without its call
+                    rate = throttle / share
+                    leader_rate = throttle / out_of[f[2]]
+                    if leader_rate < rate:
+                        rate = leader_rate
+                else:
+                    rate = inf
             if bandwidth is not None:
                 rate = min(rate, bandwidth(int(recv)) / share)
             rates.append(rate)
@@ -143,8 +148,9 @@ def estimate_seconds(moves: Sequence[MoveCost], *, throttle: float | None,
         now += dt
         keep: list[list[float]] = []
         for f, r in zip(flows, rates, strict=True):
-            f[0] -= r * dt
-            if f[0] > 1e-6 * max(1.0, r):
+            left_bytes = f[0] - r * dt
+            f[0] = left_bytes
+            if left_bytes > 1e-6 * (r if r > 1.0 else 1.0):  # max(1.0, r)
                 keep.append(f)
                 continue
             if f[4]:
