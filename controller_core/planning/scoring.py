@@ -185,6 +185,89 @@ def _race(weights: Any, feasible: Any, pid: Any, dest_ids: Any, seed: int, choic
     return idx, finite
 
 
+def _draw(ctx: RoundContext, j: int, rows: Any, mand: Any, D: Any, rack_check: bool,
+          s: Any, size: Any, bin_: Any, bout: Any, slots: Any, others: Any,
+          rack_possible: Any, src_dup: Any, leader_id: Any, ids: Any, rf: Any, pid: Any
+          ) -> tuple[list[list[int]], Any]:
+    """The destinations drawn for replica ``j`` of ``rows`` among the brokers of slots
+    ``D``, and which rows are candidates (mandatory, or with a feasible destination).
+    ``rack_check``: leave out the racks of the other replicas here (else ``D`` has none of
+    them, or the rows may share a rack)."""
+    np = _np()
+    e, coef, band = ctx.excess, ctx.coef, ctx.band
+    if D.size and not mand.any():
+        smin = size[rows].min()
+        D = D[(ctx.free_disk[D] >= smin) & (e[D, DISK] + smin <= band[D, DISK])]
+    if D.size == 0:
+        return [[] for _ in range(rows.size)], mand.copy()
+    s_r, sz, bi, bo = s[rows], size[rows], bin_[rows], bout[rows]
+    eD = e[D]
+    amounts = {REPLICAS: np.ones_like(sz), DISK: sz, NET_IN: bi}
+    dst_part = np.zeros((rows.size, D.size))
+    tmp = np.empty_like(dst_part)
+    src_part = np.zeros(rows.size)
+    for m, a in amounts.items():
+        dst_part += np.multiply((coef[m] * a)[:, None], eD[None, :, m], out=tmp)
+        src_part += coef[m] * a * (a - e[s_r, m])
+    if j == 0:
+        carries = (leader_id[rows] == ids[rows, 0]).astype(np.float64)
+        lead = {LEADERS: carries, NET_OUT: carries * (bo + bi * (rf[rows] - 1))}
+        for m, a in lead.items():
+            dst_part += np.multiply((coef[m] * a)[:, None], eD[None, :, m], out=tmp)
+            src_part += coef[m] * a * (a - e[s_r, m])
+    est = np.add(src_part[:, None], dst_part, out=dst_part)
+    del dst_part, tmp
+    # not onto a broker holding a replica of the partition: its column, if any, is off
+    col_of = np.full(len(ctx.broker_ids), -1, dtype=np.int64)
+    col_of[D] = np.arange(D.size)
+    feasible = np.ones((rows.size, D.size), dtype=bool)
+    sl = slots[rows]
+    for k in range(sl.shape[1]):
+        col = np.where(sl[:, k] >= 0, col_of[np.clip(sl[:, k], 0, None)], -1)
+        hit = np.nonzero(col >= 0)[0]
+        feasible[hit, col[hit]] = False
+    if rack_check and ctx.n_racks > 0:
+        # not into the rack of another replica (unless racks are too few and the source
+        # shares one); in_rack[v + 2]: the columns in rack v (-1 none; -2, padding, none)
+        rack_d = ctx.rack[D]
+        in_rack = np.zeros((int(ctx.rack.max()) + 3, D.size), dtype=bool)
+        for v in range(-1, int(ctx.rack.max()) + 1):
+            in_rack[v + 2] = rack_d == v
+        o = others[rows]
+        conflict = np.zeros((rows.size, D.size), dtype=bool)
+        for k in range(o.shape[1]):
+            conflict |= in_rack[o[:, k] + 2]
+        relaxed = (~rack_possible[rows]) & src_dup[rows]
+        feasible &= ~conflict | relaxed[:, None]
+    feasible &= ctx.free_disk[D][None, :] >= sz[:, None]
+    soft = (~mand)[:, None]
+    if ctx.relaxed:  # the giver may drop below its band, never below the receiver
+        src_ok = (eD[None, :, DISK] - e[s_r, DISK][:, None] + sz[:, None] < 0) & \
+            (eD[None, :, REPLICAS] - e[s_r, REPLICAS][:, None] + 1 <= 0)
+    else:  # see Balancer.sheds_small
+        small = (e[s_r, REPLICAS] > band[s_r, REPLICAS]) & \
+            (sz * ctx.target[s_r, REPLICAS] <= ctx.target[s_r, DISK])
+        src_ok = (((e[s_r, DISK] - sz) >= -band[s_r, DISK]) | small)[:, None]
+    within = (eD[None, :, DISK] + sz[:, None] <= band[D, DISK][None, :]) & \
+        src_ok & (est < 0)
+    feasible &= ~soft | within
+    if mand.any():
+        big = np.where(feasible, est, -np.inf).max(axis=1)
+        weights = np.where(mand[:, None], big[:, None] - est + 1e-9, -est)
+    else:
+        weights = np.negative(est, out=est)
+    # without a mandatory row every feasible cell has est < 0: a weight > 0
+    idx, finite = _race(weights, feasible, pid[rows], ctx.broker_ids[D], ctx.seed + j,
+                        ctx.choices, positive=not mand.any())
+    # est is finite (coef is: the means are never 0), so a row has a finite best
+    # estimate exactly when it has a feasible destination
+    keep = mand | feasible.any(axis=1)
+    # the finite keys come first in each row: a row's destinations are a prefix
+    drawn = ctx.broker_ids[D][idx].tolist()
+    return [d if n == len(d) else d[:n]
+            for d, n in zip(drawn, finite.sum(axis=1).tolist(), strict=True)], keep
+
+
 def score_replica_moves(pdf: Any, ctx: RoundContext) -> Any:
     """Candidate replica moves of a batch of partitions (pandas in, pandas out)."""
     np, pd = _np(), _pd()
@@ -209,7 +292,7 @@ def score_replica_moves(pdf: Any, ctx: RoundContext) -> Any:
     if ctx.repair and ctx.n_racks > 0:
         in_round |= _shares_a_rack(racks, rf, ctx.n_racks)
     D = ctx.dest_slots
-    e, coef, band = ctx.excess, ctx.coef, ctx.band
+    e, band = ctx.excess, ctx.band
     out: list[Any] = []
     for j in range(width):
         src = slots[:, j]
@@ -244,85 +327,37 @@ def score_replica_moves(pdf: Any, ctx: RoundContext) -> Any:
             rows, mand = rows[row_ok], mand[row_ok]
             if rows.size == 0:
                 continue
-        s_r, sz, bi, bo = s[rows], size[rows], bin_[rows], bout[rows]
-        Dj = D
-        if not mand.any():
-            smin = sz.min()
-            Dj = D[(ctx.free_disk[D] >= smin) & (e[D, DISK] + smin <= band[D, DISK])]
-            if Dj.size == 0:
-                continue
-        eD = e[Dj]
-        amounts = {REPLICAS: np.ones_like(sz), DISK: sz, NET_IN: bi}
-        dst_part = np.zeros((rows.size, Dj.size))
-        tmp = np.empty_like(dst_part)
-        src_part = np.zeros(rows.size)
-        for m, a in amounts.items():
-            dst_part += np.multiply((coef[m] * a)[:, None], eD[None, :, m], out=tmp)
-            src_part += coef[m] * a * (a - e[s_r, m])
-        if j == 0:
-            carries = (leader_id[rows] == ids[rows, 0]).astype(np.float64)
-            lead = {LEADERS: carries, NET_OUT: carries * (bo + bi * (rf[rows] - 1))}
-            for m, a in lead.items():
-                dst_part += np.multiply((coef[m] * a)[:, None], eD[None, :, m], out=tmp)
-                src_part += coef[m] * a * (a - e[s_r, m])
-        est = np.add(src_part[:, None], dst_part, out=dst_part)
-        del dst_part, tmp
-        # not onto a broker holding a replica of the partition: its column, if any, is off
-        col_of = np.full(len(ctx.broker_ids), -1, dtype=np.int64)
-        col_of[Dj] = np.arange(Dj.size)
-        feasible = np.ones((rows.size, Dj.size), dtype=bool)
-        sl = slots[rows]
-        for k in range(width):
-            col = np.where(sl[:, k] >= 0, col_of[np.clip(sl[:, k], 0, None)], -1)
-            hit = np.nonzero(col >= 0)[0]
-            feasible[hit, col[hit]] = False
-        if ctx.n_racks > 0:
-            # not into the rack of another replica (unless racks are too few and the source
-            # shares one); in_rack[v + 2]: the columns in rack v (-1 none; -2, padding, none)
-            rack_d = ctx.rack[Dj]
-            in_rack = np.zeros((int(ctx.rack.max()) + 3, Dj.size), dtype=bool)
-            for v in range(-1, int(ctx.rack.max()) + 1):
-                in_rack[v + 2] = rack_d == v
+        # Rows whose other replicas hold the same racks can only go to the brokers of the
+        # other racks (unless racks are too few and the source shares one): each such
+        # group is drawn over those columns alone (RF 3 on 3 racks: a third of them). A
+        # column left out is infeasible for the group's rows, its key inf, never drawn.
+        held = np.zeros(rows.size, dtype=np.int64)  # bit v + 1: rack v (-1: none) is held
+        grouped = ctx.n_racks > 0 and int(ctx.rack.max()) < 60
+        if grouped:
             o = others[rows]
-            conflict = np.zeros((rows.size, Dj.size), dtype=bool)
             for k in range(o.shape[1]):
-                conflict |= in_rack[o[:, k] + 2]
-            relaxed = (~rack_possible[rows]) & src_dup[rows]
-            feasible &= ~conflict | relaxed[:, None]
-        feasible &= ctx.free_disk[Dj][None, :] >= sz[:, None]
-        soft = (~mand)[:, None]
-        if ctx.relaxed:  # the giver may drop below its band, never below the receiver
-            src_ok = (eD[None, :, DISK] - e[s_r, DISK][:, None] + sz[:, None] < 0) & \
-                (eD[None, :, REPLICAS] - e[s_r, REPLICAS][:, None] + 1 <= 0)
-        else:  # see Balancer.sheds_small
-            small = (e[s_r, REPLICAS] > band[s_r, REPLICAS]) & \
-                (sz * ctx.target[s_r, REPLICAS] <= ctx.target[s_r, DISK])
-            src_ok = (((e[s_r, DISK] - sz) >= -band[s_r, DISK]) | small)[:, None]
-        within = (eD[None, :, DISK] + sz[:, None] <= band[Dj, DISK][None, :]) & \
-            src_ok & (est < 0)
-        feasible &= ~soft | within
-        if mand.any():
-            big = np.where(feasible, est, -np.inf).max(axis=1)
-            weights = np.where(mand[:, None], big[:, None] - est + 1e-9, -est)
-        else:
-            weights = np.negative(est, out=est)
-        # without a mandatory row every feasible cell has est < 0: a weight > 0
-        idx, finite = _race(weights, feasible, pid[rows], ctx.broker_ids[Dj], ctx.seed + j,
-                            ctx.choices, positive=not mand.any())
-        # est is finite (coef is: the means are never 0), so a row has a finite best
-        # estimate exactly when it has a feasible destination
-        keep = mand | feasible.any(axis=1)
+                held |= np.where(o[:, k] >= -1,
+                                 np.left_shift(1, np.clip(o[:, k] + 1, 0, None)), 0)
+            held[(~rack_possible[rows]) & src_dup[rows]] = 0
+        dests: list[list[int]] = [[] for _ in range(rows.size)]
+        keep = np.zeros(rows.size, dtype=bool)
+        for h in np.unique(held).tolist():
+            sub = np.nonzero(held == h)[0]
+            cols = D if h == 0 else D[(np.right_shift(h, ctx.rack[D] + 1) & 1) == 0]
+            drawn, kept = _draw(ctx, j, rows[sub], mand[sub], cols, not grouped, s, size,
+                                bin_, bout, slots, others, rack_possible, src_dup, leader_id,
+                                ids, rf, pid)
+            keep[sub] = kept
+            for i, d in zip(sub.tolist(), drawn, strict=True):
+                dests[i] = d
         if not keep.any():
             continue
+        s_r, sz = s[rows], size[rows]
         # Prefer replicas whose size matches the source's bytes-per-replica excess, so the
         # replica count and disk bytes of the source reach their targets together.
         want = np.maximum(e[s_r, DISK], 0.0) / np.maximum(e[s_r, REPLICAS], 1.0)
         eps = 0.05 * ctx.mean_size + 1.0
         prio = np.where(mand, -np.inf, np.abs(np.log((sz + eps) / (want + eps))))
-        # the finite keys come first in each row: a row's destinations are a prefix
-        drawn = ctx.broker_ids[Dj][idx].tolist()
-        dests = [d if n == len(d) else d[:n]
-                 for d, n in zip(drawn, finite.sum(axis=1).tolist(), strict=True)]
         frame = pd.DataFrame({
             "pid": pid[rows], "pos": np.full(rows.size, j, dtype=np.int32),
             "src": ctx.broker_ids[s_r], "mandatory": mand, "dests": dests, "priority": prio,
