@@ -21,6 +21,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 SCAN_FACTOR = 20  # the executor looks this many candidates per free slot past blocked ones
 
@@ -62,11 +63,16 @@ def estimate_seconds(moves: Sequence[MoveCost], *, throttle: float | None,
     pending = deque(sorted(moves, key=lambda m: (m.bytes_per_replica * m.copies, m.order)))
     per_broker = max_concurrent_moves_per_broker
     load: dict[int, int] = {}
-    # flows: [remaining bytes, receiving broker, leader, move index, 1.0 if between log
-    # directories of the receiving broker else 0.0]; moves: copies left
-    flows: list[list[float]] = []
+    # flows: [remaining bytes, receiving broker, leader, move index, True if between log
+    # directories of the receiving broker]; moves: copies left
+    flows: list[list[Any]] = []
     left: dict[int, int] = {}
     touched_of: dict[int, frozenset[int]] = {}
+    # the flows into and out of each broker, and between its log directories: counted as
+    # flows start and end instead of anew each step (the rates need them every step)
+    into: dict[int, int] = {}
+    out_of: dict[int, int] = {}
+    within: dict[int, int] = {}
     next_id = 0
     now = 0.0
 
@@ -92,9 +98,13 @@ def estimate_seconds(moves: Sequence[MoveCost], *, throttle: float | None,
             left[next_id] = m.copies
             touched_of[next_id] = m.touched
             size = float(m.bytes_per_replica)
-            flows.extend([size, float(r), float(m.leader), float(next_id), 0.0]
-                         for r in m.adding)
-            flows.extend([size, float(b), float(b), float(next_id), 1.0] for b in m.between)
+            for r in m.adding:
+                flows.append([size, r, m.leader, next_id, False])
+                into[r] = into.get(r, 0) + 1
+                out_of[m.leader] = out_of.get(m.leader, 0) + 1
+            for b in m.between:
+                flows.append([size, b, b, next_id, True])
+                within[b] = within.get(b, 0) + 1
             next_id += 1
         pending.extendleft(reversed(skipped))
         if instant and pending:
@@ -102,12 +112,35 @@ def estimate_seconds(moves: Sequence[MoveCost], *, throttle: float | None,
             # its slot is free for the next pass.
             start_at = now + poll_seconds
 
+    inf = math.inf
     start()
     while flows or pending:
         if not flows and start_at is None:
             return math.inf  # nothing can start: cannot happen with limits >= 1
-        rates = _rates(flows, throttle, bandwidth, dir_throttle)
-        dt = min((f[0] / r for f, r in zip(flows, rates, strict=True)), default=math.inf)
+        # Each flow's rate: the least of the throttles (each shared by the throttled copies
+        # through its broker) and the receiver's bandwidth (shared by all its copies)
+        rates: list[float] = []
+        dt = inf
+        for f in flows:
+            recv = f[1]
+            if f[4]:
+                share = within[recv]
+                rate = dir_throttle / share if dir_throttle is not None else inf
+            else:
+                share = into[recv]
+                if throttle is not None:  # min(), without its call
+                    rate = throttle / share
+                    leader_rate = throttle / out_of[f[2]]
+                    if leader_rate < rate:
+                        rate = leader_rate
+                else:
+                    rate = inf
+            if bandwidth is not None:
+                rate = min(rate, bandwidth(int(recv)) / share)
+            rates.append(rate)
+            t = f[0] / rate
+            if t < dt:
+                dt = t
         if start_at is not None:
             dt = min(dt, max(0.0, start_at - now))
         if math.isinf(dt):
@@ -115,11 +148,17 @@ def estimate_seconds(moves: Sequence[MoveCost], *, throttle: float | None,
         now += dt
         keep: list[list[float]] = []
         for f, r in zip(flows, rates, strict=True):
-            f[0] -= r * dt
-            if f[0] > 1e-6 * max(1.0, r):
+            left_bytes = f[0] - r * dt
+            f[0] = left_bytes
+            if left_bytes > 1e-6 * (r if r > 1.0 else 1.0):  # max(1.0, r)
                 keep.append(f)
                 continue
-            mid = int(f[3])
+            if f[4]:
+                within[f[1]] -= 1
+            else:
+                into[f[1]] -= 1
+                out_of[f[2]] -= 1
+            mid = f[3]
             left[mid] -= 1
             if left[mid] == 0:
                 del left[mid]
@@ -134,29 +173,3 @@ def estimate_seconds(moves: Sequence[MoveCost], *, throttle: float | None,
             start()
     return now
 
-
-def _rates(flows: list[list[float]], throttle: float | None,
-           bandwidth: Callable[[int], float] | None, dir_throttle: float | None
-           ) -> list[float]:
-    into: dict[float, int] = {}
-    out_of: dict[float, int] = {}
-    within: dict[float, int] = {}  # copies between log directories, per broker
-    for f in flows:
-        if f[4]:
-            within[f[1]] = within.get(f[1], 0) + 1
-            continue
-        into[f[1]] = into.get(f[1], 0) + 1
-        out_of[f[2]] = out_of.get(f[2], 0) + 1
-    rates = []
-    for f in flows:
-        rate = math.inf
-        share = within[f[1]] if f[4] else into[f[1]]
-        if f[4]:
-            if dir_throttle is not None:
-                rate = dir_throttle / share
-        elif throttle is not None:
-            rate = min(throttle / share, throttle / out_of[f[2]])
-        if bandwidth is not None:
-            rate = min(rate, bandwidth(int(f[1])) / share)
-        rates.append(rate)
-    return rates

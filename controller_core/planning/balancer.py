@@ -11,14 +11,16 @@ loads at once, so two moves of one round never fight over the same headroom.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from controller_core.planning.objective import (
     DISK,
     LEADER_METRICS,
     LEADERS,
     NET_IN,
+    NET_OUT,
     REPLICA_METRICS,
     REPLICAS,
     Targets,
@@ -30,8 +32,11 @@ from controller_core.planning.snapshot import Broker
 EPS = 1e-12
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
+class Candidate(NamedTuple):
+    """A move the scorer offers (see :data:`.scoring.CANDIDATE_COLUMNS`): a tuple, because a
+    million of them are made a round at 10^6 partitions and a frozen dataclass's
+    ``__init__`` (a ``setattr`` per field) cost seconds."""
+
     pid: int
     pos: int
     src: int
@@ -169,7 +174,13 @@ class Balancer:
         replicas, leader = self.current(c)
         if c.pos >= len(replicas) or replicas[c.pos] != c.src:
             return False
-        soft = not c.mandatory
+        if not c.mandatory:
+            dst = self._soft_chooser()(c, replicas, leader)
+            if dst is None:
+                return False
+            self.apply_replica_move(c, replicas, leader, dst)
+            return True
+        soft = False
         best: tuple[float, int] | None = None
         options: Iterable[int] = c.dests
         for attempt in range(2):
@@ -191,6 +202,102 @@ class Balancer:
             return False
         self.apply_replica_move(c, replicas, leader, best[1])
         return True
+
+    def _best_soft_dest(self, c: Candidate, replicas: Sequence[int], leader: int
+                        ) -> int | None:
+        """The destination ``try_replica_move`` picks for a move that need not happen, or
+        None (see :meth:`_soft_chooser`)."""
+        return self._soft_chooser()(c, replicas, leader)
+
+    def _soft_chooser(self) -> Callable[[Candidate, Sequence[int], int], int | None]:
+        """``_feasible`` and ``replica_move_delta`` over ``c.dests`` for a move that need
+        not happen, as one function: what holds for the whole round (targets, limits,
+        coefficients) is bound once, what depends only on the candidate (source excess,
+        the other replicas' racks, the source's own band test) is computed once per
+        candidate — a million candidates a round at 10^6 partitions. Every figure is
+        computed by the same operations in the same order, so the choice is theirs to the
+        last bit. Valid while ``relaxed`` and ``receivers`` stay as they are (a round)."""
+        loads, t, capacity = self.loads, self.targets, self.capacity
+        target, band, weights, mean = t.target, t.band, t.weights, t.mean
+        dest_ids, receivers, rack_of = self.dest_ids, self.receivers, self.rack_of
+        relaxed, n_racks, sheds_small = self.relaxed, len(self.racks), self.sheds_small
+        # the objective's terms: 2·w·a·(e_dst - e_src + a) / mean², a = 0 gives 0.0
+        k_r = 2.0 * weights[REPLICAS] * 1
+        w2_d, w2_i, w2_o = 2.0 * weights[DISK], 2.0 * weights[NET_IN], 2.0 * weights[NET_OUT]
+        k_l = 2.0 * weights[LEADERS] * 1
+        mm_r = mean[REPLICAS] * mean[REPLICAS]
+        mm_d = mean[DISK] * mean[DISK]
+        mm_i = mean[NET_IN] * mean[NET_IN]
+        mm_l = mean[LEADERS] * mean[LEADERS]
+        mm_o = mean[NET_OUT] * mean[NET_OUT]
+
+        def choose(c: Candidate, replicas: Sequence[int], leader: int) -> int | None:
+            pos, size, bin_ = c.pos, c.size, c.bin
+            src = replicas[pos]
+            ls, ts = loads[src], target[src]
+            src_disk = ls[DISK] - ts[DISK]
+            if relaxed:
+                src_replicas = ls[REPLICAS] - ts[REPLICAS]
+                src_ok = True
+            else:
+                src_replicas = 0.0
+                src_ok = not (src_disk - size < -band[src][DISK] and not sheds_small(src, size))
+            others: list[str | None] = []
+            any_rack = True  # rack_ok: no racks, or racks too few and the source shares one
+            if n_racks:
+                others = [rack_of[r] for r in replicas]
+                src_rack = others.pop(pos)
+                any_rack = n_racks < len(replicas) and src_rack in others
+            k_d = w2_d * size
+            k_i = w2_i * bin_
+            es_r, es_i = ls[REPLICAS] - ts[REPLICAS], ls[NET_IN] - ts[NET_IN]
+            out_rate = c.bout + bin_ * (len(replicas) - 1)  # _leader_amounts
+            k_o = w2_o * out_rate
+            first = replicas[0]
+            best_d = 0.0
+            best: int | None = None
+            for dst in c.dests:
+                if dst in replicas or dst not in dest_ids:
+                    continue
+                if receivers is not None and dst not in receivers:
+                    continue
+                if not any_rack and rack_of[dst] in others:
+                    continue
+                load = loads[dst]
+                if load[DISK] + size > capacity[dst]:
+                    continue
+                td = target[dst]
+                dst_disk = load[DISK] - td[DISK]
+                if dst_disk + size > band[dst][DISK]:
+                    continue
+                if relaxed:
+                    if dst_disk - src_disk + size >= 0 or \
+                            (load[REPLICAS] - td[REPLICAS]) - src_replicas + 1 > 0:
+                        continue
+                elif not src_ok:
+                    continue
+                delta = 0.0 + k_r * ((load[REPLICAS] - td[REPLICAS]) - es_r + 1) / mm_r
+                delta += 0.0 if size == 0 else k_d * (dst_disk - src_disk + size) / mm_d
+                delta += 0.0 if bin_ == 0 else \
+                    k_i * ((load[NET_IN] - td[NET_IN]) - es_i + bin_) / mm_i
+                new_leader = dst if pos == 0 else first
+                if new_leader != leader:  # transfer_delta of the leader metrics, summed
+                    ll, tl = loads[leader], target[leader]
+                    ln, tn = loads[new_leader], target[new_leader]
+                    lead = 0.0 + k_l * ((ln[LEADERS] - tn[LEADERS]) -
+                                        (ll[LEADERS] - tl[LEADERS]) + 1) / mm_l
+                    lead += 0.0 if out_rate == 0 else \
+                        k_o * ((ln[NET_OUT] - tn[NET_OUT]) - (ll[NET_OUT] - tl[NET_OUT]) +
+                               out_rate) / mm_o
+                    delta += lead
+                if delta >= -EPS:
+                    continue
+                if best is None or delta < best_d - EPS or \
+                        (abs(delta - best_d) <= EPS and dst < best):
+                    best_d, best = delta, dst
+            return best
+
+        return choose
 
     def _why_unplaced(self, c: Candidate, replicas: Sequence[int]) -> str:
         receivers = sorted(d for d in self.dest_ids if d not in replicas)
@@ -313,9 +420,23 @@ class Balancer:
             ordered = [c for _, c in sorted(zip(turns, ordered, strict=True),
                                             key=lambda t: t[0])]
         accepted = 0
+        if leaders:
+            for c in ordered:
+                accepted += self.try_leader_move(c)
+            return accepted
+        # try_replica_move, with the chooser of moves that need not happen made once
+        choose, changed = self._soft_chooser(), self.changed
         for c in ordered:
-            ok = self.try_leader_move(c) if leaders else self.try_replica_move(c)
-            accepted += ok
+            if c.mandatory:
+                accepted += self.try_replica_move(c)
+                continue
+            replicas, leader = changed.get(c.pid, (c.replicas, c.leader))  # current(c)
+            if c.pos >= len(replicas) or replicas[c.pos] != c.src:
+                continue
+            dst = choose(c, replicas, leader)
+            if dst is not None:
+                self.apply_replica_move(c, replicas, leader, dst)
+                accepted += 1
         return accepted
 
     def replica_sources(self, goal_kind: str, new: set[int], balance: bool = False,

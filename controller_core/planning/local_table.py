@@ -63,8 +63,8 @@ class LocalTable:
         self.topic = topic.to_numpy(dtype=object)
         self.partition = part
         self.pid = partition_ids(seeds, part, width)
-        self.replicas: list[list[int]] = [[int(x) for x in r]
-                                          for r in table.column("replicas").to_pylist()]
+        # Arrow's lists of integers are lists of Python ints already
+        self.replicas: list[list[int]] = table.column("replicas").to_pylist()
         self.leader = table.column("leader").to_numpy().astype(np.int64)
         self.size = table.column("size_bytes").to_numpy().astype(np.int64)
         # Spark: floor(rate + 0.5) as a long
@@ -76,11 +76,13 @@ class LocalTable:
                               "leader": self.leader, "size": self.size, "bin": self.bin,
                               "bout": self.bout})
         self._batches = [frame.iloc[i:i + batch_rows] for i in range(0, len(frame), batch_rows)]
+        self._padded_ids: Any = None
 
     # -- PlanTable ----------------------------------------------------------------------
 
     def loads(self, broker_ids: Iterable[int]) -> dict[int, list[int]]:
-        return _loads(self.replicas, self.leader, self.size, self.bin, self.bout, broker_ids)
+        return _loads(self.replicas, self.leader, self.size, self.bin, self.bout, broker_ids,
+                      self._ids())
 
     def per_rack(self, racks: int) -> list[float]:
         if len(set(self.pid.tolist())) != len(self.pid):
@@ -94,7 +96,13 @@ class LocalTable:
                 float(self.bin[every].sum()), 0.0]
 
     def any_rack_shared(self, bal: Balancer) -> bool:
-        return bool(_rack_shared_rows(self.replicas, bal).any())
+        return bool(_rack_shared_rows(self.replicas, bal, self._ids()).any())
+
+    def _ids(self) -> Any:
+        """The snapshot's replicas as a padded matrix (see ``_padded``), made once."""
+        if self._padded_ids is None and self.replicas:
+            self._padded_ids = _padded(self.replicas, max(len(r) for r in self.replicas))
+        return self._padded_ids
 
     def candidates(self, ctx: RoundContext, caps: dict[int, int], leaders: bool
                    ) -> list[Candidate]:
@@ -111,22 +119,36 @@ class LocalTable:
     def finish(self, changes: Changes, broker_ids: Iterable[int], bal: Balancer,
                removed: set[int], pids: Iterable[int]) -> Finished:
         np = _np()
-        row_of = {int(p): i for i, p in enumerate(self.pid.tolist())} if changes or pids \
-            else {}
+        row_of = dict(zip(self.pid.tolist(), range(len(self.pid)), strict=True)) \
+            if changes or pids else {}
         replicas = list(self.replicas)
         leader = self.leader.copy()
         for pid, (reps, lead) in changes.items():
             r = row_of[pid]
             replicas[r] = list(reps)
             leader[r] = lead
-        after = _loads(replicas, leader, self.size, self.bin, self.bout, broker_ids)
+        # the padded matrix of the snapshot with the changed rows padded anew
+        ids = self._ids()
+        if ids is not None and changes:
+            rows = np.fromiter((row_of[pid] for pid in changes), dtype=np.int64,
+                               count=len(changes))
+            changed = [replicas[r] for r in rows.tolist()]
+            if max(len(r) for r in changed) <= ids.shape[1]:
+                ids = ids.copy()
+                ids[rows] = _padded(changed, ids.shape[1])
+            else:
+                ids = None
+        after = _loads(replicas, leader, self.size, self.bin, self.bout, broker_ids, ids)
         moved = [row_of[pid] for pid, (reps, _) in changes.items()
                  if list(reps) != self.replicas[row_of[pid]]]
-        moved.sort(key=lambda r: (int(self.size[r]), str(self.topic[r]),
-                                  int(self.partition[r])))
-        moves = [PartitionMove(str(self.topic[r]), int(self.partition[r]),
-                               tuple(self.replicas[r]), tuple(replicas[r]), int(self.size[r]),
-                               int(self.leader[r])) for r in moved]
+        # the moved rows' figures as Python values at once, not a numpy scalar per field
+        at = np.array(moved, dtype=np.int64)
+        size, topic = self.size[at].tolist(), [str(t) for t in self.topic[at].tolist()]
+        part, lead_before = self.partition[at].tolist(), self.leader[at].tolist()
+        order = sorted(range(len(moved)), key=lambda i: (size[i], topic[i], part[i]))
+        moves = [PartitionMove(topic[i], part[i], tuple(self.replicas[moved[i]]),
+                               tuple(replicas[moved[i]]), size[i], lead_before[i])
+                 for i in order]
         left: list[tuple[str, int, list[int]]] = []
         if removed:
             for r, now in enumerate(replicas):
@@ -134,7 +156,7 @@ class LocalTable:
                     break
                 if not removed.isdisjoint(now):
                     left.append((str(self.topic[r]), int(self.partition[r]), list(now)))
-        shared_rows = np.nonzero(_rack_shared_rows(replicas, bal))[0][:VIOLATION_ROWS]
+        shared_rows = np.nonzero(_rack_shared_rows(replicas, bal, ids))[0][:VIOLATION_ROWS]
         shared = [(str(self.topic[r]), int(self.partition[r]), list(replicas[r]),
                    int(self.size[r])) for r in shared_rows.tolist()]
         rows = {pid: (str(self.topic[row_of[pid]]), int(self.partition[row_of[pid]]),
@@ -143,14 +165,16 @@ class LocalTable:
 
 
 def _loads(replicas: list[list[int]], leader: Any, size: Any, bin_: Any, bout: Any,
-           broker_ids: Iterable[int]) -> dict[int, list[int]]:
+           broker_ids: Iterable[int], ids: Any = None) -> dict[int, list[int]]:
     """[replicas, leaders, disk, bytes in, bytes out] per broker, as ``spark_loads`` sums
-    them: every broker asked for, and any other a replica names."""
+    them: every broker asked for, and any other a replica names. ``ids``: ``replicas``
+    padded already (see ``_padded``)."""
     np = _np()
     loads = {b: [0, 0, 0, 0, 0] for b in broker_ids}
     if not replicas:
         return loads
-    ids = _padded(replicas, max(len(r) for r in replicas))
+    if ids is None:
+        ids = _padded(replicas, max(len(r) for r in replicas))
     rf = (ids >= 0).sum(axis=1)
     present = ids >= 0
     flat = ids[present]
@@ -173,18 +197,24 @@ def _loads(replicas: list[list[int]], leader: Any, size: Any, bin_: Any, bout: A
     return loads
 
 
-def _rack_shared_rows(replicas: list[list[int]], bal: Balancer) -> Any:
+def _rack_shared_rows(replicas: list[list[int]], bal: Balancer, ids: Any = None) -> Any:
     """bool per row: replicas share a rack while the racks allow otherwise (a broker
-    without a rack counts as the rack "none"), as Spark's ``_rack_dup_filter``."""
+    without a rack counts as the rack "none"), as Spark's ``_rack_dup_filter``. ``ids``:
+    ``replicas`` padded already (see ``_padded``)."""
     np = _np()
     if not bal.racks or not replicas:
         return np.zeros(len(replicas), dtype=bool)
     names = sorted({r for r in bal.rack_of.values() if r is not None})
     index = {r: i for i, r in enumerate(names)}
-    ids = _padded(replicas, max(len(r) for r in replicas))
-    rack_of = {b: (-1 if r is None else index[r]) for b, r in bal.rack_of.items()}
-    racks = np.array([[rack_of.get(int(b), -1) if b >= 0 else -2 for b in row]
-                      for row in ids.tolist()], dtype=np.int64).reshape(ids.shape)
+    if ids is None:
+        ids = _padded(replicas, max(len(r) for r in replicas))
+    # broker id -> rack index (-1: no rack or an unknown broker) by one sorted lookup of
+    # every cell; bal.racks is not empty, so neither is rack_of
+    of = {b: -1 if r is None else index[r] for b, r in bal.rack_of.items()}
+    known = np.array(sorted(of), dtype=np.int64)
+    rack_idx = np.array([of[b] for b in known.tolist()], dtype=np.int64)
+    at = np.minimum(np.searchsorted(known, ids), len(known) - 1)
+    racks = np.where(known[at] == ids, rack_idx[at], np.where(ids >= 0, -1, -2))
     rf = (ids >= 0).sum(axis=1)
     return _shares_a_rack(racks, rf, len(bal.racks))
 

@@ -14,6 +14,7 @@ each resource is kept below ``max_bytes`` (default 200,000) and ``max_partitions
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -134,8 +135,15 @@ def _entry(m: PartitionMove) -> str:
     """One partition of ``spec.partitions`` (flow style); ``log_dirs`` only when the plan
     knows the directories (a JBOD snapshot), aligned with ``replicas``."""
     dirs = "" if m.dirs_after is None else f", log_dirs: {json.dumps(list(m.dirs_after))}"
-    return (f"{{topic: {json.dumps(m.topic)}, partition: {m.partition}, "
-            f"replicas: {json.dumps(list(m.after))}{dirs}}}")
+    # json.dumps of a list of ints, without its call per entry (twice a move, 290,000 moves
+    # at 10^6 partitions); a topic's JSON once per topic
+    return (f"{{topic: {_json_str(m.topic)}, partition: {m.partition}, "
+            f"replicas: [{', '.join(map(str, m.after))}]{dirs}}}")
+
+
+@functools.lru_cache(maxsize=65536)
+def _json_str(text: str) -> str:
+    return json.dumps(text)
 
 
 def _entry_bytes(m: PartitionMove) -> int:
@@ -200,11 +208,14 @@ def kafka_tool_json(moves: Sequence[PartitionMove], *, rollback: bool = False) -
     One partition a line, each encoded by orjson: a diff shows the partitions that changed,
     and 290,000 moves take a fraction of a second (``json.dumps(indent=...)`` runs
     Python's pure encoder: 8 s of a 1,000,000-partition plan, for two files)."""
-    rows = b",\n".join(orjson.dumps({
+    # one orjson call for all rows, then a line break before each: '{"topic":' after '},'
+    # is a new row (in a JSON string a '"' is escaped)
+    rows = orjson.dumps([{
         "topic": m.topic, "partition": m.partition,
         "replicas": list(m.before if rollback else m.after),
-        "log_dirs": _dirs(m, rollback)}) for m in moves)
-    body = b"[\n" + rows + b"\n]" if moves else b"[]"
+        "log_dirs": _dirs(m, rollback)} for m in moves])[1:-1]
+    body = b"[\n" + rows.replace(b'},{"topic":', b'},\n{"topic":') + b"\n]" if moves \
+        else b"[]"
     return '{"version": 1, "partitions": ' + body.decode() + "}\n"
 
 

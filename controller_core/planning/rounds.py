@@ -40,14 +40,15 @@ STUCK_EXAMPLES = 5
 def to_candidates(frame: Any) -> list[Candidate]:
     """The rows of a cut candidate frame (:data:`.scoring.CANDIDATE_COLUMNS`) as objects.
 
-    Column by column (``tolist`` gives Python scalars at once): a million candidates a
-    round at 10^6 partitions, where converting each field of each row took seconds."""
+    Column by column (``tolist`` gives Python scalars at once) into tuples made whole: a
+    million candidates a round at 10^6 partitions, where converting each field of each row
+    took seconds."""
     cols = [frame[c].tolist() for c in CANDIDATE_COLUMNS]
-    return [Candidate(pid=pid, pos=pos, src=src, mandatory=bool(mand),
-                      dests=_ints(dests), priority=float(prio), replicas=_ints(reps),
-                      leader=leader, size=size, bin=bin_, bout=bout)
-            for pid, pos, src, mand, dests, prio, reps, leader, size, bin_, bout
-            in zip(*cols, strict=True)]
+    cols[3] = [bool(m) for m in cols[3]]  # mandatory
+    cols[4] = list(map(_ints, cols[4]))  # dests
+    cols[5] = [float(p) for p in cols[5]]  # priority
+    cols[6] = list(map(_ints, cols[6]))  # replicas
+    return list(map(Candidate._make, zip(*cols, strict=True)))
 
 
 def _ints(values: Any) -> tuple[int, ...]:

@@ -14,6 +14,7 @@ piling onto the single most underloaded one, and the draw is reproducible.
 from __future__ import annotations
 
 import importlib
+import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,44 +98,174 @@ def _shares_a_rack(racks: Any, rf: Any, n_racks: int) -> Any:
     return dup & (rf <= n_racks)
 
 
+_GOLDEN = 0x9E3779B97F4A7C15
+_MIX1 = 0xBF58476D1CE4E5B9
+_MIX2 = 0x94D049BB133111EB
+
+
 def uniform(a: Any, b: Any, seed: int) -> Any:
     """Deterministic uniforms in (0, 1) from two int arrays (splitmix64 finaliser)."""
     np = _np()
     with np.errstate(over="ignore"):
-        x = (a.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) ^ \
-            (b.astype(np.uint64) * np.uint64(0xBF58476D1CE4E5B9)) ^ \
+        x = (a.astype(np.uint64) * np.uint64(_GOLDEN)) ^ \
+            (b.astype(np.uint64) * np.uint64(_MIX1)) ^ \
             np.uint64(seed & 0xFFFFFFFFFFFFFFFF)
-        x ^= x >> np.uint64(30)
-        x *= np.uint64(0xBF58476D1CE4E5B9)
-        x ^= x >> np.uint64(27)
-        x *= np.uint64(0x94D049BB133111EB)
-        x ^= x >> np.uint64(31)
-    return (x >> np.uint64(11)).astype(np.float64) * 2.0**-53 + 2.0**-54
+    return _mixed_to_unit(x)
+
+
+def _mixed_to_unit(x: Any) -> Any:
+    """The rest of :func:`uniform` on its first mix ``x`` (uint64, overwritten), in place."""
+    np = _np()
+    t = np.empty_like(x)
+    with np.errstate(over="ignore"):
+        x ^= np.right_shift(x, np.uint64(30), out=t)
+        x *= np.uint64(_MIX1)
+        x ^= np.right_shift(x, np.uint64(27), out=t)
+        x *= np.uint64(_MIX2)
+        x ^= np.right_shift(x, np.uint64(31), out=t)
+        x >>= np.uint64(11)
+    u = x.astype(np.float64)
+    u *= 2.0**-53
+    u += 2.0**-54
+    return u
 
 
 def _padded(lists: Any, width: int) -> Any:
+    """The lists as rows of an int64 array, padded with -1 to ``width`` (at least the
+    longest). Flattened in one pass and scattered at once: a numpy slice assignment per
+    row cost a second a million rows."""
     np = _np()
-    out = np.full((len(lists), width), -1, dtype=np.int64)
-    for i, reps in enumerate(lists):
-        out[i, : len(reps)] = reps
+    n = len(lists)
+    out = np.full((n, width), -1, dtype=np.int64)
+    if n == 0:
+        return out
+    lengths = np.fromiter(map(len, lists), dtype=np.int64, count=n)
+    total = int(lengths.sum())
+    flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=total)
+    if int(lengths.min()) == width:  # every list as long as the widest: already a matrix
+        return flat.reshape(n, width)
+    rows = np.repeat(np.arange(n), lengths)
+    cols = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    out[rows, cols] = flat
     return out
 
 
-def _race(weights: Any, feasible: Any, pid: Any, dest_ids: Any, seed: int, choices: int
-          ) -> tuple[Any, Any]:
-    """Top ``choices`` destinations per row by weighted race; (indices, key is finite)."""
+def _race(weights: Any, feasible: Any, pid: Any, dest_ids: Any, seed: int, choices: int,
+          positive: bool = False) -> tuple[Any, Any]:
+    """Top ``choices`` destinations per row by weighted race; (indices, key is finite: a
+    prefix of each row). ``positive``: every feasible weight is known to be > 0."""
     np = _np()
-    u = uniform(pid[:, None], dest_ids[None, :], seed)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        key = np.where(feasible & (weights > 0), -np.log(u) / weights, np.inf)
-    c = min(choices, key.shape[1])
-    part = np.argpartition(key, c - 1, axis=1)[:, :c] if c < key.shape[1] else \
-        np.tile(np.arange(key.shape[1]), (key.shape[0], 1))
+    # The hash and its log only where the key is finite (a quarter of the cells at 10^6
+    # partitions), the row's and the column's factor of the hash's first mix once each:
+    # every cell's key is the one uniform() gives over the whole matrix.
+    drawn = feasible if positive else feasible & (weights > 0)
+    n_rows, n_cols = weights.shape
+    flat = np.flatnonzero(drawn)
+    counts = np.count_nonzero(drawn, axis=1)
+    cols = flat - np.repeat(np.arange(n_rows, dtype=np.int64) * n_cols, counts)
+    with np.errstate(over="ignore"):
+        row_mix = (pid.astype(np.uint64) * np.uint64(_GOLDEN)) ^ \
+            np.uint64(seed & 0xFFFFFFFFFFFFFFFF)
+        col_mix = dest_ids.astype(np.uint64) * np.uint64(_MIX1)
+    x = np.repeat(row_mix, counts)
+    x ^= col_mix[cols]
+    u = _mixed_to_unit(x)
+    np.log(u, out=u)
+    np.negative(u, out=u)
+    u /= np.take(weights, flat)
+    key = np.full(weights.shape, np.inf)
+    key.ravel()[flat] = u
+    c = min(choices, n_cols)
+    part = np.argpartition(key, c - 1, axis=1)[:, :c] if c < n_cols else \
+        np.tile(np.arange(n_cols), (n_rows, 1))
     pkeys = np.take_along_axis(key, part, axis=1)
     order = np.argsort(pkeys, axis=1, kind="stable")
     idx = np.take_along_axis(part, order, axis=1)
     finite = np.isfinite(np.take_along_axis(key, idx, axis=1))
     return idx, finite
+
+
+def _draw(ctx: RoundContext, j: int, rows: Any, mand: Any, D: Any, rack_check: bool,
+          s: Any, size: Any, bin_: Any, bout: Any, slots: Any, others: Any,
+          rack_possible: Any, src_dup: Any, leader_id: Any, ids: Any, rf: Any, pid: Any
+          ) -> tuple[list[list[int]], Any]:
+    """The destinations drawn for replica ``j`` of ``rows`` among the brokers of slots
+    ``D``, and which rows are candidates (mandatory, or with a feasible destination).
+    ``rack_check``: leave out the racks of the other replicas here (else ``D`` has none of
+    them, or the rows may share a rack)."""
+    np = _np()
+    e, coef, band = ctx.excess, ctx.coef, ctx.band
+    if D.size and not mand.any():
+        smin = size[rows].min()
+        D = D[(ctx.free_disk[D] >= smin) & (e[D, DISK] + smin <= band[D, DISK])]
+    if D.size == 0:
+        return [[] for _ in range(rows.size)], mand.copy()
+    s_r, sz, bi, bo = s[rows], size[rows], bin_[rows], bout[rows]
+    eD = e[D]
+    amounts = {REPLICAS: np.ones_like(sz), DISK: sz, NET_IN: bi}
+    dst_part = np.zeros((rows.size, D.size))
+    tmp = np.empty_like(dst_part)
+    src_part = np.zeros(rows.size)
+    for m, a in amounts.items():
+        dst_part += np.multiply((coef[m] * a)[:, None], eD[None, :, m], out=tmp)
+        src_part += coef[m] * a * (a - e[s_r, m])
+    if j == 0:
+        carries = (leader_id[rows] == ids[rows, 0]).astype(np.float64)
+        lead = {LEADERS: carries, NET_OUT: carries * (bo + bi * (rf[rows] - 1))}
+        for m, a in lead.items():
+            dst_part += np.multiply((coef[m] * a)[:, None], eD[None, :, m], out=tmp)
+            src_part += coef[m] * a * (a - e[s_r, m])
+    est = np.add(src_part[:, None], dst_part, out=dst_part)
+    del dst_part, tmp
+    # not onto a broker holding a replica of the partition: its column, if any, is off
+    col_of = np.full(len(ctx.broker_ids), -1, dtype=np.int64)
+    col_of[D] = np.arange(D.size)
+    feasible = np.ones((rows.size, D.size), dtype=bool)
+    sl = slots[rows]
+    for k in range(sl.shape[1]):
+        col = np.where(sl[:, k] >= 0, col_of[np.clip(sl[:, k], 0, None)], -1)
+        hit = np.nonzero(col >= 0)[0]
+        feasible[hit, col[hit]] = False
+    if rack_check and ctx.n_racks > 0:
+        # not into the rack of another replica (unless racks are too few and the source
+        # shares one); in_rack[v + 2]: the columns in rack v (-1 none; -2, padding, none)
+        rack_d = ctx.rack[D]
+        in_rack = np.zeros((int(ctx.rack.max()) + 3, D.size), dtype=bool)
+        for v in range(-1, int(ctx.rack.max()) + 1):
+            in_rack[v + 2] = rack_d == v
+        o = others[rows]
+        conflict = np.zeros((rows.size, D.size), dtype=bool)
+        for k in range(o.shape[1]):
+            conflict |= in_rack[o[:, k] + 2]
+        relaxed = (~rack_possible[rows]) & src_dup[rows]
+        feasible &= ~conflict | relaxed[:, None]
+    feasible &= ctx.free_disk[D][None, :] >= sz[:, None]
+    soft = (~mand)[:, None]
+    if ctx.relaxed:  # the giver may drop below its band, never below the receiver
+        src_ok = (eD[None, :, DISK] - e[s_r, DISK][:, None] + sz[:, None] < 0) & \
+            (eD[None, :, REPLICAS] - e[s_r, REPLICAS][:, None] + 1 <= 0)
+    else:  # see Balancer.sheds_small
+        small = (e[s_r, REPLICAS] > band[s_r, REPLICAS]) & \
+            (sz * ctx.target[s_r, REPLICAS] <= ctx.target[s_r, DISK])
+        src_ok = (((e[s_r, DISK] - sz) >= -band[s_r, DISK]) | small)[:, None]
+    within = (eD[None, :, DISK] + sz[:, None] <= band[D, DISK][None, :]) & \
+        src_ok & (est < 0)
+    feasible &= ~soft | within
+    if mand.any():
+        big = np.where(feasible, est, -np.inf).max(axis=1)
+        weights = np.where(mand[:, None], big[:, None] - est + 1e-9, -est)
+    else:
+        weights = np.negative(est, out=est)
+    # without a mandatory row every feasible cell has est < 0: a weight > 0
+    idx, finite = _race(weights, feasible, pid[rows], ctx.broker_ids[D], ctx.seed + j,
+                        ctx.choices, positive=not mand.any())
+    # est is finite (coef is: the means are never 0), so a row has a finite best
+    # estimate exactly when it has a feasible destination
+    keep = mand | feasible.any(axis=1)
+    # the finite keys come first in each row: a row's destinations are a prefix
+    drawn = ctx.broker_ids[D][idx].tolist()
+    return [d if n == len(d) else d[:n]
+            for d, n in zip(drawn, finite.sum(axis=1).tolist(), strict=True)], keep
 
 
 def score_replica_moves(pdf: Any, ctx: RoundContext) -> Any:
@@ -161,8 +292,7 @@ def score_replica_moves(pdf: Any, ctx: RoundContext) -> Any:
     if ctx.repair and ctx.n_racks > 0:
         in_round |= _shares_a_rack(racks, rf, ctx.n_racks)
     D = ctx.dest_slots
-    dest_ids = ctx.broker_ids[D]
-    e, coef, band = ctx.excess, ctx.coef, ctx.band
+    e, band = ctx.excess, ctx.band
     out: list[Any] = []
     for j in range(width):
         src = slots[:, j]
@@ -179,52 +309,55 @@ def score_replica_moves(pdf: Any, ctx: RoundContext) -> Any:
         rows = np.nonzero(cand)[0]
         if rows.size == 0 or D.size == 0:
             continue
-        s_r, sz, bi, bo = s[rows], size[rows], bin_[rows], bout[rows]
-        amounts = {REPLICAS: np.ones_like(sz), DISK: sz, NET_IN: bi}
-        dst_part = np.zeros((rows.size, D.size))
-        src_part = np.zeros(rows.size)
-        for m, a in amounts.items():
-            dst_part += (coef[m] * a)[:, None] * e[D, m][None, :]
-            src_part += coef[m] * a * (a - e[s_r, m])
-        if j == 0:
-            carries = (leader_id[rows] == ids[rows, 0]).astype(np.float64)
-            lead = {LEADERS: carries, NET_OUT: carries * (bo + bi * (rf[rows] - 1))}
-            for m, a in lead.items():
-                dst_part += (coef[m] * a)[:, None] * e[D, m][None, :]
-                src_part += coef[m] * a * (a - e[s_r, m])
-        est = src_part[:, None] + dst_part
-        sl = slots[rows]
-        feasible = (sl[:, :, None] != D[None, None, :]).all(axis=1)
-        if ctx.n_racks > 0:
-            conflict = (others[rows][:, :, None] == ctx.rack[D][None, None, :]).any(axis=1)
-            relaxed = (~rack_possible[rows]) & src_dup[rows]
-            feasible &= ~conflict | relaxed[:, None]
-        feasible &= ctx.free_disk[D][None, :] >= sz[:, None]
         mand = mandatory[rows]
-        soft = (~mand)[:, None]
-        if ctx.relaxed:  # the giver may drop below its band, never below the receiver
-            src_ok = (e[D, DISK][None, :] - e[s_r, DISK][:, None] + sz[:, None] < 0) & \
-                (e[D, REPLICAS][None, :] - e[s_r, REPLICAS][:, None] + 1 <= 0)
-        else:  # see Balancer.sheds_small
-            small = (e[s_r, REPLICAS] > band[s_r, REPLICAS]) & \
-                (sz * ctx.target[s_r, REPLICAS] <= ctx.target[s_r, DISK])
-            src_ok = (((e[s_r, DISK] - sz) >= -band[s_r, DISK]) | small)[:, None]
-        within = (e[D, DISK][None, :] + sz[:, None] <= band[D, DISK][None, :]) & \
-            src_ok & (est < 0)
-        feasible &= ~soft | within
-        big = np.where(feasible, est, -np.inf).max(axis=1)
-        weights = np.where(mand[:, None], big[:, None] - est + 1e-9, -est)
-        idx, finite = _race(weights, feasible, pid[rows], dest_ids, ctx.seed + j, ctx.choices)
-        best = np.where(feasible, est, np.inf).min(axis=1)
-        keep = mand | np.isfinite(best)
+        # What cannot be feasible is left out before the (rows x destinations) arrays: a
+        # destination must have the disk room (every row) and, for a row that need not
+        # move, room in its disk band; and such a row needs a giver that may give it
+        # (outside a relaxed round that is a figure of the row alone). A row without a
+        # feasible destination is dropped below anyway, a destination no row can take is
+        # never drawn (its key would be inf), so the candidates are the same.
+        s0, sz0 = s[rows], size[rows]
+        row_ok = ctx.free_disk[D].max() >= sz0
+        if not ctx.relaxed:
+            small = (e[s0, REPLICAS] > band[s0, REPLICAS]) & \
+                (sz0 * ctx.target[s0, REPLICAS] <= ctx.target[s0, DISK])
+            row_ok &= ((e[s0, DISK] - sz0) >= -band[s0, DISK]) | small
+        row_ok |= mand
+        if not row_ok.all():
+            rows, mand = rows[row_ok], mand[row_ok]
+            if rows.size == 0:
+                continue
+        # Rows whose other replicas hold the same racks can only go to the brokers of the
+        # other racks (unless racks are too few and the source shares one): each such
+        # group is drawn over those columns alone (RF 3 on 3 racks: a third of them). A
+        # column left out is infeasible for the group's rows, its key inf, never drawn.
+        held = np.zeros(rows.size, dtype=np.int64)  # bit v + 1: rack v (-1: none) is held
+        grouped = ctx.n_racks > 0 and int(ctx.rack.max()) < 60
+        if grouped:
+            o = others[rows]
+            for k in range(o.shape[1]):
+                held |= np.where(o[:, k] >= -1,
+                                 np.left_shift(1, np.clip(o[:, k] + 1, 0, None)), 0)
+            held[(~rack_possible[rows]) & src_dup[rows]] = 0
+        dests: list[list[int]] = [[] for _ in range(rows.size)]
+        keep = np.zeros(rows.size, dtype=bool)
+        for h in np.unique(held).tolist():
+            sub = np.nonzero(held == h)[0]
+            cols = D if h == 0 else D[(np.right_shift(h, ctx.rack[D] + 1) & 1) == 0]
+            drawn, kept = _draw(ctx, j, rows[sub], mand[sub], cols, not grouped, s, size,
+                                bin_, bout, slots, others, rack_possible, src_dup, leader_id,
+                                ids, rf, pid)
+            keep[sub] = kept
+            for i, d in zip(sub.tolist(), drawn, strict=True):
+                dests[i] = d
         if not keep.any():
             continue
+        s_r, sz = s[rows], size[rows]
         # Prefer replicas whose size matches the source's bytes-per-replica excess, so the
         # replica count and disk bytes of the source reach their targets together.
         want = np.maximum(e[s_r, DISK], 0.0) / np.maximum(e[s_r, REPLICAS], 1.0)
         eps = 0.05 * ctx.mean_size + 1.0
         prio = np.where(mand, -np.inf, np.abs(np.log((sz + eps) / (want + eps))))
-        dests = [dest_ids[i[f]].tolist() for i, f in zip(idx, finite, strict=True)]
         frame = pd.DataFrame({
             "pid": pid[rows], "pos": np.full(rows.size, j, dtype=np.int32),
             "src": ctx.broker_ids[s_r], "mandatory": mand, "dests": dests, "priority": prio,
