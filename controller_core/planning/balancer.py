@@ -50,6 +50,10 @@ class Candidate(NamedTuple):
     bout: int
 
 
+# a round's choice of destination for a move that need not happen (Balancer._soft_chooser)
+SoftChooser = Callable[[Candidate, Sequence[int], int], int | None]
+
+
 @dataclass(slots=True)
 class Balancer:
     brokers: Sequence[Broker]
@@ -170,12 +174,13 @@ class Balancer:
 
     # -- replica moves ----------------------------------------------------------------
 
-    def try_replica_move(self, c: Candidate) -> bool:
+    def try_replica_move(self, c: Candidate, choose: SoftChooser | None = None) -> bool:
+        """``choose``: this round's :meth:`_soft_chooser`, bound once (else made here)."""
         replicas, leader = self.current(c)
         if c.pos >= len(replicas) or replicas[c.pos] != c.src:
             return False
         if not c.mandatory:
-            dst = self._soft_chooser()(c, replicas, leader)
+            dst = (choose or self._soft_chooser())(c, replicas, leader)
             if dst is None:
                 return False
             self.apply_replica_move(c, replicas, leader, dst)
@@ -203,13 +208,7 @@ class Balancer:
         self.apply_replica_move(c, replicas, leader, best[1])
         return True
 
-    def _best_soft_dest(self, c: Candidate, replicas: Sequence[int], leader: int
-                        ) -> int | None:
-        """The destination ``try_replica_move`` picks for a move that need not happen, or
-        None (see :meth:`_soft_chooser`)."""
-        return self._soft_chooser()(c, replicas, leader)
-
-    def _soft_chooser(self) -> Callable[[Candidate, Sequence[int], int], int | None]:
+    def _soft_chooser(self) -> SoftChooser:
         """``_feasible`` and ``replica_move_delta`` over ``c.dests`` for a move that need
         not happen, as one function: what holds for the whole round (targets, limits,
         coefficients) is bound once, what depends only on the candidate (source excess,
@@ -408,36 +407,11 @@ class Balancer:
 
     def run_round(self, candidates: Sequence[Candidate], leaders: bool = False) -> int:
         """Apply what still helps, in a fixed order; the number of moves accepted."""
-        ordered = sorted(candidates, key=lambda c: (not c.mandatory, _finite(c.priority),
-                                                    c.pid, c.pos))
-        if self.relaxed:
-            # givers near their target take turns, so none drops far below the others
-            rank: dict[int, int] = {}
-            turns = []
-            for c in ordered:
-                rank[c.src] = rank.get(c.src, -1) + 1
-                turns.append((not c.mandatory, rank[c.src]))
-            ordered = [c for _, c in sorted(zip(turns, ordered, strict=True),
-                                            key=lambda t: t[0])]
-        accepted = 0
+        ordered = round_order(candidates, self.relaxed)
         if leaders:
-            for c in ordered:
-                accepted += self.try_leader_move(c)
-            return accepted
-        # try_replica_move, with the chooser of moves that need not happen made once
-        choose, changed = self._soft_chooser(), self.changed
-        for c in ordered:
-            if c.mandatory:
-                accepted += self.try_replica_move(c)
-                continue
-            replicas, leader = changed.get(c.pid, (c.replicas, c.leader))  # current(c)
-            if c.pos >= len(replicas) or replicas[c.pos] != c.src:
-                continue
-            dst = choose(c, replicas, leader)
-            if dst is not None:
-                self.apply_replica_move(c, replicas, leader, dst)
-                accepted += 1
-        return accepted
+            return sum(self.try_leader_move(c) for c in ordered)
+        choose = self._soft_chooser()  # once a round: a million candidates at 10^6
+        return sum(self.try_replica_move(c, choose) for c in ordered)
 
     def replica_sources(self, goal_kind: str, new: set[int], balance: bool = False,
                         widen: bool = False) -> set[int]:
@@ -536,6 +510,22 @@ class Balancer:
                            self.excess(b, NET_IN) / per_in if per_in else 0.0)
             caps[b] = math.ceil(max(need, 0.0) * 3) + 32
         return caps
+
+
+def round_order(candidates: Sequence[Candidate], relaxed: bool) -> list[Candidate]:
+    """The order a round tries its candidates in: mandatory first, then by priority (pid and
+    position break ties); in a relaxed round givers near their target take turns, so none
+    drops far below the others."""
+    ordered = sorted(candidates, key=lambda c: (not c.mandatory, _finite(c.priority),
+                                                c.pid, c.pos))
+    if not relaxed:
+        return ordered
+    rank: dict[int, int] = {}
+    turns = []
+    for c in ordered:
+        rank[c.src] = rank.get(c.src, -1) + 1
+        turns.append((not c.mandatory, rank[c.src]))
+    return [c for _, c in sorted(zip(turns, ordered, strict=True), key=lambda t: t[0])]
 
 
 def demoted_last(replicas: Sequence[int], first: int, demoted: set[int]) -> tuple[int, ...]:

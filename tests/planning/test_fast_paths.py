@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from controller_core.planning.balancer import EPS, Balancer, Candidate
+from controller_core.planning.balancer import EPS, Balancer, Candidate, round_order
 from controller_core.planning.local_table import _rack_shared_rows
 from controller_core.planning.objective import compute_targets
 from controller_core.planning.scoring import (
@@ -114,6 +114,14 @@ def slow_soft_dest(bal: Balancer, c: Candidate, replicas: tuple[int, ...], leade
     return None if best is None else best[1]
 
 
+def random_loads(rng: random.Random, brokers: list[Broker]) -> tuple[dict[int, list[int]], Any]:
+    """Random loads of ``brokers`` (ids 0..n-1) and the targets they give."""
+    loads = {b.id: [rng.randint(0, 60), rng.randint(0, 30), rng.randint(0, 40) * 10**8,
+                    rng.randint(0, 10**6), rng.randint(0, 10**6)] for b in brokers}
+    totals = [float(sum(v[m] for v in loads.values())) for m in range(5)]
+    return loads, compute_targets(brokers, set(loads), totals)
+
+
 @pytest.mark.parametrize("racks", [3, 4, 0])
 def test_the_soft_destination_is_the_one_feasible_and_delta_pick(racks: int) -> None:
     rng = random.Random(racks)
@@ -122,10 +130,7 @@ def test_the_soft_destination_is_the_one_feasible_and_delta_pick(racks: int) -> 
                       1e6) for b in range(n)]
     picked = 0
     for trial in range(300):
-        loads = {b: [rng.randint(0, 60), rng.randint(0, 30), rng.randint(0, 40) * 10**8,
-                     rng.randint(0, 10**6), rng.randint(0, 10**6)] for b in range(n)}
-        totals = [float(sum(v[m] for v in loads.values())) for m in range(5)]
-        t = compute_targets(brokers, set(range(n)), totals)
+        loads, t = random_loads(rng, brokers)
         bal = Balancer(brokers, loads, t, dest_ids=set(range(n)) - {n - 1}, removed=set())
         bal.relaxed = trial % 3 == 0
         bal.receivers = set(rng.sample(range(n), 6)) if trial % 5 == 0 else None
@@ -140,7 +145,7 @@ def test_the_soft_destination_is_the_one_feasible_and_delta_pick(racks: int) -> 
                           bin=rng.choice([0, rng.randint(1, 10**5)]),
                           bout=rng.choice([0, rng.randint(1, 10**5)]))
             want = slow_soft_dest(bal, c, reps, leader)
-            assert bal._best_soft_dest(c, reps, leader) == want
+            assert bal._soft_chooser()(c, reps, leader) == want
             picked += want is not None
     assert picked > 100
 
@@ -153,10 +158,7 @@ def test_a_round_accepts_what_try_replica_move_accepts_one_by_one() -> None:
     brokers = [Broker(b, f"r{b % 3}", rng.randint(20, 60) * 10**8, 1e6, 1e6) for b in range(n)]
     total = 0
     for trial in range(40):
-        loads = {b: [rng.randint(0, 60), rng.randint(0, 30), rng.randint(0, 40) * 10**8,
-                     rng.randint(0, 10**6), rng.randint(0, 10**6)] for b in range(n)}
-        totals = [float(sum(v[m] for v in loads.values())) for m in range(5)]
-        t = compute_targets(brokers, set(range(n)), totals)
+        loads, t = random_loads(rng, brokers)
         cands = []
         for pid in range(60):
             reps = tuple(rng.sample(range(n), 3))
@@ -172,15 +174,7 @@ def test_a_round_accepts_what_try_replica_move_accepts_one_by_one() -> None:
                          dest_ids=set(range(n)), removed=set())
         one.relaxed = other.relaxed = trial % 4 == 0
         accepted = one.run_round(cands)
-        ordered = sorted(cands, key=lambda c: (not c.mandatory, c.priority, c.pid, c.pos))
-        if other.relaxed:  # run_round's turns among the givers
-            rank: dict[int, int] = {}
-            turns = []
-            for c in ordered:
-                rank[c.src] = rank.get(c.src, -1) + 1
-                turns.append((not c.mandatory, rank[c.src]))
-            ordered = [c for _, c in sorted(zip(turns, ordered, strict=True),
-                                            key=lambda x: x[0])]
+        ordered = round_order(cands, other.relaxed)
         assert accepted == sum(other.try_replica_move(c) for c in ordered)
         assert one.changed == other.changed and one.loads == other.loads
         assert one.unplaced == other.unplaced
