@@ -14,10 +14,16 @@ thread of this process (the harness the kmock tests use).
 2. Operator memory: M embedded clusters with P partitions each and one PartitionReassignment
    per cluster moving every partition at once (a slow throttle keeps them in flight); reports
    the operator process's resident memory (VmRSS) idle, with everything moving, its peak
-   (VmHWM, what a memory limit is measured against) and its CPU time while idle.
+   (VmHWM, what a memory limit is measured against) and its CPU time while idle. With
+   `--remote`, each cluster is a `bootstrapServers` cluster instead — the embedded cluster
+   made by `kraftsman apply` and served over the Kafka protocol by `kraftsman cluster serve`
+   in a process of its own, as a production operator reaches a real Kafka cluster over the
+   wire — and the server's memory is reported apart from the operator's.
 
     nice -n 10 .venv/bin/python bench/operator_bench.py latency --elections 10000 --tick 1.0
     nice -n 10 .venv/bin/python bench/operator_bench.py memory --clusters 1 --partitions 100000
+    nice -n 10 .venv/bin/python bench/operator_bench.py memory --clusters 1 --partitions 100000 \
+        --remote
 
 Figures are printed, never asserted.
 """
@@ -29,7 +35,9 @@ import asyncio
 import json
 import logging
 import os
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -44,6 +52,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "operator
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "operator" / "real"))
 from deployed import ROOT, OperatorProcess, apply, from_chart, write_kubeconfig
 from harness import Api, Emulator, OperatorThread, cond_is, declare
+
+from kraftsman.handlers.runtime import KAFKA_RETRY
+from kraftsman.resources import API_VERSION
 
 
 class Operator:
@@ -61,6 +72,7 @@ class Operator:
         if self.mode == "thread":
             self.thread = OperatorThread(self.server, self.workdir / "state", tick=self.tick,
                                          time_scale=1.0)
+            self.thread.rt.kafka_retry = KAFKA_RETRY  # the Deployment's, not the tests' 3 s
             self.thread.rt.fsync = self.fsync
             await asyncio.to_thread(self.thread.start)
             return
@@ -167,6 +179,46 @@ async def with_emulator(fn: Any, args: argparse.Namespace) -> None:
         declare(k8s)
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=50)) as session:
             await fn(Api(str(k8s.url), session), args, None)
+
+
+class Served:
+    """An embedded cluster made by `kraftsman apply` and served by `kraftsman cluster serve`,
+    each a process of its own, as the docs tell a user to rehearse against the wire."""
+
+    def __init__(self, name: str, spec: dict[str, Any]) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix=f"kraftsman-served-{name}-"))
+        (self.dir / "cluster.yaml").write_text(json.dumps({
+            "apiVersion": API_VERSION, "kind": "KafkaCluster",
+            "metadata": {"name": name}, "spec": spec}))
+        made = subprocess.run([str(ROOT / ".venv/bin/kraftsman"), "apply", "-f",
+                               str(self.dir / "cluster.yaml"), "--state-dir",
+                               str(self.dir / "state")], capture_output=True, text=True)
+        if made.returncode != 0:
+            raise SystemExit(f"kraftsman apply failed: {made.stderr}")
+        self.proc = subprocess.Popen(
+            [str(ROOT / ".venv/bin/kraftsman"), "cluster", "serve", "--state-dir",
+             str(self.dir / "state"), "--listen", "127.0.0.1:0", "--time-scale", "1"],
+            stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line.startswith("listening on "):
+            self.proc.kill()
+            raise SystemExit(f"kraftsman cluster serve did not start: {line!r}")
+        self.bootstrap = line.split()[-1]
+
+    def peak_mib(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
 def cluster_spec(partitions: int, brokers: int = 6) -> dict[str, Any]:
@@ -287,8 +339,13 @@ async def memory(api: Api, args: argparse.Namespace, real: Any) -> None:
     await asyncio.sleep(args.idle)
     idle_cpu = (op.cpu_seconds() - cpu0) / (time.monotonic() - t_idle)
     t0 = time.monotonic()
+    served: list[Served] = []
     for i in range(args.clusters):
-        await api.create("KafkaCluster", f"c{i}", cluster_spec(args.partitions))
+        spec = cluster_spec(args.partitions)
+        if args.remote:
+            served.append(await asyncio.to_thread(Served, f"c{i}", spec))
+            spec = {"bootstrapServers": served[-1].bootstrap}
+        await api.create("KafkaCluster", f"c{i}", spec)
     for i in range(args.clusters):
         await api.wait("KafkaCluster", f"c{i}", cond_is("Ready", "True"), timeout=args.timeout)
         print(f"  ... cluster c{i} Ready, RSS {op.status('VmRSS'):.0f} MiB", flush=True)
@@ -336,8 +393,13 @@ async def memory(api: Api, args: argparse.Namespace, real: Any) -> None:
         status_sizes.append(len(json.dumps(o.get("status") or {})))
         object_sizes.append(len(json.dumps(o)))
     await op.stop()
+    served_peaks = [s.peak_mib() for s in served]
+    for s in served:
+        s.stop()
     total = args.clusters * args.partitions
-    print(f"Operator memory: {args.clusters} embedded clusters x {args.partitions} partitions "
+    kind = ("bootstrapServers clusters (served by `kraftsman cluster serve`)" if args.remote
+            else "embedded clusters")
+    print(f"Operator memory: {args.clusters} {kind} x {args.partitions} partitions "
           f"(6 brokers, RF 3), {total} partitions in {len(names)} PartitionReassignments, "
           f"operator in a {args.operator}, {args.server} API server)")
     print(f"  operator RSS idle                                  {idle_rss:.0f} MiB")
@@ -349,6 +411,9 @@ async def memory(api: Api, args: argparse.Namespace, real: Any) -> None:
           f"({100 * (1 - peak / 1024):.0f}% headroom under the Deployment's 1 GiB limit)")
     print(f"  largest PartitionReassignment status / object      {max(status_sizes)} / "
           f"{max(object_sizes)} bytes")
+    if served_peaks:
+        print(f"  served clusters' peak RSS (VmHWM, not the operator) "
+              f"{', '.join(f'{m:.0f}' for m in served_peaks)} MiB")
 
 
 def main() -> None:
@@ -370,6 +435,9 @@ def main() -> None:
     mem.add_argument("--idle", type=float, default=10.0, help="seconds to measure idle CPU")
     mem.add_argument("--operator", choices=["process", "thread"], default="process")
     mem.add_argument("--timeout", type=float, default=900)
+    mem.add_argument("--remote", action="store_true",
+                     help="bootstrapServers clusters served by `kraftsman cluster serve` "
+                          "processes instead of embedded clusters in the operator")
     for sp in (lat, mem):
         sp.add_argument("--server", choices=["real", "kmock"], default="real",
                         help="a real kube-apiserver with etcd (default) or the kmock emulator")

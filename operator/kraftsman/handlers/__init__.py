@@ -64,8 +64,10 @@ def build_registry(rt: Runtime, *, serve_metrics: bool = False) -> kopf.Operator
 
     if serve_metrics:
         for kind in PLURALS:
+            # async: a few dict reads on every watch event of every kind, which kopf would
+            # otherwise hand to its thread pool and back (a thread hop per event)
             @kopf.index(**resource(kind), registry=registry, id=metrics.index_id(kind))
-            def _operation(namespace: str, name: str, status: Any, **_: Any) -> Any:
+            async def _operation(namespace: str, name: str, status: Any, **_: Any) -> Any:
                 return {(namespace, name): metrics.operation(status)}
 
     @kopf.on.cleanup(registry=registry)
