@@ -96,6 +96,15 @@ def test_the_sparse_race_draws_what_the_dense_one_drew(rows: int, cols: int,
         idx, fin = _race(weights, positive, pid, dest_ids, seed, choices, positive=True)
         want_idx, want_fin = dense_race(weights, positive, pid, dest_ids, seed, choices)
         assert (np.where(fin, idx, -1) == np.where(want_fin, want_idx, -1)).all()
+        # every cell drawn (a group of rows over the columns it may take): hashed whole
+        every = np.ones((rows, cols), dtype=bool)
+        weights = np.abs(weights) + 1e-300
+        want_idx, want_fin = dense_race(weights, every, pid, dest_ids, seed, choices)
+        assert want_fin.all()
+        for positive_flag in (True, False):
+            idx, fin = _race(weights, every, pid, dest_ids, seed, choices,
+                             positive=positive_flag)
+            assert fin.all() and (idx == want_idx).all()
 
 
 def slow_soft_dest(bal: Balancer, c: Candidate, replicas: tuple[int, ...], leader: int
