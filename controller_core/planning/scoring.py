@@ -481,11 +481,17 @@ def best_per_source(frame: Any, caps: dict[int, int]) -> Any:
     then pid and position, so the choice is reproducible). Applied per Spark partition and
     again on the driver, it keeps exactly what one global cut would keep — without a
     shuffle."""
-    np = _np()
+    np, pd = _np(), _pd()
     if len(frame) == 0:
         return frame
-    frame = frame.sort_values(["priority", "pid", "pos"], kind="stable")
-    rank = frame.groupby("src", sort=False).cumcount().to_numpy()
-    cap = frame["src"].map(caps).fillna(0).to_numpy(np.int64)
-    keep = frame["mandatory"].to_numpy(bool) | (rank < cap)
-    return frame[keep]
+    # sort_values(["priority", "pid", "pos"], kind="stable") as one numpy lexsort (stable
+    # too), the cut on the sorted keys, then one take of the rows kept: pandas' sort, its
+    # copy of the frame and the masked copy took a second and a half of a 10^6-candidate
+    # round
+    order = np.lexsort((frame["pos"].to_numpy(), frame["pid"].to_numpy(),
+                        frame["priority"].to_numpy()))
+    src = pd.Series(frame["src"].to_numpy()[order])
+    rank = src.groupby(src, sort=False).cumcount().to_numpy()
+    cap = src.map(caps).fillna(0).to_numpy(np.int64)
+    keep = frame["mandatory"].to_numpy(bool)[order] | (rank < cap)
+    return frame.take(order[keep])

@@ -11,6 +11,7 @@ import random
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from controller_core.planning.balancer import EPS, Balancer, Candidate, round_order
@@ -21,6 +22,7 @@ from controller_core.planning.scoring import (
     _padded,
     _race,
     _shares_a_rack,
+    best_per_source,
     uniform,
 )
 from controller_core.planning.snapshot import Broker
@@ -189,3 +191,34 @@ def test_a_round_accepts_what_try_replica_move_accepts_one_by_one() -> None:
         assert one.unplaced == other.unplaced
         total += accepted
     assert total > 100
+
+
+def slow_best_per_source(frame: Any, caps: dict[int, int]) -> Any:
+    """best_per_source as it was written: pandas' sort, cumcount and mask."""
+    frame = frame.sort_values(["priority", "pid", "pos"], kind="stable")
+    rank = frame.groupby("src", sort=False).cumcount().to_numpy()
+    cap = frame["src"].map(caps).fillna(0).to_numpy(np.int64)
+    return frame[frame["mandatory"].to_numpy(bool) | (rank < cap)]
+
+
+def test_the_cut_keeps_what_pandas_sort_and_mask_kept() -> None:
+    rng = np.random.default_rng(11)
+    for trial in range(30):
+        n = int(rng.integers(1, 400))
+        mand = rng.random(n) < 0.1
+        # ties on priority (a few distinct values) and on pid (positions of one partition)
+        prio = np.where(mand, -np.inf, rng.integers(0, 5, size=n) / 4.0)
+        pid = rng.integers(-50, 50, size=n)
+        frame = pd.DataFrame({
+            "pid": pid, "pos": rng.integers(0, 3, size=n).astype(np.int32),
+            "src": rng.integers(0, 8, size=n), "mandatory": mand,
+            "dests": [[int(d)] for d in rng.integers(0, 8, size=n)], "priority": prio,
+            "replicas": [[1, 2, 3]] * n, "leader": np.ones(n, dtype=np.int64),
+            "size": np.arange(n), "bin": np.zeros(n, dtype=np.int64),
+            "bout": np.zeros(n, dtype=np.int64)},
+            index=rng.permutation(n) + 100 * trial)
+        caps = {b: int(rng.integers(0, 12)) for b in range(7)}  # source 7 has no cap: 0
+        want = slow_best_per_source(frame, caps)
+        got = best_per_source(frame, caps)
+        assert 0 < len(want) < n or trial < 3
+        pd.testing.assert_frame_equal(got, want)
