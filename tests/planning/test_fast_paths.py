@@ -17,6 +17,7 @@ import pytest
 from controller_core.planning.balancer import EPS, Balancer, Candidate, round_order
 from controller_core.planning.local_table import _rack_shared_rows
 from controller_core.planning.objective import compute_targets
+from controller_core.planning.render import chunk
 from controller_core.planning.scoring import (
     CANDIDATE_COLUMNS,
     _padded,
@@ -222,3 +223,30 @@ def test_the_cut_keeps_what_pandas_sort_and_mask_kept() -> None:
         got = best_per_source(frame, caps)
         assert 0 < len(want) < n or trial < 3
         pd.testing.assert_frame_equal(got, want)
+
+
+def slow_chunk(entries: list[str], max_partitions: int, budget: int) -> list[list[str]]:
+    """The resources' runs of entries as chunk() made them, a list per run."""
+    chunks: list[list[str]] = []
+    cur: list[str] = []
+    used = 0
+    for e in entries:
+        size = len(f"  - {e}\n".encode())
+        if cur and (len(cur) >= max_partitions or used + size > budget):
+            chunks.append(cur)
+            cur, used = [], 0
+        cur.append(e)
+        used += size
+    if cur:
+        chunks.append(cur)
+    return chunks
+
+
+def test_chunk_ranges_are_the_runs_of_entries() -> None:
+    rng = random.Random(5)
+    for _ in range(200):
+        entries = ["é" * rng.randint(0, 60) for _ in range(rng.randint(0, 80))]
+        max_partitions, budget = rng.randint(1, 12), rng.randint(1, 400)
+        got = [entries[r.start:r.stop] for r in chunk(entries, max_partitions, budget)]
+        assert got == slow_chunk(entries, max_partitions, budget)
+        assert all(len(r) > 0 for r in chunk(entries, max_partitions, budget))
