@@ -65,7 +65,7 @@ def estimate_seconds(moves: Sequence[MoveCost], *, throttle: float | None,
     # moves running per broker, kept only where a per-broker limit reads it
     load: dict[int, int] = {}
     # flows: [remaining bytes, receiving broker, leader, move index, True if between log
-    # directories of the receiving broker]; moves: copies left
+    # directories of the receiving broker, rate this step]; moves: copies left
     flows: list[list[Any]] = []
     left: dict[int, int] = {}
     touched_of: dict[int, frozenset[int]] = {}
@@ -102,11 +102,11 @@ def estimate_seconds(moves: Sequence[MoveCost], *, throttle: float | None,
             left[next_id] = copies
             size = float(m.bytes_per_replica)
             for r in m.adding:
-                flows.append([size, r, m.leader, next_id, False])
+                flows.append([size, r, m.leader, next_id, False, 0.0])
                 into[r] = into.get(r, 0) + 1
                 out_of[m.leader] = out_of.get(m.leader, 0) + 1
             for b in m.between:
-                flows.append([size, b, b, next_id, True])
+                flows.append([size, b, b, next_id, True, 0.0])
                 within[b] = within.get(b, 0) + 1
             next_id += 1
         pending.extendleft(reversed(skipped))
@@ -122,7 +122,6 @@ def estimate_seconds(moves: Sequence[MoveCost], *, throttle: float | None,
             return math.inf  # nothing can start: cannot happen with limits >= 1
         # Each flow's rate: the least of the throttles (each shared by the throttled copies
         # through its broker) and the receiver's bandwidth (shared by all its copies)
-        rates: list[float] = []
         dt = inf
         for f in flows:
             recv = f[1]
@@ -140,7 +139,7 @@ def estimate_seconds(moves: Sequence[MoveCost], *, throttle: float | None,
                     rate = inf
             if bandwidth is not None:
                 rate = min(rate, bandwidth(int(recv)) / share)
-            rates.append(rate)
+            f[5] = rate
             t = f[0] / rate
             if t < dt:
                 dt = t
@@ -150,7 +149,8 @@ def estimate_seconds(moves: Sequence[MoveCost], *, throttle: float | None,
             return math.inf
         now += dt
         keep: list[list[float]] = []
-        for f, r in zip(flows, rates, strict=True):
+        for f in flows:
+            r = f[5]
             left_bytes = f[0] - r * dt
             f[0] = left_bytes
             if left_bytes > 1e-6 * (r if r > 1.0 else 1.0):  # max(1.0, r)
