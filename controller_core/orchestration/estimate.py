@@ -20,15 +20,15 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 SCAN_FACTOR = 20  # the executor looks this many candidates per free slot past blocked ones
 
 
-@dataclass(frozen=True, slots=True)
-class MoveCost:
-    """One partition move as the estimator sees it."""
+class MoveCost(NamedTuple):
+    """One partition move as the estimator sees it: a tuple, because a plan of 10^6
+    partitions makes 290,000 of them and a frozen dataclass's ``__init__`` (a ``setattr``
+    per field) took a second of it."""
 
     bytes_per_replica: int  # what each adding replica copies (the partition's size)
     leader: int  # the broker the copies fetch from
@@ -44,9 +44,9 @@ class MoveCost:
 
 def move_cost(leader: int, original: Sequence[int], target: Sequence[int], size: int,
               order: tuple[object, ...] = (), between: Sequence[int] = ()) -> MoveCost:
-    adding = tuple(r for r in target if r not in original)
-    return MoveCost(size, leader, adding, frozenset(set(target) ^ set(original)), order,
-                    tuple(between))
+    adding = tuple([r for r in target if r not in original])
+    return MoveCost(size, leader, adding, frozenset(target).symmetric_difference(original),
+                    order, tuple(between))
 
 
 def estimate_seconds(moves: Sequence[MoveCost], *, throttle: float | None,
@@ -62,9 +62,10 @@ def estimate_seconds(moves: Sequence[MoveCost], *, throttle: float | None,
     # the executor's order: fewest bytes to copy first (network and between directories)
     pending = deque(sorted(moves, key=lambda m: (m.bytes_per_replica * m.copies, m.order)))
     per_broker = max_concurrent_moves_per_broker
+    # moves running per broker, kept only where a per-broker limit reads it
     load: dict[int, int] = {}
     # flows: [remaining bytes, receiving broker, leader, move index, True if between log
-    # directories of the receiving broker]; moves: copies left
+    # directories of the receiving broker, rate this step]; moves: copies left
     flows: list[list[Any]] = []
     left: dict[int, int] = {}
     touched_of: dict[int, frozenset[int]] = {}
@@ -90,20 +91,22 @@ def estimate_seconds(moves: Sequence[MoveCost], *, throttle: float | None,
                 skipped.append(m)
                 continue
             slots -= 1
-            if not m.copies or m.bytes_per_replica <= 0:
+            copies = m.copies
+            if not copies or m.bytes_per_replica <= 0:
                 instant = True  # a reorder or a shrink completes at once
                 continue
-            for b in m.touched:
-                load[b] = load.get(b, 0) + 1
-            left[next_id] = m.copies
-            touched_of[next_id] = m.touched
+            if per_broker is not None:
+                for b in m.touched:
+                    load[b] = load.get(b, 0) + 1
+                touched_of[next_id] = m.touched
+            left[next_id] = copies
             size = float(m.bytes_per_replica)
             for r in m.adding:
-                flows.append([size, r, m.leader, next_id, False])
+                flows.append([size, r, m.leader, next_id, False, 0.0])
                 into[r] = into.get(r, 0) + 1
                 out_of[m.leader] = out_of.get(m.leader, 0) + 1
             for b in m.between:
-                flows.append([size, b, b, next_id, True])
+                flows.append([size, b, b, next_id, True, 0.0])
                 within[b] = within.get(b, 0) + 1
             next_id += 1
         pending.extendleft(reversed(skipped))
@@ -119,7 +122,6 @@ def estimate_seconds(moves: Sequence[MoveCost], *, throttle: float | None,
             return math.inf  # nothing can start: cannot happen with limits >= 1
         # Each flow's rate: the least of the throttles (each shared by the throttled copies
         # through its broker) and the receiver's bandwidth (shared by all its copies)
-        rates: list[float] = []
         dt = inf
         for f in flows:
             recv = f[1]
@@ -137,7 +139,7 @@ def estimate_seconds(moves: Sequence[MoveCost], *, throttle: float | None,
                     rate = inf
             if bandwidth is not None:
                 rate = min(rate, bandwidth(int(recv)) / share)
-            rates.append(rate)
+            f[5] = rate
             t = f[0] / rate
             if t < dt:
                 dt = t
@@ -147,7 +149,8 @@ def estimate_seconds(moves: Sequence[MoveCost], *, throttle: float | None,
             return math.inf
         now += dt
         keep: list[list[float]] = []
-        for f, r in zip(flows, rates, strict=True):
+        for f in flows:
+            r = f[5]
             left_bytes = f[0] - r * dt
             f[0] = left_bytes
             if left_bytes > 1e-6 * (r if r > 1.0 else 1.0):  # max(1.0, r)
@@ -162,7 +165,7 @@ def estimate_seconds(moves: Sequence[MoveCost], *, throttle: float | None,
             left[mid] -= 1
             if left[mid] == 0:
                 del left[mid]
-                for b in touched_of.pop(mid):
+                for b in touched_of.pop(mid, ()):
                     load[b] -= 1
                 if pending and start_at is None:
                     start_at = math.ceil(now / poll_seconds - 1e-9) * poll_seconds \

@@ -176,7 +176,11 @@ class Balancer:
 
     def try_replica_move(self, c: Candidate, choose: SoftChooser | None = None) -> bool:
         """``choose``: this round's :meth:`_soft_chooser`, bound once (else made here)."""
-        replicas, leader = self.current(c)
+        changed = self.changed.get(c.pid)  # current(c), inlined: a million calls a round
+        if changed is None:
+            replicas, leader = c.replicas, c.leader
+        else:
+            replicas, leader = changed
         if c.pos >= len(replicas) or replicas[c.pos] != c.src:
             return False
         if not c.mandatory:
@@ -237,10 +241,10 @@ class Balancer:
             src_disk = ls[DISK] - ts[DISK]
             if relaxed:
                 src_replicas = ls[REPLICAS] - ts[REPLICAS]
-                src_ok = True
+            elif src_disk - size < -band[src][DISK] and not sheds_small(src, size):
+                return None  # the giver may not give it: no destination is feasible
             else:
                 src_replicas = 0.0
-                src_ok = not (src_disk - size < -band[src][DISK] and not sheds_small(src, size))
             others: list[str | None] = []
             any_rack = True  # rack_ok: no racks, or racks too few and the source shares one
             if n_racks:
@@ -269,11 +273,8 @@ class Balancer:
                 dst_disk = load[DISK] - td[DISK]
                 if dst_disk + size > band[dst][DISK]:
                     continue
-                if relaxed:
-                    if dst_disk - src_disk + size >= 0 or \
-                            (load[REPLICAS] - td[REPLICAS]) - src_replicas + 1 > 0:
-                        continue
-                elif not src_ok:
+                if relaxed and (dst_disk - src_disk + size >= 0 or
+                                (load[REPLICAS] - td[REPLICAS]) - src_replicas + 1 > 0):
                     continue
                 delta = 0.0 + k_r * ((load[REPLICAS] - td[REPLICAS]) - es_r + 1) / mm_r
                 delta += 0.0 if size == 0 else k_d * (dst_disk - src_disk + size) / mm_d
@@ -411,7 +412,12 @@ class Balancer:
         if leaders:
             return sum(self.try_leader_move(c) for c in ordered)
         choose = self._soft_chooser()  # once a round: a million candidates at 10^6
-        return sum(self.try_replica_move(c, choose) for c in ordered)
+        try_move = self.try_replica_move
+        accepted = 0
+        for c in ordered:
+            if try_move(c, choose):
+                accepted += 1
+        return accepted
 
     def replica_sources(self, goal_kind: str, new: set[int], balance: bool = False,
                         widen: bool = False) -> set[int]:

@@ -70,8 +70,8 @@ spec:
 {%- endif %}
   electPreferredLeaders: {{ "true" if elect else "false" }}
   partitions:
-{%- for p in partitions %}
-  - {{ entry(p) }}
+{%- for e in entries %}
+  - {{ e }}
 {%- endfor %}
 """
 
@@ -146,25 +146,19 @@ def _json_str(text: str) -> str:
     return json.dumps(text)
 
 
-def _entry_bytes(m: PartitionMove) -> int:
-    return len(f"  - {_entry(m)}\n".encode())
-
-
-def chunk(moves: Sequence[PartitionMove], max_partitions: int,
-          budget: int) -> list[list[PartitionMove]]:
-    """Consecutive runs of moves under both limits (order kept: smallest first)."""
-    chunks: list[list[PartitionMove]] = []
-    cur: list[PartitionMove] = []
-    used = 0
-    for m in moves:
-        size = _entry_bytes(m)
-        if cur and (len(cur) >= max_partitions or used + size > budget):
-            chunks.append(cur)
-            cur, used = [], 0
-        cur.append(m)
+def chunk(entries: Sequence[str], max_partitions: int, budget: int) -> list[range]:
+    """Consecutive runs of the moves' entries (see ``_entry``) under both limits, as
+    index ranges (order kept: smallest first)."""
+    chunks: list[range] = []
+    start = used = 0
+    for i, e in enumerate(entries):
+        size = len(f"  - {e}\n".encode())
+        if i > start and (i - start >= max_partitions or used + size > budget):
+            chunks.append(range(start, i))
+            start, used = i, 0
         used += size
-    if cur:
-        chunks.append(cur)
+    if len(entries) > start:
+        chunks.append(range(start, len(entries)))
     return chunks
 
 
@@ -174,10 +168,13 @@ def render(moves: Sequence[PartitionMove], opts: RenderOptions) -> list[Rendered
         return []
     pid = plan_id(moves, opts.cluster, opts.goal)
     base = f"{dns_label(opts.cluster)}-{dns_label(opts.goal.split()[0])}-{pid}"[:240]
+    # each entry made once, for its size and for the text (290,000 at 10^6 partitions)
+    entries = [_entry(m) for m in moves]
     # headroom for the header and metadata, which are a few hundred bytes
-    chunks = chunk(moves, opts.max_partitions, max(opts.max_bytes - 2048, 1024))
+    chunks = chunk(entries, opts.max_partitions, max(opts.max_bytes - 2048, 1024))
     out: list[RenderedResource] = []
-    for i, part in enumerate(chunks, start=1):
+    for i, rows in enumerate(chunks, start=1):
+        part = moves[rows.start:rows.stop]
         name = f"{base}-{i:03d}"
         elect = any(m.leader_changes for m in part)
         text = _resource_tpl.render(
@@ -189,7 +186,8 @@ def render(moves: Sequence[PartitionMove], opts: RenderOptions) -> list[Rendered
             replicas_moved=sum(len(m.added) for m in part),
             bytes_moved=sum(m.bytes_moved for m in part),
             dir_replicas=(dir_replicas := sum(len(m.dir_moves) for m in part)),
-            dir_bytes=sum(m.dir_bytes_moved for m in part), entry=_entry)
+            dir_bytes=sum(m.dir_bytes_moved for m in part),
+            entries=entries[rows.start:rows.stop])
         if len(text.encode()) > opts.max_bytes:
             raise ValueError(f"internal: resource {name} renders to {len(text.encode())} bytes, "
                              f"over the {opts.max_bytes}-byte limit")

@@ -317,3 +317,22 @@ def test_the_estimate_to_the_last_bit_on_a_mixed_plan() -> None:
                             dir_throttle=20e6) == 768.69125672
     assert estimate_seconds(moves, throttle=None, max_concurrent_moves=5,
                             bandwidth=lambda b: 1e8 + 1e6 * b) == 324.11309854878056
+
+
+def test_move_cost_is_the_set_definition() -> None:
+    """move_cost builds its fields the fast way (a plan of 10^6 partitions makes 290,000):
+    the same as the plain set computation, in target order, on random moves."""
+    import random
+
+    rng = random.Random(3)
+    for _ in range(2000):
+        original = rng.sample(range(9), rng.randint(1, 4))
+        target = rng.sample(range(9), rng.randint(1, 4))
+        between = rng.sample(range(9), rng.randint(0, 2))
+        size = rng.randint(0, 99)
+        m = move_cost(original[0], original, target, size, ("t", 1), between)
+        assert m.adding == tuple(r for r in target if r not in set(original))
+        assert m.touched == frozenset(set(target) ^ set(original))
+        assert isinstance(m.touched, frozenset) and m.between == tuple(between)
+        assert m.copies == len(m.adding) + len(between)
+        assert (m.bytes_per_replica, m.leader, m.order) == (size, original[0], ("t", 1))

@@ -11,16 +11,19 @@ import random
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from controller_core.planning.balancer import EPS, Balancer, Candidate, round_order
 from controller_core.planning.local_table import _rack_shared_rows
 from controller_core.planning.objective import compute_targets
+from controller_core.planning.render import chunk
 from controller_core.planning.scoring import (
     CANDIDATE_COLUMNS,
     _padded,
     _race,
     _shares_a_rack,
+    best_per_source,
     uniform,
 )
 from controller_core.planning.snapshot import Broker
@@ -96,6 +99,15 @@ def test_the_sparse_race_draws_what_the_dense_one_drew(rows: int, cols: int,
         idx, fin = _race(weights, positive, pid, dest_ids, seed, choices, positive=True)
         want_idx, want_fin = dense_race(weights, positive, pid, dest_ids, seed, choices)
         assert (np.where(fin, idx, -1) == np.where(want_fin, want_idx, -1)).all()
+        # every cell drawn (a group of rows over the columns it may take): hashed whole
+        every = np.ones((rows, cols), dtype=bool)
+        weights = np.abs(weights) + 1e-300
+        want_idx, want_fin = dense_race(weights, every, pid, dest_ids, seed, choices)
+        assert want_fin.all()
+        for positive_flag in (True, False):
+            idx, fin = _race(weights, every, pid, dest_ids, seed, choices,
+                             positive=positive_flag)
+            assert fin.all() and (idx == want_idx).all()
 
 
 def slow_soft_dest(bal: Balancer, c: Candidate, replicas: tuple[int, ...], leader: int
@@ -180,3 +192,61 @@ def test_a_round_accepts_what_try_replica_move_accepts_one_by_one() -> None:
         assert one.unplaced == other.unplaced
         total += accepted
     assert total > 100
+
+
+def slow_best_per_source(frame: Any, caps: dict[int, int]) -> Any:
+    """best_per_source as it was written: pandas' sort, cumcount and mask."""
+    frame = frame.sort_values(["priority", "pid", "pos"], kind="stable")
+    rank = frame.groupby("src", sort=False).cumcount().to_numpy()
+    cap = frame["src"].map(caps).fillna(0).to_numpy(np.int64)
+    return frame[frame["mandatory"].to_numpy(bool) | (rank < cap)]
+
+
+def test_the_cut_keeps_what_pandas_sort_and_mask_kept() -> None:
+    rng = np.random.default_rng(11)
+    for trial in range(30):
+        n = int(rng.integers(1, 400))
+        mand = rng.random(n) < 0.1
+        # ties on priority (a few distinct values) and on pid (positions of one partition)
+        prio = np.where(mand, -np.inf, rng.integers(0, 5, size=n) / 4.0)
+        pid = rng.integers(-50, 50, size=n)
+        frame = pd.DataFrame({
+            "pid": pid, "pos": rng.integers(0, 3, size=n).astype(np.int32),
+            "src": rng.integers(0, 8, size=n), "mandatory": mand,
+            "dests": [[int(d)] for d in rng.integers(0, 8, size=n)], "priority": prio,
+            "replicas": [[1, 2, 3]] * n, "leader": np.ones(n, dtype=np.int64),
+            "size": np.arange(n), "bin": np.zeros(n, dtype=np.int64),
+            "bout": np.zeros(n, dtype=np.int64)},
+            index=rng.permutation(n) + 100 * trial)
+        caps = {b: int(rng.integers(0, 12)) for b in range(7)}  # source 7 has no cap: 0
+        want = slow_best_per_source(frame, caps)
+        got = best_per_source(frame, caps)
+        assert 0 < len(want) < n or trial < 3
+        pd.testing.assert_frame_equal(got, want)
+
+
+def slow_chunk(entries: list[str], max_partitions: int, budget: int) -> list[list[str]]:
+    """The resources' runs of entries as chunk() made them, a list per run."""
+    chunks: list[list[str]] = []
+    cur: list[str] = []
+    used = 0
+    for e in entries:
+        size = len(f"  - {e}\n".encode())
+        if cur and (len(cur) >= max_partitions or used + size > budget):
+            chunks.append(cur)
+            cur, used = [], 0
+        cur.append(e)
+        used += size
+    if cur:
+        chunks.append(cur)
+    return chunks
+
+
+def test_chunk_ranges_are_the_runs_of_entries() -> None:
+    rng = random.Random(5)
+    for _ in range(200):
+        entries = ["é" * rng.randint(0, 60) for _ in range(rng.randint(0, 80))]
+        max_partitions, budget = rng.randint(1, 12), rng.randint(1, 400)
+        got = [entries[r.start:r.stop] for r in chunk(entries, max_partitions, budget)]
+        assert got == slow_chunk(entries, max_partitions, budget)
+        assert all(len(r) > 0 for r in chunk(entries, max_partitions, budget))
