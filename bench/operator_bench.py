@@ -57,6 +57,14 @@ from kraftsman.handlers.runtime import KAFKA_RETRY
 from kraftsman.resources import API_VERSION
 
 
+def proc_status_mib(pid: int | str, key: str) -> float:
+    """A /proc status figure of a process in MiB (VmRSS, VmHWM)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{key}:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 class Operator:
     """The operator under test: a process started as the Deployment does, or a thread."""
 
@@ -93,11 +101,7 @@ class Operator:
 
     def status(self, key: str) -> float:
         """A /proc status figure of the operator's process in MiB (VmRSS, VmHWM)."""
-        pid = self.proc.pid if self.proc is not None else "self"
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(f"{key}:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
+        return proc_status_mib(self.proc.pid if self.proc is not None else "self", key)
 
     def cpu_seconds(self) -> float:
         pid = self.proc.pid if self.proc is not None else "self"
@@ -207,10 +211,7 @@ class Served:
         self.bootstrap = line.split()[-1]
 
     def peak_mib(self) -> float:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
+        return proc_status_mib(self.proc.pid, "VmHWM")
 
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)
@@ -219,6 +220,9 @@ class Served:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+SERVED: list[Served] = []  # stopped by main() whatever happens to the bench
 
 
 def cluster_spec(partitions: int, brokers: int = 6) -> dict[str, Any]:
@@ -339,7 +343,7 @@ async def memory(api: Api, args: argparse.Namespace, real: Any) -> None:
     await asyncio.sleep(args.idle)
     idle_cpu = (op.cpu_seconds() - cpu0) / (time.monotonic() - t_idle)
     t0 = time.monotonic()
-    served: list[Served] = []
+    served = SERVED
     for i in range(args.clusters):
         spec = cluster_spec(args.partitions)
         if args.remote:
@@ -447,7 +451,11 @@ def main() -> None:
     logging.basicConfig(level=logging.ERROR)
     logging.getLogger("kopf").setLevel(logging.CRITICAL)
     fn = latency if args.bench == "latency" else memory
-    asyncio.run((with_real_server if args.server == "real" else with_emulator)(fn, args))
+    try:
+        asyncio.run((with_real_server if args.server == "real" else with_emulator)(fn, args))
+    finally:
+        for served in SERVED:
+            served.stop()
 
 
 if __name__ == "__main__":

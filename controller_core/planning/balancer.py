@@ -176,11 +176,7 @@ class Balancer:
 
     def try_replica_move(self, c: Candidate, choose: SoftChooser | None = None) -> bool:
         """``choose``: this round's :meth:`_soft_chooser`, bound once (else made here)."""
-        changed = self.changed.get(c.pid)  # current(c), inlined: a million calls a round
-        if changed is None:
-            replicas, leader = c.replicas, c.leader
-        else:
-            replicas, leader = changed
+        replicas, leader = self.current(c)
         if c.pos >= len(replicas) or replicas[c.pos] != c.src:
             return False
         if not c.mandatory:
@@ -412,12 +408,7 @@ class Balancer:
         if leaders:
             return sum(self.try_leader_move(c) for c in ordered)
         choose = self._soft_chooser()  # once a round: a million candidates at 10^6
-        try_move = self.try_replica_move
-        accepted = 0
-        for c in ordered:
-            if try_move(c, choose):
-                accepted += 1
-        return accepted
+        return sum(self.try_replica_move(c, choose) for c in ordered)
 
     def replica_sources(self, goal_kind: str, new: set[int], balance: bool = False,
                         widen: bool = False) -> set[int]:
