@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -92,3 +94,39 @@ def cluster_yaml(*topics: str, metadata_version: str | None = None) -> str:
         "    brokers: [{id: 0, rack: a}, {id: 1, rack: b}, {id: 2, rack: c}, {id: 3, rack: a}]",
         *version, "    replicationBytesPerSecond: 1000000", "    topics:",
         *(f"      - {t}" for t in topics)]) + "\n"
+
+
+class SlowClient(logging.Handler):
+    """Holds kafka-python's IO thread for a second after it sends a SaslAuthenticate, as a
+    busy machine does: a refusing broker's answer and its close are then read together (both
+    cores busy, real Kafka 4.4: 3 of 6 logins ended in "cannot reach bootstrap servers" after
+    30 s). Install with :meth:`on`; :meth:`off` restores the loggers."""
+
+    LOGGERS = ("kafka.net.connection", "kafka.net.transport")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed = False
+        self.levels: dict[str, int] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.name == "kafka.net.connection" and "SaslAuthenticateRequest(" in str(
+                record.args):
+            self.armed = True
+        elif self.armed and str(record.msg).endswith("sent %d bytes"):
+            self.armed = False
+            time.sleep(1.0)
+
+    def on(self) -> SlowClient:
+        for name in self.LOGGERS:
+            logger = logging.getLogger(name)
+            self.levels[name] = logger.level
+            logger.addHandler(self)
+            logger.setLevel(logging.DEBUG)
+        return self
+
+    def off(self) -> None:
+        for name, level in self.levels.items():
+            logger = logging.getLogger(name)
+            logger.removeHandler(self)
+            logger.setLevel(level)

@@ -69,6 +69,7 @@ from controller_core.admin import (
     behind,
     marker_replication_factor,
 )
+from controller_core.backends import last_words  # noqa: F401  (a kafka-python fix, on import)
 from controller_core.backends.security import connection_settings
 from controller_core.errors import ApiResult, ErrorCode, KafkaApiError
 from controller_core.model import ElectionType, TopicPartition, is_whole_number, parse_endpoint

@@ -265,13 +265,16 @@ class ClusterServer:
                         return
                     if not out:
                         continue  # a request that gets no answer (Produce with acks=0)
+                    closing = session.extra.pop("close", False)
+                    if closing:
+                        # As Kafka's Selector does on a failed authentication: the refusal is
+                        # held for connection.failed.authentication.delay.ms, then sent and the
+                        # connection closed at once — a client reads the two together, as
+                        # kraftsman's must (backends/last_words.py).
+                        await asyncio.sleep(FAILED_AUTH_CLOSE_DELAY_SECONDS)
                     writer.write(out)
                     await asyncio.wait_for(writer.drain(), cfg.write_timeout_seconds)
-                    if session.extra.pop("close", False):
-                        # Like a broker's connection.failed.authentication.delay.ms: let the
-                        # client read the error before the connection goes, so it reports
-                        # the refusal rather than a disconnect.
-                        await asyncio.sleep(FAILED_AUTH_CLOSE_DELAY_SECONDS)
+                    if closing:
                         return
                 if want < reserved:
                     await budget.release(reserved - want)

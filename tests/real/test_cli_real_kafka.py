@@ -14,9 +14,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
+from controller_core.backends import RetryPolicy, open_kafka_admin
+from controller_core.backends.client_properties import load_command_config
+from controller_core.errors import KafkaApiError
+from tests.helpers import SlowClient
 from tests.real.fixtures import Session
 from tests.real.kafka import run_tool
 
@@ -183,6 +188,25 @@ def test_a_wrong_password_is_one_clear_error_and_changes_nothing(real_kafka: Ses
     assert done.stderr.count("error:") == 1 and "Traceback" not in done.stderr, done.stderr
     assert "authentication" in done.stderr and "not-the-password" not in done.stderr
     assert kafka_topics(real_kafka, name)[0][0] == [0, 1, 2]
+
+
+def test_a_refusal_read_with_the_close_is_still_the_refusal(real_kafka: Session,
+                                                            tmp_path: Path) -> None:
+    """Kafka holds a refused login's answer for connection.failed.authentication.delay.ms and
+    closes right after sending it; a client slow to read gets both at once. The twin does the
+    same (tests/serve/test_tls_scram.py); here the real broker, with the same slow client."""
+    wrong = tmp_path / "wrong.properties"
+    wrong.write_text(real_kafka.cluster.client_properties.read_text().replace(
+        'password="admin-secret"', 'password="not-the-password"'))
+    slow = SlowClient().on()
+    try:
+        with pytest.raises(KafkaApiError) as e:
+            open_kafka_admin(real_kafka.cluster.bootstrap("SASL_SSL"),
+                             load_command_config(wrong), retry=RetryPolicy(total_seconds=10))
+    finally:
+        slow.off()
+    assert e.value.error.name == "SASL_AUTHENTICATION_FAILED", e.value
+    assert "invalid credentials" in str(e.value) and "not-the-password" not in str(e.value)
 
 
 def test_a_certificate_from_another_ca_is_refused_clearly(real_kafka: Session,

@@ -20,7 +20,7 @@ from controller_core.errors import KafkaApiError
 from controller_core.model import TopicPartition
 from controller_core.wire.auth import AuthFile, Authorizer
 from controller_core.wire.scram import INVALID, ScramError, ScramServer, make_credential
-from tests.helpers import cluster
+from tests.helpers import SlowClient, cluster
 from tests.serve.harness import ServedCluster, served
 from tests.tls_certs import Pki, make_pki
 
@@ -128,6 +128,21 @@ def test_wrong_password_is_refused_at_once(tls_server: ServedCluster, pki: Pki,
     assert "nope" not in str(e.value)
     assert took < 5, "the refusal waited for the bootstrap timeout"
     assert any(f"SASL/{mechanism} authentication failed" in line for line in tls_server.logs)
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
+def test_a_refusal_read_with_the_close_is_still_the_refusal(tls_server: ServedCluster,
+                                                            pki: Pki, mechanism: str) -> None:
+    slow = SlowClient().on()
+    try:
+        with pytest.raises(KafkaApiError) as e:
+            open_kafka_admin(tls_server.bootstrap, {
+                "security.protocol": "SASL_SSL", "sasl.mechanism": mechanism,
+                "sasl.username": "admin", "sasl.password": "nope", "ca.crt": pki.ca.read_text()},
+                retry=RetryPolicy(total_seconds=6))
+    finally:
+        slow.off()
+    assert e.value.error.name == "SASL_AUTHENTICATION_FAILED", e.value
 
 
 def test_disabled_mechanism_is_refused_with_the_enabled_ones(tmp_path: Path) -> None:
