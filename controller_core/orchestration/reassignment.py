@@ -436,7 +436,8 @@ class ReassignmentExecutor:
         """Derive done / moving / pending from the cluster, once: on start, or at the first
         pass of a resumed run."""
         pending: list[TopicPartition] = []
-        self.failed = {tp for tp in self.plan.moves if str(tp) in self.state.failed}
+        recorded = self.state.failed  # usually empty: no name of 100,000 moves is built then
+        self.failed = {tp for tp in self.plan.moves if str(tp) in recorded} if recorded else set()
         dirs = self.plan.log_dirs
         where = log_dir_moves.placements(self.admin, log_dir_moves.wanted(
             dirs, [tp for tp in dirs if tp in current and tp not in self.failed]))
