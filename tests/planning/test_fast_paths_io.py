@@ -1,0 +1,131 @@
+"""Fast paths of reading the snapshot, finishing and rendering the plan, against the plain
+code they stand for.
+
+Reading and validating a 10^6-partition snapshot, finishing its plan and rendering it were
+made faster (issue 22) without changing what they find or write: here each shortcut is
+compared with the straightforward computation on random inputs, so one row judged (or one
+resource cut) differently fails.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from controller_core.planning import snapshot as snapshot_module
+from controller_core.planning.schema import PARTITIONS_FILE
+from controller_core.planning.snapshot import (
+    PartitionTable,
+    SnapshotError,
+    read_snapshot,
+    validate_partitions,
+    write_snapshot,
+)
+from controller_core.planning.synthetic import make_snapshot
+
+BROKERS = set(range(0, 40, 2)) | {1001, 1003}
+
+
+def sound_table(rng: random.Random, rows: int) -> PartitionTable:
+    t = PartitionTable()
+    for i in range(rows):
+        replicas = rng.sample(sorted(BROKERS), rng.randint(1, 4))
+        t.append(f"t{i % 7}", i // 7, replicas, rng.choice(replicas),
+                 rng.randint(0, 10**12), rng.random() * 100, 0.0)
+    return t
+
+
+def spoil(rng: random.Random, t: PartitionTable) -> str:
+    """One random fault of a row that validate_partitions names; returns its kind."""
+    row = rng.randrange(len(t))
+    kind = rng.choice(["topic", "partition", "duplicate", "empty", "repeat", "unknown",
+                       "leader", "size", "rate_nan", "rate_negative", "negative_broker"])
+    if kind == "topic":
+        t.topic[row] = ""
+    elif kind == "partition":
+        t.partition[row] = -1
+    elif kind == "duplicate":
+        other = (row + 1) % len(t)
+        t.topic[row], t.partition[row] = t.topic[other], t.partition[other]
+    elif kind == "empty":
+        t.replicas[row] = []
+    elif kind == "repeat":
+        t.replicas[row] = [*t.replicas[row], t.replicas[row][0]]
+    elif kind == "unknown":
+        t.replicas[row] = [*t.replicas[row][:-1], 5]
+    elif kind == "leader":
+        t.leader[row] = next(b for b in sorted(BROKERS) if b not in t.replicas[row])
+    elif kind == "size":
+        t.size_bytes[row] = -1
+    elif kind == "rate_nan":
+        t.bytes_in_per_second[row] = float("nan")
+    elif kind == "rate_negative":
+        t.bytes_out_per_second[row] = -0.5
+    else:
+        t.replicas[row] = [-4]
+        t.leader[row] = -4
+    return kind
+
+
+def loop_problems(t: PartitionTable, brokers: set[int], monkeypatch: pytest.MonkeyPatch
+                  ) -> list[str]:
+    with monkeypatch.context() as m:
+        m.setattr(snapshot_module, "_every_row_sound", lambda table, ids: False)
+        return validate_partitions(t, brokers)
+
+
+def test_the_numpy_row_check_is_the_loops(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(7)
+    kinds: dict[bool, int] = {True: 0, False: 0}
+    for case in range(300):
+        t = sound_table(rng, rng.randint(1, 60))
+        for _ in range(case % 3):
+            spoil(rng, t)
+        sound = not loop_problems(t, BROKERS, monkeypatch)
+        assert snapshot_module._every_row_sound(t, BROKERS) == sound
+        kinds[sound] += 1
+        # with the fast path on, the problems are the loop's, to the letter
+        assert validate_partitions(t, BROKERS) == loop_problems(t, BROKERS, monkeypatch)
+    assert kinds[True] > 50 and kinds[False] > 50
+    assert snapshot_module._every_row_sound(PartitionTable(), BROKERS)
+    assert not snapshot_module._every_row_sound(sound_table(rng, 3), set())
+
+
+def test_values_not_plain_integers_are_left_to_the_loop(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    t = sound_table(random.Random(2), 20)
+    assert snapshot_module._every_row_sound(t, BROKERS)
+    t.partition[3] = 10**6 + 0.5  # type: ignore[call-overload]
+    t.size_bytes[5] = 2**70
+    assert not snapshot_module._every_row_sound(t, BROKERS)
+    assert validate_partitions(t, BROKERS) == loop_problems(t, BROKERS, monkeypatch) == []
+    negative = sound_table(random.Random(2), 20)
+    negative.replicas[0] = [*negative.replicas[0][:1], -3]
+    negative.leader[0] = -3
+    assert not snapshot_module._every_row_sound(negative, BROKERS | {-3})
+    assert validate_partitions(negative, BROKERS | {-3}) == []
+
+
+def test_nulls_are_found_by_arrow_and_named_by_row(tmp_path: Path) -> None:
+    d = tmp_path / "s"
+    write_snapshot(make_snapshot(brokers=6, partitions=30, seed=3), d)
+    read_snapshot(d)  # sound
+    table = pq.read_table(d / PARTITIONS_FILE)
+    replicas = table.column("replicas").to_pylist()
+    replicas[17] = [replicas[17][0], None, replicas[17][2]]
+    leader = table.column("leader").to_pylist()
+    leader[4] = None
+    table = table.set_column(table.schema.get_field_index("replicas"), "replicas",
+                             pa.array(replicas, table.schema.field("replicas").type))
+    table = table.set_column(table.schema.get_field_index("leader"), "leader",
+                             pa.array(leader, table.schema.field("leader").type))
+    pq.write_table(table, d / PARTITIONS_FILE)
+    with pytest.raises(SnapshotError) as e:
+        read_snapshot(d)
+    assert e.value.problems == [
+        "partitions.parquet: row 17: field 'replicas' holds a null broker id",
+        "partitions.parquet: row 4: field 'leader' is null; it is required"]
