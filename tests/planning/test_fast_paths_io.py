@@ -12,11 +12,13 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from controller_core.planning import snapshot as snapshot_module
+from controller_core.planning.local_table import LocalTable, _unique_ids
 from controller_core.planning.schema import PARTITIONS_FILE
 from controller_core.planning.snapshot import (
     PartitionTable,
@@ -129,3 +131,29 @@ def test_nulls_are_found_by_arrow_and_named_by_row(tmp_path: Path) -> None:
     assert e.value.problems == [
         "partitions.parquet: row 17: field 'replicas' holds a null broker id",
         "partitions.parquet: row 4: field 'leader' is null; it is required"]
+
+
+@pytest.mark.parametrize("top", [50, 10**9])  # the table, and np.unique for large ids
+def test_unique_ids_is_numpys_unique(top: int) -> None:
+    rng = np.random.default_rng(top)
+    for n in (0, 1, 500):
+        ids = rng.integers(0, top, size=n)
+        brokers, slot = _unique_ids(ids)
+        want_b, want_s = np.unique(ids, return_inverse=True)
+        assert brokers.tolist() == want_b.tolist()
+        assert slot.tolist() == want_s.tolist()
+        assert brokers.dtype == ids.dtype
+
+
+def test_rows_of_is_the_dict_of_partition_ids(tmp_path: Path) -> None:
+    d = tmp_path / "s"
+    write_snapshot(make_snapshot(brokers=6, partitions=300, seed=5), d)
+    table = LocalTable(d)
+    row_of = {pid: r for r, pid in enumerate(table.pid.tolist())}
+    asked = random.Random(1).sample(sorted(row_of), 120)
+    assert table._rows_of(np.array(asked, dtype=np.int64)).tolist() == \
+        [row_of[p] for p in asked]
+    assert table._rows_of(np.zeros(0, dtype=np.int64)).tolist() == []
+    missing = next(p for p in range(10**6) if p not in row_of)
+    with pytest.raises(KeyError):
+        table._rows_of(np.array([asked[0], missing], dtype=np.int64))
