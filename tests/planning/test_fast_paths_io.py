@@ -3,12 +3,13 @@ code they stand for.
 
 Reading and validating a 10^6-partition snapshot, finishing its plan and rendering it were
 made faster (issue 22) without changing what they find or write: here each shortcut is
-compared with the straightforward computation on random inputs, so one row judged (or one
-resource cut) differently fails.
+compared with the straightforward computation on random inputs, so one row judged
+differently fails.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 from pathlib import Path
 
@@ -19,6 +20,9 @@ import pytest
 
 from controller_core.planning import snapshot as snapshot_module
 from controller_core.planning.local_table import LocalTable, _unique_ids
+from controller_core.planning.render import plan_id
+from controller_core.planning.result import PartitionMove
+from controller_core.planning.rounds import _int_tuples
 from controller_core.planning.schema import PARTITIONS_FILE
 from controller_core.planning.snapshot import (
     PartitionTable,
@@ -157,3 +161,24 @@ def test_rows_of_is_the_dict_of_partition_ids(tmp_path: Path) -> None:
     missing = next(p for p in range(10**6) if p not in row_of)
     with pytest.raises(KeyError):
         table._rows_of(np.array([asked[0], missing], dtype=np.int64))
+
+
+def test_plan_id_is_the_digest_of_each_line_in_turn() -> None:
+    moves = [PartitionMove(f"t-{i % 3}", i, (1, 2), (2, 3 + i % 2), 10 * i, 1,
+                           None if i % 2 else ("/a", "/b"), None if i % 2 else ("/b", "/a"))
+             for i in range(9)]
+    h = hashlib.sha256(b"demo\nrebalance\n")
+    for m in moves:
+        dirs = "" if m.dirs_after is None else f"\0{list(m.dirs_after)}"
+        h.update(f"{m.topic}\0{m.partition}\0{list(m.after)}{dirs}\n".encode())
+    assert plan_id(moves, "demo", "rebalance") == h.hexdigest()[:8]
+    assert plan_id(moves[1:], "demo", "rebalance") != h.hexdigest()[:8]
+
+
+def test_int_tuples_of_lists_and_of_arrow_arrays() -> None:
+    lists = [[3, 1], [], [7]]
+    assert _int_tuples(lists) == [(3, 1), (), (7,)]
+    arrays = [np.array(x, dtype=np.int32) for x in lists]
+    got = _int_tuples([arrays[0], lists[1], arrays[2]])
+    assert got == [(3, 1), (), (7,)]
+    assert all(type(v) is int for t in got for v in t)
