@@ -182,3 +182,13 @@ def test_int_tuples_of_lists_and_of_arrow_arrays() -> None:
     got = _int_tuples([arrays[0], lists[1], arrays[2]])
     assert got == [(3, 1), (), (7,)]
     assert all(type(v) is int for t in got for v in t)
+
+
+def test_a_partition_id_collision_is_refused(tmp_path: Path) -> None:
+    d = tmp_path / "s"
+    write_snapshot(make_snapshot(brokers=6, partitions=50, seed=2), d)
+    table = LocalTable(d)
+    assert table.per_rack(3)[0] > 0
+    table.pid[17] = table.pid[40]
+    with pytest.raises(RuntimeError, match="partition id hash collision"):
+        table.per_rack(3)
