@@ -236,6 +236,10 @@ def _every_row_sound(table: PartitionTable, broker_ids: set[int]) -> bool:
     a plain integer or float) leaves the rows to the loop, which names each problem."""
     np = importlib.import_module("numpy")
     n = len(table.topic)
+    columns = (table.partition, table.replicas, table.leader, table.size_bytes,
+               table.bytes_in_per_second, table.bytes_out_per_second)
+    if any(len(c) != n for c in columns):
+        return False  # (the loop's zip refuses columns of different lengths)
     if n == 0 or not broker_ids or not all(table.topic):
         return n == 0
     try:
@@ -245,7 +249,7 @@ def _every_row_sound(table: PartitionTable, broker_ids: set[int]) -> bool:
         rates = [np.array(c) for c in (table.bytes_in_per_second, table.bytes_out_per_second)]
     except (TypeError, ValueError, OverflowError):
         return False
-    if any(len(c) != n for c in (*cols, *rates)) or int(lengths.min()) < 1 or \
+    if int(lengths.min()) < 1 or any(c.ndim != 1 for c in (flat, *cols, *rates)) or \
             any(c.dtype.kind != "i" for c in (flat, *cols)) or \
             any(r.dtype.kind not in "if" for r in rates):
         return False
@@ -262,8 +266,11 @@ def _every_row_sound(table: PartitionTable, broker_ids: set[int]) -> bool:
     lead = index[np.where((leader >= 0) & (leader <= known[-1]), leader, -1)]
     if (slot < 0).any() or (lead < 0).any():
         return False
-    # rows of slots, padded with -1, -2, ... (never equal to a slot nor to each other)
+    # rows of slots, padded with -1, -2, ... (never equal to a slot nor to each other); a
+    # row far longer than the others would make the matrix huge: the loop takes those
     width = int(lengths.max())
+    if n * width > 4 * len(flat) + 65536:
+        return False
     rows = np.full((n, width), -1, dtype=np.int64) - np.arange(width)
     at = np.repeat(np.arange(n), lengths)
     rows[at, np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)] = slot

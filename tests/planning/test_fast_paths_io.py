@@ -77,6 +77,17 @@ def spoil(rng: random.Random, t: PartitionTable) -> str:
     return kind
 
 
+def shuffled(rng: random.Random, t: PartitionTable) -> PartitionTable:
+    """The same rows in another order (partition ids no longer sorted within a topic)."""
+    order = list(range(len(t)))
+    rng.shuffle(order)
+    out = PartitionTable()
+    for r in order:
+        out.append(t.topic[r], t.partition[r], t.replicas[r], t.leader[r], t.size_bytes[r],
+                   t.bytes_in_per_second[r], t.bytes_out_per_second[r])
+    return out
+
+
 def loop_problems(t: PartitionTable, brokers: set[int], monkeypatch: pytest.MonkeyPatch
                   ) -> list[str]:
     with monkeypatch.context() as m:
@@ -91,6 +102,8 @@ def test_the_numpy_row_check_is_the_loops(monkeypatch: pytest.MonkeyPatch) -> No
         t = sound_table(rng, rng.randint(1, 60))
         for _ in range(case % 3):
             spoil(rng, t)
+        if case % 2:
+            t = shuffled(rng, t)
         sound = not loop_problems(t, BROKERS, monkeypatch)
         assert snapshot_module._every_row_sound(t, BROKERS) == sound
         kinds[sound] += 1
@@ -116,6 +129,44 @@ def test_values_not_plain_integers_are_left_to_the_loop(monkeypatch: pytest.Monk
     assert validate_partitions(negative, BROKERS | {-3}) == []
 
 
+def test_odd_broker_and_partition_ids_give_the_loops_verdict(monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """Broker ids too large for the table, partition ids too large for one sort key, a row
+    far longer than the others, columns of different lengths: the loop's verdict each."""
+    rng = random.Random(11)
+    huge = BROKERS | {10**12}
+    for case in range(40):
+        t = sound_table(rng, 30)
+        t.replicas[case % 30] = [10**12]
+        t.leader[case % 30] = 10**12
+        for _ in range(case % 2):
+            spoil(rng, t)
+        want = loop_problems(t, huge, monkeypatch)
+        assert not snapshot_module._every_row_sound(t, huge)  # left to the loop
+        assert validate_partitions(t, huge) == want
+    for case in range(40):
+        t = shuffled(rng, sound_table(rng, 30))
+        t.partition[case % 30] = 2**62 + case  # the set of (topic, partition), not one key
+        if case % 2:
+            t.topic[(case + 1) % 30], t.partition[(case + 1) % 30] = \
+                t.topic[case % 30], t.partition[case % 30]
+        sound = not loop_problems(t, BROKERS, monkeypatch)
+        assert sound == (case % 2 == 0)
+        assert snapshot_module._every_row_sound(t, BROKERS) == sound
+        assert validate_partitions(t, BROKERS) == loop_problems(t, BROKERS, monkeypatch)
+    long = PartitionTable()
+    for i in range(20_000):
+        long.append("t", i, [0], 0, 1, 0.0, 0.0)
+    long.replicas[7] = sorted(BROKERS)
+    assert not snapshot_module._every_row_sound(long, BROKERS)  # no 20,000 x 22 matrix
+    assert validate_partitions(long, BROKERS) == []
+    ragged = sound_table(rng, 10)
+    ragged.replicas.append([0])
+    assert not snapshot_module._every_row_sound(ragged, BROKERS)
+    with pytest.raises(ValueError):
+        validate_partitions(ragged, BROKERS)
+
+
 def test_nulls_are_found_by_arrow_and_named_by_row(tmp_path: Path) -> None:
     d = tmp_path / "s"
     write_snapshot(make_snapshot(brokers=6, partitions=30, seed=3), d)
@@ -123,16 +174,19 @@ def test_nulls_are_found_by_arrow_and_named_by_row(tmp_path: Path) -> None:
     table = pq.read_table(d / PARTITIONS_FILE)
     replicas = table.column("replicas").to_pylist()
     replicas[17] = [replicas[17][0], None, replicas[17][2]]
+    replicas[9] = None
     leader = table.column("leader").to_pylist()
     leader[4] = None
     table = table.set_column(table.schema.get_field_index("replicas"), "replicas",
                              pa.array(replicas, table.schema.field("replicas").type))
     table = table.set_column(table.schema.get_field_index("leader"), "leader",
                              pa.array(leader, table.schema.field("leader").type))
-    pq.write_table(table, d / PARTITIONS_FILE)
+    pq.write_table(table, d / PARTITIONS_FILE, row_group_size=4)  # read as 8 chunks
+    assert pq.read_table(d / PARTITIONS_FILE).column("replicas").num_chunks > 1
     with pytest.raises(SnapshotError) as e:
         read_snapshot(d)
     assert e.value.problems == [
+        "partitions.parquet: row 9: field 'replicas' is null; it is required",
         "partitions.parquet: row 17: field 'replicas' holds a null broker id",
         "partitions.parquet: row 4: field 'leader' is null; it is required"]
 
