@@ -19,11 +19,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from controller_core.planning import snapshot as snapshot_module
-from controller_core.planning.local_table import LocalTable, _unique_ids
+from controller_core.planning.balancer import Balancer
+from controller_core.planning.local_table import LocalTable, _loads, _unique_ids
+from controller_core.planning.objective import compute_targets
 from controller_core.planning.render import plan_id
 from controller_core.planning.result import PartitionMove
 from controller_core.planning.rounds import _int_tuples
 from controller_core.planning.schema import PARTITIONS_FILE
+from controller_core.planning.scoring import _padded
 from controller_core.planning.snapshot import (
     PartitionTable,
     SnapshotError,
@@ -32,6 +35,7 @@ from controller_core.planning.snapshot import (
     write_snapshot,
 )
 from controller_core.planning.synthetic import make_snapshot
+from controller_core.planning.table import VIOLATION_ROWS, Changes, Finished
 
 BROKERS = set(range(0, 40, 2)) | {1001, 1003}
 
@@ -217,6 +221,72 @@ def test_rows_of_is_the_dict_of_partition_ids(tmp_path: Path) -> None:
         table._rows_of(np.array([asked[0], missing], dtype=np.int64))
 
 
+def finish_by_dict(t: LocalTable, changes: Changes, broker_ids: list[int], bal: Balancer,
+                   removed: set[int], pids: list[int]) -> Finished:
+    """LocalTable.finish as it was: the rows by a dict of every partition id."""
+    row_of = dict(zip(t.pid.tolist(), range(len(t.pid)), strict=True))
+    replicas = list(t.replicas)
+    leader = t.leader.copy()
+    for pid, (reps, lead) in changes.items():
+        replicas[row_of[pid]] = list(reps)
+        leader[row_of[pid]] = lead
+    after = _loads(replicas, leader, t.size, t.bin, t.bout, broker_ids,
+                   _padded(replicas, max(map(len, replicas))))
+    moved = [row_of[pid] for pid, (reps, _) in changes.items()
+             if list(reps) != t.replicas[row_of[pid]]]
+    moved.sort(key=lambda r: (int(t.size[r]), str(t.topic[r]), int(t.partition[r])))
+    moves = [PartitionMove(str(t.topic[r]), int(t.partition[r]), tuple(t.replicas[r]),
+                           tuple(replicas[r]), int(t.size[r]), int(t.leader[r]))
+             for r in moved]
+    left = [(str(t.topic[r]), int(t.partition[r]), list(now))
+            for r, now in enumerate(replicas) if not removed.isdisjoint(now)][:VIOLATION_ROWS]
+    shared = [(str(t.topic[r]), int(t.partition[r]), list(replicas[r]), int(t.size[r]))
+              for r in range(len(replicas))
+              if len({bal.rack_of.get(b) or "none" for b in replicas[r]}) <
+              min(len(replicas[r]), len(set(bal.rack_of.values())))][:VIOLATION_ROWS]
+    rows = {pid: (str(t.topic[row_of[pid]]), int(t.partition[row_of[pid]]),
+                  list(replicas[row_of[pid]])) for pid in pids}
+    return Finished(after, moves, left, shared, rows)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_finish_is_the_finish_by_a_dict_of_rows(tmp_path: Path, seed: int) -> None:
+    """Moved rows, rows moved back, leaders changed only, a removed broker, rows asked for
+    by id (unsorted, repeated): the same Finished as the dict of every partition id gave."""
+    d = tmp_path / "s"
+    snap = make_snapshot(brokers=9, partitions=400, seed=seed, topics=5)
+    write_snapshot(snap, d)
+    table = LocalTable(d)
+    ids = snap.broker_ids()
+    loads = table.loads(ids)
+    bal = Balancer(snap.brokers, loads, compute_targets(snap.brokers, set(ids), [1.0] * 5),
+                   dest_ids=set(ids), removed=set())
+    rng = random.Random(seed)
+    pids = table.pid.tolist()
+    changes: dict[int, tuple[tuple[int, ...], int]] = {}
+    for r in rng.sample(range(len(pids)), 120):
+        reps = list(table.replicas[r])
+        kind = r % 3
+        if kind == 0:  # moved: one replica to a broker outside the row
+            reps[rng.randrange(len(reps))] = rng.choice([b for b in ids if b not in reps])
+        elif kind == 1:  # moved and back, or only the leader changed
+            pass
+        else:  # reordered
+            reps.reverse()
+        changes[pids[r]] = (tuple(reps), rng.choice(reps))
+    asked = [*rng.sample(pids, 7), pids[0], *list(changes)[:3], pids[0]]
+    for removed in (set(), {ids[2]}):
+        got = table.finish(changes, ids, bal, removed, asked)
+        assert got == finish_by_dict(table, changes, ids, bal, removed, asked)
+        assert got.moves and got.rows and (got.drained_left or not removed)
+    empty = table.finish({}, ids, bal, set(), [])
+    assert empty == finish_by_dict(table, {}, ids, bal, set(), [])
+    assert empty.loads == loads and not empty.moves
+    with pytest.raises(KeyError):
+        table.finish({next(p for p in range(10**6) if p not in set(pids)): ((0,), 0)}, ids,
+                     bal, set(), [])
+
+
 def test_plan_id_is_the_digest_of_each_line_in_turn() -> None:
     moves = [PartitionMove(f"t-{i % 3}", i, (1, 2), (2, 3 + i % 2), 10 * i, 1,
                            None if i % 2 else ("/a", "/b"), None if i % 2 else ("/b", "/a"))
@@ -242,7 +312,11 @@ def test_a_partition_id_collision_is_refused(tmp_path: Path) -> None:
     d = tmp_path / "s"
     write_snapshot(make_snapshot(brokers=6, partitions=50, seed=2), d)
     table = LocalTable(d)
-    assert table.per_rack(3)[0] > 0
+    table.replicas[3] = table.replicas[3][:2]  # a row on two of the three racks
+    every = np.array([len(r) == 3 for r in table.replicas], dtype=bool)
+    assert table.per_rack(3) == [float(every.sum()), 0.0, float(table.size[every].sum()),
+                                 float(table.bin[every].sum()), 0.0]
+    assert table.per_rack(1) == [0.0] * 5
     table.pid[17] = table.pid[40]
     with pytest.raises(RuntimeError, match="partition id hash collision"):
         table.per_rack(3)
