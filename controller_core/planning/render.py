@@ -124,11 +124,14 @@ def dns_label(text: str) -> str:
 
 def plan_id(moves: Sequence[PartitionMove], cluster: str, goal: str) -> str:
     """A short content hash: the same plan always has the same names."""
-    h = hashlib.sha256(f"{cluster}\n{goal}\n".encode())
-    for m in moves:
-        dirs = "" if m.dirs_after is None else f"\0{list(m.dirs_after)}"
-        h.update(f"{m.topic}\0{m.partition}\0{list(m.after)}{dirs}\n".encode())
-    return h.hexdigest()[:8]
+    # the lines hashed at once: the digest of the same bytes, without an update a move
+    lines = "".join(map(_id_line, moves))
+    return hashlib.sha256(f"{cluster}\n{goal}\n{lines}".encode()).hexdigest()[:8]
+
+
+def _id_line(m: PartitionMove) -> str:
+    dirs = "" if m.dirs_after is None else f"\0{list(m.dirs_after)}"
+    return f"{m.topic}\0{m.partition}\0{list(m.after)}{dirs}\n"
 
 
 def _entry(m: PartitionMove) -> str:

@@ -45,15 +45,18 @@ def to_candidates(frame: Any) -> list[Candidate]:
     took seconds."""
     cols = [frame[c].tolist() for c in CANDIDATE_COLUMNS]
     cols[3] = [bool(m) for m in cols[3]]  # mandatory
-    cols[4] = list(map(_ints, cols[4]))  # dests
+    cols[4] = _int_tuples(cols[4])  # dests
     cols[5] = [float(p) for p in cols[5]]  # priority
-    cols[6] = list(map(_ints, cols[6]))  # replicas
+    cols[6] = _int_tuples(cols[6])  # replicas
     return list(map(Candidate._make, zip(*cols, strict=True)))
 
 
-def _ints(values: Any) -> tuple[int, ...]:
-    """A list cell as Python ints: numpy arrays from Spark's Arrow, lists on the driver."""
-    return tuple(values.tolist() if hasattr(values, "tolist") else values)
+def _int_tuples(cells: list[Any]) -> list[tuple[int, ...]]:
+    """List cells as tuples of Python ints: numpy arrays from Spark's Arrow, lists of ints
+    on the driver (there one ``tuple`` a cell, without a test per cell)."""
+    if set(map(type, cells)) <= {list, tuple}:
+        return list(map(tuple, cells))
+    return [tuple(v.tolist() if hasattr(v, "tolist") else v) for v in cells]
 
 
 def context(bal: Balancer, sources: set[int], dests: set[int], seed: int, choices: int,
