@@ -95,8 +95,11 @@ class Operator:
             pod = from_chart(extra_args=extra)
             await apply(self.server, pod.objects)
             kubeconfig = write_kubeconfig(self.workdir / "kubeconfig", self.server)
+        # the caller's PYTHONPATH passes through (a worktree sharing another tree's venv
+        # runs its own code with PYTHONPATH=<tree>:<tree>/operator)
+        passed = {k: v for k, v in os.environ.items() if k == "PYTHONPATH"}
         self.proc = OperatorProcess(pod, workdir=self.workdir, pod_name="kraftsman-bench-0",
-                                    kubeconfig=kubeconfig).start()
+                                    kubeconfig=kubeconfig, env=passed).start()
         await self.proc.wait_healthy(60)
 
     def status(self, key: str) -> float:

@@ -33,6 +33,7 @@ from kafka.protocol.admin import (
     DescribeConfigsRequest,
     DescribeLogDirsRequest,
     DescribeQuorumRequest,
+    DescribeTopicPartitionsRequest,
     ElectLeadersRequest,
     IncrementalAlterConfigsRequest,
     ListPartitionReassignmentsRequest,
@@ -93,6 +94,12 @@ RETRIABLE = frozenset(e.code for e in (errors.NOT_CONTROLLER, errors.REQUEST_TIM
 _RESOURCE_CODES = {"TOPIC": 2, "BROKER": 4}
 _DYNAMIC_SOURCE = {"TOPIC": 1, "BROKER": 2}  # TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG
 _DEFAULT_BROKER_SOURCE = 3  # DYNAMIC_DEFAULT_BROKER_CONFIG (resource name "")
+DESCRIBE_TOPIC_PARTITIONS = int(DescribeTopicPartitionsRequest.API_KEY)  # 75, KIP-966
+# Partitions per DescribeTopicPartitions answer: Kafka caps it at its
+# max.request.partition.size.limit (2,000 by default) anyway.
+PARTITION_PAGE = 2000
+_NO_SUCH_TOPIC = frozenset((errors.UNKNOWN_TOPIC_OR_PARTITION.code,
+                            ErrorCode.of(kerr.InvalidTopicError).code))
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +143,7 @@ class KafkaAdmin:
         self._clock = clock
         self._wall_ms = wall_ms
         self._cluster_id: str | None = None
+        self.partition_page = PARTITION_PAGE  # partitions per DescribeTopicPartitions answer
 
     def close(self) -> None:
         self.client.close()
@@ -234,6 +242,81 @@ class KafkaAdmin:
                                     f"Metadata: not authorized to describe topic {t.name!r}")
         return r
 
+    def _offers(self, api_key: int) -> bool:
+        """Whether the brokers offer an API (their ApiVersions, as the client learnt it)."""
+        known = getattr(self.client._manager, "broker_version_data", None)
+        versions = getattr(known, "api_versions", None)
+        return api_key in (versions or {})
+
+    def _partition_pages(self, names: list[str] | None, wanted: set[TopicPartition] | None
+                         ) -> list[tuple[TopicPartition, Any]]:
+        """The partitions of ``names`` (every topic for None; only the ``wanted`` partitions,
+        if given) by KIP-966's DescribeTopicPartitions, at most ``partition_page`` partitions
+        per request: no answer holds a whole 100,000-partition topic. Kafka pages in
+        topic-name order and by partition index within a topic; its cursor names the first
+        partition of the next page. A wanted topic's paging starts at its lowest wanted
+        partition and ends once past its highest."""
+        span: dict[str, tuple[int, int]] = {}
+        for tp in wanted or ():
+            lo, hi = span.get(tp.topic, (tp.partition, tp.partition))
+            span[tp.topic] = (min(lo, tp.partition), max(hi, tp.partition))
+        pending = None if names is None else sorted(set(names))
+        _Topic = DescribeTopicPartitionsRequest.TopicRequest
+        _Cursor = DescribeTopicPartitionsRequest.Cursor
+        cursor = None
+        if pending:
+            cursor = _Cursor(topic_name=pending[0], partition_index=span.get(pending[0], (0,))[0])
+        rows: list[tuple[TopicPartition, Any]] = []
+        while pending is None or pending:
+            r = self._send(DescribeTopicPartitionsRequest(
+                topics=[_Topic(name=t) for t in pending or ()],
+                response_partition_limit=self.partition_page, cursor=cursor))
+            for t in r.topics:
+                if t.error_code == TOPIC_AUTHORIZATION_FAILED.code:
+                    raise KafkaApiError(TOPIC_AUTHORIZATION_FAILED, (
+                        f"DescribeTopicPartitions: not authorized to describe topic {t.name!r}"))
+                if t.error_code in _NO_SUCH_TOPIC:
+                    continue  # unknown topics are omitted, as the port says
+                _check(t.error_code, None, f"DescribeTopicPartitions of topic {t.name!r}")
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, p.partition_index)
+                    if wanted is None or tp in wanted:
+                        rows.append((tp, p))
+            nxt = r.next_cursor
+            if nxt is None:
+                break
+            topic, start = nxt.topic_name, nxt.partition_index
+            if pending is not None:  # the topics before the cursor's are done
+                pending = [t for t in pending if t >= topic]
+                if topic in span and start > span[topic][1]:  # past the last one wanted
+                    pending = [t for t in pending if t != topic]
+                    if not pending:
+                        break
+                    topic, start = pending[0], 0
+                if topic in span:
+                    start = max(start, span[topic][0])
+            if cursor is not None and (topic, start) <= (cursor.topic_name,
+                                                         cursor.partition_index):
+                raise KafkaApiError(errors.UNKNOWN_SERVER_ERROR, (
+                    f"DescribeTopicPartitions: the broker's next cursor ({topic!r}, {start}) "
+                    f"does not move past ({cursor.topic_name!r}, {cursor.partition_index})"))
+            cursor = _Cursor(topic_name=topic, partition_index=start)
+        return rows
+
+    def _metadata_partitions(self, names: list[str] | None, wanted: set[TopicPartition] | None
+                             ) -> list[tuple[TopicPartition, Any]]:
+        """The same rows from a Metadata answer, which holds every partition of each topic."""
+        meta = self._metadata(names)
+        rows = []
+        for t in meta.topics:
+            if t.error_code not in (0, LEADER_NOT_AVAILABLE.code):
+                continue  # unknown topics are omitted, as the port says
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition_index)
+                if wanted is None or tp in wanted:
+                    rows.append((tp, p))
+        return rows
+
     def describe_partitions(self, topics: Iterable[str] | None = None,
                             partitions: Iterable[TopicPartition] | None = None
                             ) -> list[PartitionDescription]:
@@ -246,16 +329,11 @@ class KafkaAdmin:
         if names == []:
             return []
 
+        paged = self._offers(DESCRIBE_TOPIC_PARTITIONS)
+
         def go() -> list[PartitionDescription]:
-            meta = self._metadata(names)
-            rows = []
-            for t in meta.topics:
-                if t.error_code not in (0, LEADER_NOT_AVAILABLE.code):
-                    continue  # unknown topics are omitted, as the port says
-                for p in t.partitions:
-                    tp = TopicPartition(t.name, p.partition_index)
-                    if wanted is None or tp in wanted:
-                        rows.append((tp, p))
+            rows = (self._partition_pages(names, wanted) if paged
+                    else self._metadata_partitions(names, wanted))
             ongoing = self._list_reassignments([tp for tp, _ in rows] if wanted else None)
             sizes = self._leader_sizes([(tp, p.leader_id) for tp, p in rows])
             out = []
@@ -266,7 +344,7 @@ class KafkaAdmin:
                     p.leader_epoch, o.adding if o else (), o.removing if o else (),
                     sizes.get(tp), None, tuple(p.offline_replicas or ())))
             return out
-        return self._call("Metadata", go)
+        return self._call("DescribeTopicPartitions" if paged else "Metadata", go)
 
     # -- log dirs ----------------------------------------------------------------------------------
     def _log_dirs(self, broker: int, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Any]:

@@ -25,6 +25,8 @@ from kafka.protocol.admin import (
     DescribeLogDirsResponse,
     DescribeQuorumRequest,
     DescribeQuorumResponse,
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
     IncrementalAlterConfigsRequest,
@@ -73,6 +75,7 @@ _PAIRS: list[tuple[Any, Any, tuple[int, int] | None]] = [
     (ApiVersionsRequest, ApiVersionsResponse, None),
     (MetadataRequest, MetadataResponse, (1, 13)),  # v0 means "all topics" for []: not served
     (DescribeClusterRequest, DescribeClusterResponse, None),
+    (DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, None),
     (CreateTopicsRequest, CreateTopicsResponse, None),
     (ElectLeadersRequest, ElectLeadersResponse, None),
     (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, None),

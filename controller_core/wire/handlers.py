@@ -10,6 +10,7 @@ person can act on.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -65,6 +66,10 @@ _CONFIG_TYPES = {**dict.fromkeys((*THROTTLE_REPLICA_KEYS, CLEANUP_POLICY, CORDON
                  **dict.fromkeys(RATE_KEYS, _TYPE_LONG),
                  MIN_ISR_KEY: _TYPE_INT, UNCLEAN_KEY: _TYPE_BOOLEAN}
 _RESOURCE_TYPES = {2: "TOPIC", 4: "BROKER"}
+# Kafka's max.request.partition.size.limit (its default): DescribeTopicPartitions pages by it.
+MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000
+_NO_AUTHORIZED_OPERATIONS = -2147483648  # DescribeTopicPartitions' default for the field
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 _ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -96,6 +101,7 @@ class Handlers:
         self.served = served_apis(cluster)
         self._table: dict[int, Callable[[Any, int, Session], Any]] = {
             18: self.api_versions, 3: self.metadata, 60: self.describe_cluster,
+            75: self.describe_topic_partitions,
             19: self.create_topics, 43: self.elect_leaders,
             45: self.alter_partition_reassignments, 46: self.list_partition_reassignments,
             55: self.describe_quorum, 35: self.describe_log_dirs, 32: self.describe_configs,
@@ -201,6 +207,87 @@ class Handlers:
         return cls(version=version, throttle_time_ms=0, brokers=brokers,
                    cluster_id=image.cluster_id, controller_id=self.controller_id(),
                    topics=topics, authorized_operations=cluster_ops, error_code=0)
+
+    # -- DescribeTopicPartitions (KIP-966) ---------------------------------------------------------
+    def describe_topic_partitions(self, request: Any, version: int, session: Session) -> Any:
+        """Kafka 4's DescribeTopicPartitionsRequestHandler over KRaftMetadataCache: the named
+        topics (every topic for none) from the cursor's on, in name order, at most
+        max(1, min(limit, max.request.partition.size.limit)) partitions; the cursor's topic
+        starts at its partition index, every later one at 0; ``next_cursor`` names the first
+        partition left out, or the next topic once the limit is spent exactly. Unknown topics are
+        answered UNKNOWN_TOPIC_OR_PARTITION (not when listing every topic); topics the
+        principal may not describe come last, TOPIC_AUTHORIZATION_FAILED."""
+        cls = apis.RESPONSES[75]
+        topic_cls = cls.DescribeTopicPartitionsResponseTopic
+        part_cls = topic_cls.DescribeTopicPartitionsResponsePartition
+
+        def invalid() -> Any:  # Kafka's error answer: every named topic INVALID_REQUEST
+            return cls(version=version, throttle_time_ms=0, next_cursor=None, topics=[
+                topic_cls(error_code=errors.INVALID_REQUEST.code, name=t.name,
+                          topic_id=_ZERO_UUID, is_internal=False, partitions=[],
+                          topic_authorized_operations=_NO_AUTHORIZED_OPERATIONS)
+                for t in request.topics])
+
+        image = self.cluster.image
+        cursor = request.cursor
+        every = not request.topics
+        after = cursor.topic_name if cursor is not None else None
+        if every:
+            names = {n for n in image.topics if after is None or n >= after}
+            if after is not None:
+                names.add(after)  # Kafka keeps the cursor's topic even if it is gone
+        else:
+            names = {t.name for t in request.topics if after is None or t.name >= after}
+            if after is not None and after not in names:  # InvalidRequestException
+                return invalid()
+        if cursor is not None and cursor.partition_index < 0:  # InvalidRequestException
+            return invalid()
+        allowed = self._allowed(session, Operation.DESCRIBE)
+        ops = self._authorized_ops(session, True, topic=True) or set()
+        # DELETE (6) on topics: ALL grants it (the twin serves no DeleteTopics)
+        bits = sum(1 << bit for bit in ops) | (1 << 6 if self._allowed(
+            session, Operation.ALL) else 0)
+        fenced = {b.id for b in image.brokers.values() if b.fenced}
+        remaining = max(min(MAX_REQUEST_PARTITION_SIZE_LIMIT,
+                            request.response_partition_limit), 1)
+        topics: list[Any] = []
+        next_cursor = None
+        for name in sorted(names) if allowed else ():
+            if remaining == 0:
+                next_cursor = cls.Cursor(topic_name=name, partition_index=0)
+                break
+            t = image.topics.get(name)
+            if t is None:
+                if not every:
+                    error = (errors.UNKNOWN_TOPIC_OR_PARTITION if _LEGAL_TOPIC.fullmatch(name)
+                             and name not in (".", "..") else INVALID_TOPIC)
+                    topics.append(topic_cls(error_code=error.code, name=name,
+                                            topic_id=_ZERO_UUID, is_internal=False,
+                                            partitions=[], topic_authorized_operations=bits))
+                continue
+            first = cursor.partition_index if cursor is not None and name == after else 0
+            upper = min(len(t.partitions), first + remaining)
+            parts = [part_cls(
+                error_code=0, partition_index=i, leader_id=p.leader,
+                leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas),
+                isr_nodes=list(p.isr), eligible_leader_replicas=list(p.elr),
+                last_known_elr=list(p.last_known_elr),
+                offline_replicas=[r for r in p.replicas if r in fenced] if fenced else [])
+                for i, p in enumerate(t.partitions[first:upper], start=first)] \
+                if first < upper else []
+            topics.append(topic_cls(error_code=0, name=name, topic_id=uuid.UUID(t.topic_id),
+                                    is_internal=False, partitions=parts,
+                                    topic_authorized_operations=bits))
+            if upper < len(t.partitions):
+                next_cursor = cls.Cursor(topic_name=name, partition_index=upper)
+                break
+            remaining -= len(parts)
+        if not allowed and not every:
+            topics += [topic_cls(error_code=TOPIC_AUTHORIZATION_FAILED.code, name=name,
+                                 topic_id=_ZERO_UUID, is_internal=False, partitions=[],
+                                 topic_authorized_operations=_NO_AUTHORIZED_OPERATIONS)
+                       for name in sorted(names)]
+        return cls(version=version, throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
 
     # -- DescribeCluster ---------------------------------------------------------------------------
     def describe_cluster(self, request: Any, version: int, session: Session) -> Any:
