@@ -112,7 +112,10 @@ def test_plan_runs_to_completion_with_throttles_placed_and_removed(backend: Back
     assert FOLLOWER in placed[("TOPIC", "orders")]
     markers = throttles_mod.placed(backend.admin)
     assert markers[3].rate == "5000000" and {e.side for e in markers[3].entries} == {"F"}
-    assert len(backend.admin.list_partition_reassignments()) == 2  # the concurrency limit
+    # the concurrency limit: two started, and no more on the cluster. (Not "exactly two
+    # there": the served cluster's clock runs at 50x wall time, so on a busy machine a
+    # move can finish between the step and this look.)
+    assert len(ex.moving) == 2 and len(backend.admin.list_partition_reassignments()) <= 2
     p = drive(backend, ex)
     assert p.phase is Phase.COMPLETED and p.done == 6 and p.failed == 0
     assert throttles(backend) == {}  # every throttle it placed is gone
