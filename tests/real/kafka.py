@@ -350,10 +350,14 @@ class RealKafka:
             nodes[c].directory_id = self._meta_directory_id(c)
         self.layout.save(storage)
         storage.rename(self.layout_path)
+        deadline = time.monotonic() + timeout
         try:
-            for node_id in (*CONTROLLERS, *BROKERS):
+            for node_id in CONTROLLERS:
                 self.start(node_id)
-            self.wait_ready(timeout=timeout)
+            self.wait_quorum_committed(timeout=timeout)
+            for node_id in BROKERS:
+                self.start(node_id)
+            self.wait_ready(timeout=max(deadline - time.monotonic(), 30.0))
         except BaseException:
             self.down()  # no JVM outlives a failed start; the logs stay in the directory
             raise
@@ -508,6 +512,41 @@ class RealKafka:
         retry = kw.pop("retry", RetryPolicy(total_seconds=30.0))
         return open_kafka_admin(self.bootstrap(), retry=retry, **kw)
 
+    def _raise_if_exited(self, ids: Sequence[int]) -> None:
+        """A node started (it has a pid file) whose JVM is gone: fail at once with its log."""
+        for node_id in ids:
+            if self.pid_file(node_id).exists() and not self.running(node_id):
+                raise RealKafkaError(f"node {node_id} exited while starting; its log: "
+                                     f"{self.log(node_id)}\n{_tail(self.log(node_id))}"
+                                     f"{_tail(self.node_dir(node_id) / 'stdout.log')}")
+
+    def wait_quorum_committed(self, timeout: float = 180.0) -> None:
+        """Until the controllers' quorum has a leader whose high watermark is set, that is until
+        the bootstrap voter records are committed. Brokers start only then: Kafka 4.4's
+        ``KRaftControlRecordStateMachine.truncateNewEntries`` drops the voter set read from a
+        leader whose epoch then lost, without reading the log again from the truncation, so a
+        broker that fetched the first, uncommitted VotersRecord (offset 1) from controller 102,
+        which lost to 101, never again learnt any controller's address: its heartbeat channel
+        found no controller, "Unable to register the broker because the RPC got timed out
+        before it could be sent" for three minutes (CI, broker 2). Once committed, the records
+        are in every later leader's log, so no truncation reaches them."""
+        deadline = time.monotonic() + timeout
+        last = "no answer yet"
+        while True:
+            self._raise_if_exited(self.controllers)
+            done = run_tool("kafka-metadata-quorum", "--bootstrap-controller",
+                            self.controller_bootstrap(), "describe", "--status",
+                            check=False, timeout=60)
+            status = quorum_status(done.stdout)
+            if status is not None and status[0] >= 0 and status[1] > 0:
+                return
+            last = (f"leader {status[0]}, high watermark {status[1]}" if status is not None
+                    else (done.stderr or done.stdout).strip()[-300:] or "no answer yet")
+            if time.monotonic() > deadline:
+                raise RealKafkaError(f"the controllers in {self.dir} committed nothing within "
+                                     f"{timeout:.0f} s ({last}); logs in {self.dir}/node-*/")
+            time.sleep(0.5)
+
     def wait_ready(self, timeout: float = 180.0, brokers: Sequence[int] | None = None) -> None:
         """Until every broker asked (default: all that run) is registered and unfenced and the
         quorum has a leader; a node that died while starting is reported with its log."""
@@ -516,11 +555,7 @@ class RealKafka:
         deadline = time.monotonic() + timeout
         last = "no answer yet"
         while True:
-            for node_id in (*self.controllers, *self.brokers):
-                if self.pid_file(node_id).exists() and not self.running(node_id):
-                    raise RealKafkaError(f"node {node_id} exited while starting; its log: "
-                                         f"{self.log(node_id)}\n{_tail(self.log(node_id))}"
-                                         f"{_tail(self.node_dir(node_id) / 'stdout.log')}")
+            self._raise_if_exited((*self.controllers, *self.brokers))
             try:  # briefly: a node that died is looked for between the attempts
                 with self.admin(retry=RetryPolicy(total_seconds=5.0)) as a:
                     d = a.describe_cluster()
@@ -535,6 +570,16 @@ class RealKafka:
                 raise RealKafkaError(f"the real Kafka in {self.dir} was not ready within "
                                      f"{timeout:.0f} s ({last}); logs in {self.dir}/node-*/")
             time.sleep(0.5)
+
+
+def quorum_status(text: str) -> tuple[int, int] | None:
+    """(leader id, high watermark) from ``kafka-metadata-quorum describe --status``; None when
+    the output holds neither (the tool could not reach the controllers)."""
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    try:
+        return int(fields["LeaderId"].strip()), int(fields["HighWatermark"].strip())
+    except (KeyError, ValueError):
+        return None
 
 
 def _random_uuid() -> str:

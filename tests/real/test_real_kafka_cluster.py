@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
+from datetime import datetime
 from itertools import count
 from pathlib import Path
 
@@ -44,6 +45,27 @@ def test_four_brokers_with_racks_on_both_listeners(real_kafka: Session) -> None:
     assert {(b.id, b.rack, b.fenced) for b in d.brokers} == {
         (b, RACKS[b], False) for b in BROKERS}
     assert d.cluster_id == c.cluster_id
+
+
+def _stamp(line: str) -> datetime:
+    return datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f")
+
+
+def test_brokers_start_only_after_the_quorum_committed_its_voters(real_kafka: Session) -> None:
+    """Kafka 4.4 loses a broker's voter set when the broker truncates the first, uncommitted
+    VotersRecord of a leader that then lost its epoch, and that broker never registers (CI,
+    broker 2, three minutes). ``up`` therefore starts the brokers only once a leader's high
+    watermark is set: every broker's first log line comes after that. Read from the logs of
+    the session's cluster as ``up`` left them (the nodes' logs are appended to, never cut)."""
+    c = real_kafka.cluster
+    committed = min(_stamp(line) for node in CONTROLLERS for line in
+                    c.log(node).read_text().splitlines()
+                    if "High watermark set to" in line and "for the first time" in line)
+    for broker in BROKERS:
+        first = c.log(broker).read_text().splitlines()[0]
+        assert _stamp(first) > committed, (
+            f"broker {broker} started at {first[1:24]}, before the quorum committed at "
+            f"{committed}")
 
 
 @pytest.mark.slow  # half a minute: formatting and starting a second cluster (run with --soak)
