@@ -173,6 +173,6 @@ def test_recorded_archive_is_mapped_by_the_next_plan(tmp_path: Path) -> None:
         time.sleep(0.2)
     out, err = proc.communicate()
     assert proc.returncode == 0, err[-3000:]
-    assert "plan written to" in out
+    assert "plan written to" in out and "rounds ran on: Spark (local[2])" in out
     assert mapped, "no process of the plan mapped the class archive"
     assert "spark-archive" not in err

@@ -78,7 +78,7 @@ def test_plan_applied_on_the_embedded_cluster_balances_it_as_predicted(
                          "--throttle", "100000000", "--seed", "7",
                          "--max-concurrent-moves-per-broker", "2")
     assert code == 0, err
-    assert "plan written to" in out
+    assert "plan written to" in out and "rounds ran on: the driver (no JVM)" in out
     assert sorted(p.name for p in plan_dir.iterdir()) == [
         "plan.json", "reassignments", "report.json", "report.md", "report.png", "rollback.json"]
     assert (plan_dir / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -280,6 +280,7 @@ def test_a_small_local_plan_runs_on_the_driver_without_java(
                          "--out", str(tmp_path / "p"), "--seed", "3")
     assert code == 0, err
     assert "plan written to" in out and "spark-archive" not in err
+    assert "rounds ran on: the driver (no JVM)" in out
     report = json.loads((tmp_path / "p" / "report.json").read_text())
     assert report["summary"]["replicasToMove"] > 0 and report["summary"]["violations"] == []
     with pytest.raises(SystemExit) as refused:
@@ -319,6 +320,7 @@ def test_auto_takes_the_heap_for_a_sizing_hint_and_other_spark_settings_for_spar
     """The operator's planner Job passes only spark.driver.memory (sized from its limit): a
     small plan still runs on the driver; any other Spark setting, a remote master or a big
     table runs Spark."""
+    from controller_core.planning.machine import Machine
     from controller_core.planning.pipeline import DRIVER_PLAN_PARTITIONS, PlanRequest, on_driver
     from kraftsman.planner_job_spec import PlannerConfig, planner_job
 
@@ -331,14 +333,76 @@ def test_auto_takes_the_heap_for_a_sizing_hint_and_other_spark_settings_for_spar
     confs = [args[i + 1] for i, a in enumerate(args) if a == "--spark-conf"]
     assert confs == ["spark.driver.memory=2048m"]
     req.spark_conf = dict(c.split("=", 1) for c in confs)
-    assert on_driver(req, 10) and on_driver(req, DRIVER_PLAN_PARTITIONS)
-    assert not on_driver(req, DRIVER_PLAN_PARTITIONS + 1)
+    many_cores = Machine(cores=16, memory=64 << 30)
+    assert on_driver(req, 10, many_cores) and on_driver(req, DRIVER_PLAN_PARTITIONS, many_cores)
+    assert not on_driver(req, DRIVER_PLAN_PARTITIONS + 1, many_cores)
     req.spark_conf = {"spark.driver.memory": "2g", "spark.sql.shuffle.partitions": "2"}
     assert not on_driver(req, 10)
     req.spark_conf, req.master = {}, "spark://host:7077"
     assert not on_driver(req, 10)
     req.master, req.engine = "local[2]", "spark"
     assert not on_driver(req, 10)
+
+
+def test_auto_plans_a_large_table_on_the_driver_on_two_cores_when_it_fits_in_memory() -> None:
+    """Above 100,000 partitions the driver's one core still beats Spark on two (10^6: ~53 s
+    against ~121 s), so ``auto`` keeps a large table on the driver for a master of at most 2
+    cores — ``local[*]`` counts the machine's — if the estimate fits the memory; a master of
+    more cores, unknown memory or too little of it runs Spark."""
+    from controller_core.planning.machine import Machine
+    from controller_core.planning.pipeline import (
+        DRIVER_BASE_BYTES,
+        DRIVER_BYTES_PER_PARTITION,
+        PlanRequest,
+        on_driver,
+    )
+
+    million = 1_000_000
+    need = DRIVER_BASE_BYTES + million * DRIVER_BYTES_PER_PARTITION
+    job = Machine(cores=2, memory=3 << 30)  # the planner Job's default limits
+    assert need <= 3 << 30 < 2 * need
+    req = PlanRequest(Path("snap"), ["rebalance"], Path("out"),
+                      spark_conf={"spark.driver.memory": "2048m"})
+    assert on_driver(req, million, job)
+    assert not on_driver(req, 2 * million, job)  # does not fit: Spark holds it outside
+    assert not on_driver(req, million, Machine(cores=2, memory=need - 1))
+    assert on_driver(req, million, Machine(cores=2, memory=need))
+    assert not on_driver(req, million, Machine(cores=2, memory=None))
+    assert not on_driver(req, million, Machine(cores=4, memory=64 << 30))
+    for master, cores, driver in (("local[2]", 8, True), ("local[3]", 8, False),
+                                  ("local", 8, True), ("local[*]", 1, True),
+                                  ("local-cluster[2,1,1024]", 2, False),
+                                  ("spark://host:7077", 2, False)):
+        req.master = master
+        assert on_driver(req, million, Machine(cores=cores, memory=64 << 30)) is driver, master
+
+
+def test_machine_reads_cgroup_limits_and_meminfo(tmp_path: Path) -> None:
+    """The cores and memory ``auto`` weighs are a container's limits where it has them."""
+    from controller_core.planning.machine import local_cores, memory_budget, usable_cores
+
+    cg = tmp_path / "cgroup"
+    cg.mkdir()
+    meminfo, status = tmp_path / "meminfo", tmp_path / "status"
+    meminfo.write_text("MemTotal: 24000000 kB\nMemAvailable: 20000000 kB\n")
+    status.write_text("Name: python\nVmRSS: 100000 kB\n")
+    assert usable_cores(cg) >= 1  # no cpu.max: the affinity mask
+    (cg / "cpu.max").write_text("150000 100000\n")
+    assert usable_cores(cg) == min(2, usable_cores(tmp_path / "none"))  # 1.5 cores: 2
+    (cg / "cpu.max").write_text("max 100000\n")
+    assert usable_cores(cg) == usable_cores(tmp_path / "none")
+    # no cgroup limit: MemAvailable plus what this process already holds
+    assert memory_budget(cg, meminfo, status) == (20000000 + 100000) * 1024
+    (cg / "memory.max").write_text("max\n")
+    assert memory_budget(cg, meminfo, status) == (20000000 + 100000) * 1024
+    # a 3 GiB limit with 500 MiB held by the cgroup, 100000 KiB of it this process
+    (cg / "memory.max").write_text(f"{3 << 30}\n")
+    (cg / "memory.current").write_text(f"{500 << 20}\n")
+    assert memory_budget(cg, meminfo, status) == (3 << 30) - ((500 << 20) - 100000 * 1024)
+    assert memory_budget(tmp_path / "none", tmp_path / "none", tmp_path / "none") is None
+    assert [local_cores(m, 6) for m in ("local", "local[*]", "local[3]", "local[2,4]",
+                                        "local[*, 3]", "yarn", "localhost")] == \
+        [1, 6, 3, 2, 6, None, None]
 
 
 def kraftsman(*argv: str) -> str:

@@ -88,8 +88,8 @@ def register(sub: Any) -> None:
     p.add_argument("--engine", choices=("auto", "spark", "driver"), default="auto",
                    help="where the planning rounds run: spark, or driver (this process: the "
                         "same plan without starting a JVM); auto (default): the driver for a "
-                        "local master without --spark-conf and up to 100,000 partitions, "
-                        "else Spark")
+                        "local master without --spark-conf and up to 100,000 partitions, or "
+                        "more on at most 2 cores when the table fits in memory; else Spark")
     p.add_argument("--force", action="store_true", help="replace --out if it is not empty")
     p.set_defaults(handler=run_plan)
 
@@ -184,6 +184,7 @@ def run_plan(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     s = out.summary
     print(f"plan written to {out.out}")
+    print(f"  rounds ran on: {f'Spark ({req.master})' if out.spark else 'the driver (no JVM)'}")
     print(f"  goal: {s['goal']}; partitions in plan: {s['partitionsInPlan']} of "
           f"{s['partitionsTotal']}; replicas to copy: {s['replicasToMove']}; "
           f"data: {fmt_bytes(s['bytesToMove'])}")
