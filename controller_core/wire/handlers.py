@@ -54,6 +54,10 @@ ILLEGAL_SASL_STATE = ErrorCode.of(kerr.IllegalSaslStateError)
 _ACL_BITS = {Operation.ALL: 2, Operation.READ: 3, Operation.WRITE: 4, Operation.CREATE: 5,
              Operation.ALTER: 7, Operation.DESCRIBE: 8, Operation.DESCRIBE_CONFIGS: 10,
              Operation.ALTER_CONFIGS: 11}
+_DELETE, _CLUSTER_ACTION, _IDEMPOTENT_WRITE = 6, 9, 12
+# Kafka's AclEntry.supportedOperations(TOPIC) and (CLUSTER), as bits
+_TOPIC_OPS = frozenset({3, 4, 5, _DELETE, 7, 8, 10, 11})
+_CLUSTER_OPS = frozenset({5, 7, 8, _CLUSTER_ACTION, 10, 11, _IDEMPOTENT_WRITE})
 # DescribeConfigs ConfigSource and ConfigType values.
 _SOURCE_TOPIC, _SOURCE_BROKER, _SOURCE_DEFAULT_BROKER, _SOURCE_DEFAULT = 1, 2, 3, 5
 # Kafka's defaults for the configs the embedded cluster lets you change.
@@ -123,12 +127,17 @@ class Handlers:
 
     def _authorized_ops(self, session: Session, wanted: bool, *, topic: bool = False
                         ) -> set[int] | None:
-        """Kafka's authorized-operations bits; READ and WRITE exist on topics only."""
+        """Kafka's authorized-operations bits of the operations its ``AclEntry`` supports on
+        a topic or on the cluster; those the twin's ACLs cannot name (DELETE,
+        CLUSTER_ACTION, IDEMPOTENT_WRITE) only ALL grants."""
         if not wanted:
             return None
-        return {bit for op, bit in _ACL_BITS.items()
-                if op is not Operation.ALL and self._allowed(session, op)
-                and (topic or op not in (Operation.READ, Operation.WRITE))}
+        named = _TOPIC_OPS if topic else _CLUSTER_OPS
+        ops = {bit for op, bit in _ACL_BITS.items()
+               if bit in named and self._allowed(session, op)}
+        if self._allowed(session, Operation.ALL):
+            ops |= named
+        return ops
 
     def _response(self, api_key: int, version: int, **fields: Any) -> Any:
         return apis.RESPONSES[api_key](version=version, **fields)
@@ -243,10 +252,7 @@ class Handlers:
         if cursor is not None and cursor.partition_index < 0:  # InvalidRequestException
             return invalid()
         allowed = self._allowed(session, Operation.DESCRIBE)
-        ops = self._authorized_ops(session, True, topic=True) or set()
-        # DELETE (6) on topics: ALL grants it (the twin serves no DeleteTopics)
-        bits = sum(1 << bit for bit in ops) | (1 << 6 if self._allowed(
-            session, Operation.ALL) else 0)
+        bits = sum(1 << bit for bit in self._authorized_ops(session, True, topic=True) or ())
         fenced = {b.id for b in image.brokers.values() if b.fenced}
         remaining = max(min(MAX_REQUEST_PARTITION_SIZE_LIMIT,
                             request.response_partition_limit), 1)

@@ -167,3 +167,10 @@ def batch(records: list[tuple[bytes | None, bytes | None]], compression: int = 0
     return bytes(b.buffer())
 
 
+def bits(ops: Any) -> list[int]:
+    """The operations as bit numbers, whatever form the decoder gives (a set or an int)."""
+    if ops is None:
+        return []
+    if isinstance(ops, int):
+        return [b for b in range(32) if ops & (1 << b)] if ops >= 0 else [ops]
+    return sorted(ops)

@@ -21,7 +21,7 @@ from controller_core.model import TopicPartition
 from controller_core.wire.auth import load_auth_file
 from tests.helpers import cluster
 from tests.serve.harness import ServedCluster, served
-from tests.serve.raw_wire import Wire
+from tests.serve.raw_wire import Wire, bits
 
 _Topic = DescribeTopicPartitionsRequest.TopicRequest
 _Cursor = DescribeTopicPartitionsRequest.Cursor
@@ -238,3 +238,41 @@ def test_a_retriable_topic_error_is_asked_again() -> None:
     admin = KafkaAdmin(client, "x:9092", sleep=lambda s: None)
     assert admin.describe_partitions(partitions=[TopicPartition("a", 0)]) == []
     assert client.answers == []
+
+
+def test_authorized_operations_are_those_the_principal_holds(tmp_path: Path) -> None:
+    """A principal allowed ALTER and ALTER_CONFIGS (each implying its DESCRIBE) is told those
+    four, on topics and on the cluster, in every answer that carries the bits; the ones the
+    twin's ACLs cannot name (DELETE, CLUSTER_ACTION, IDEMPOTENT_WRITE) come with ALL only
+    (``tests/real/test_authorized_operations_real.py`` compares ALL with Kafka's)."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.protocol.admin import DescribeClusterRequest
+
+    f = tmp_path / "auth.yaml"
+    f.write_text("users:\n  - {name: op, password: op-secret}\n"
+                 "acls:\n  - {principal: 'User:op', operations: [ALTER, ALTER_CONFIGS]}\n")
+    with served(cluster(tmp_path / "c", topics=TOPICS), load_auth_file(f), time_scale=0) as s:
+        client = KafkaAdminClient(bootstrap_servers=s.bootstrap, security_protocol="SASL_PLAINTEXT",
+                                  sasl_mechanism="PLAIN", sasl_plain_username="op",
+                                  sasl_plain_password="op-secret")
+        try:
+            m = client._manager
+
+            def send(request: Any) -> Any:
+                return m.run(m.send, request, None, 10_000)
+
+            meta = send(MetadataRequest(
+                version=10, topics=[MetadataRequest.MetadataRequestTopic(name="big")],
+                allow_auto_topic_creation=False, include_topic_authorized_operations=True,
+                include_cluster_authorized_operations=True))
+            dtp = send(DescribeTopicPartitionsRequest(
+                topics=[DescribeTopicPartitionsRequest.TopicRequest(name="big")],
+                response_partition_limit=1, cursor=None))
+            dc = send(DescribeClusterRequest(include_cluster_authorized_operations=True))
+        finally:
+            client.close()
+    mine = [7, 8, 10, 11]  # ALTER DESCRIBE DESCRIBE_CONFIGS ALTER_CONFIGS
+    assert [bits(t.authorized_operations) for t in meta.topics] == [mine]
+    assert bits(meta.authorized_operations) == mine
+    assert [bits(t.topic_authorized_operations) for t in dtp.topics] == [mine]
+    assert bits(dc.authorized_operations) == mine
