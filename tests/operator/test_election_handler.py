@@ -233,6 +233,22 @@ async def test_an_unknown_cluster_is_named_with_the_fix(d: Driver) -> None:
     assert le["status"]["observedGeneration"] == 1
 
 
+async def test_an_unknown_cluster_is_looked_for_less_often_as_it_stays_unknown(
+        d: Driver) -> None:
+    """Each look is a write of kopf's progress annotation and its watch event, so a cluster
+    that does not come is asked for at 5, 10, 20, 40 s, then each minute, not every 5 s."""
+    le = d.create("LeaderElection", "el", {"clusterRef": {"name": "nope"},
+                                           "allTopicPartitions": True})
+    delays = []
+    for retry in range(7):
+        try:
+            await d.call(le, "run", retry=retry)
+        except kopf.TemporaryError as e:
+            delays.append(e.delay)
+    assert delays == [5.0, 10.0, 20.0, 40.0, 60.0, 60.0, 60.0]
+    assert conds(le)["Degraded"][1] == "UnknownCluster"
+
+
 async def test_an_election_created_before_its_cluster_runs_once_the_cluster_comes(
         tmp_path: Path) -> None:
     """Applied together (one Argo CD sync), or seen by a standby whose index is still filling

@@ -84,8 +84,18 @@ def fill(st: LeaderElectionStatus, doc: dict[str, Any], spec: LeaderElectionSpec
     return problems
 
 
-# how often a one-shot election naming an unknown KafkaCluster looks for it again
+# How often a one-shot election naming an unknown KafkaCluster looks for it again: soon at
+# first (applied in the same sync as its cluster, or seen by a standby whose index is still
+# filling), then less often, since each look is a write (kopf's progress annotation) and its
+# watch event: 5, 10, 20, 40, then every 60 s.
 UNKNOWN_CLUSTER_RETRY_SECONDS = 5.0
+UNKNOWN_CLUSTER_RETRY_MAX_SECONDS = 60.0
+
+
+def unknown_cluster_delay(retry: int, tick: float) -> float:
+    """The wait before look ``retry + 1`` (kopf's count of the handler's retries so far)."""
+    grown = UNKNOWN_CLUSTER_RETRY_SECONDS * 2 ** min(max(retry, 0), 8)
+    return max(tick, min(UNKNOWN_CLUSTER_RETRY_MAX_SECONDS, grown))
 
 
 def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
@@ -138,8 +148,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             raise Waiting("waiting; trying again", delay=delay)
 
     async def attempt(spec: Any, status: Any, meta: Any, body: Any, patch: Any, uid: str,
-                      namespace: str, kafkaclusters: Any, logger: Any, **_: Any
-                      ) -> float | None:
+                      namespace: str, kafkaclusters: Any, logger: Any, retry: int = 0,
+                      **_: Any) -> float | None:
         """One pass; returns when to try again (None: nothing left to do for this spec)."""
         gen = generation(meta)
         st = read_status(LeaderElectionStatus, status)
@@ -187,7 +197,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             # Asked again, not given up: the KafkaCluster may come after it (applied in one
             # sync), or this replica's index may still be filling (a standby that just took
             # over acted on a new election before it knew the cluster: CI saw it).
-            return max(rt.tick, UNKNOWN_CLUSTER_RETRY_SECONDS)
+            return unknown_cluster_delay(retry, rt.tick)
         if st.phase == "Invalid":  # the KafkaCluster it waited for is known now
             st.phase = None
             healthy(st, gen)
