@@ -534,14 +534,18 @@ class RealKafka:
         last = "no answer yet"
         while True:
             self._raise_if_exited(self.controllers)
-            done = run_tool("kafka-metadata-quorum", "--bootstrap-controller",
-                            self.controller_bootstrap(), "describe", "--status",
-                            check=False, timeout=60)
-            status = quorum_status(done.stdout)
-            if status is not None and status[0] >= 0 and status[1] > 0:
-                return
-            last = (f"leader {status[0]}, high watermark {status[1]}" if status is not None
-                    else (done.stderr or done.stdout).strip()[-300:] or "no answer yet")
+            try:
+                done = run_tool("kafka-metadata-quorum", "--bootstrap-controller",
+                                self.controller_bootstrap(), "describe", "--status",
+                                check=False, timeout=60)
+            except subprocess.TimeoutExpired:
+                last = "kafka-metadata-quorum did not answer within 60 s"
+            else:
+                status = quorum_status(done.stdout)
+                if status is not None and status[0] >= 0 and status[1] > 0:
+                    return
+                last = (f"leader {status[0]}, high watermark {status[1]}" if status is not None
+                        else (done.stderr or done.stdout).strip()[-300:] or "no answer yet")
             if time.monotonic() > deadline:
                 raise RealKafkaError(f"the controllers in {self.dir} committed nothing within "
                                      f"{timeout:.0f} s ({last}); logs in {self.dir}/node-*/")
