@@ -64,6 +64,16 @@ class PartitionDescription(NamedTuple):
         return len(self.isr) < len(self.replicas) - len(self.adding)
 
 
+class PartitionCounts(NamedTuple):
+    """A cluster's partitions counted: what a cluster's status shows, without a description
+    of every partition."""
+
+    topics: int  # topics with at least one partition
+    partitions: int
+    under_replicated: int  # KIP-352, as PartitionDescription.under_replicated
+    offline: int  # without a leader
+
+
 class OngoingReassignment(NamedTuple):
     replicas: tuple[int, ...]
     adding: tuple[int, ...]
@@ -155,6 +165,11 @@ class ClusterAdmin(Protocol):
     ) -> list[PartitionDescription]:
         """Every partition of ``topics`` (None: all), or exactly ``partitions``; unknown ones
         are omitted."""
+        ...
+
+    def partition_counts(self) -> PartitionCounts:
+        """Every partition counted, as :meth:`describe_partitions` of all would count them,
+        without holding a description of each (nor asking for log sizes)."""
         ...
 
     def alter_partition_reassignments(

@@ -19,7 +19,7 @@ import ssl
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -65,6 +65,7 @@ from controller_core.admin import (
     LogDir,
     LogDirReplica,
     OngoingReassignment,
+    PartitionCounts,
     PartitionDescription,
     ReplicaStatus,
     behind,
@@ -250,6 +251,11 @@ class KafkaAdmin:
 
     def _partition_pages(self, names: list[str] | None, wanted: set[TopicPartition] | None
                          ) -> list[tuple[TopicPartition, Any]]:
+        """Every row of :meth:`_pages`, in one list."""
+        return list(self._pages(names, wanted))
+
+    def _pages(self, names: list[str] | None, wanted: set[TopicPartition] | None
+               ) -> Iterator[tuple[TopicPartition, Any]]:
         """The partitions of ``names`` (every topic for None; only the ``wanted`` partitions,
         if given) by KIP-966's DescribeTopicPartitions, at most ``partition_page`` partitions
         per request: no answer holds a whole 100,000-partition topic. Kafka pages in
@@ -266,7 +272,6 @@ class KafkaAdmin:
         cursor = None
         if pending:
             cursor = _Cursor(topic_name=pending[0], partition_index=span.get(pending[0], (0,))[0])
-        rows: list[tuple[TopicPartition, Any]] = []
         while pending is None or pending:
             r = self._send(DescribeTopicPartitionsRequest(
                 topics=[_Topic(name=t) for t in pending or ()],
@@ -281,7 +286,7 @@ class KafkaAdmin:
                 for p in t.partitions:
                     tp = TopicPartition(t.name, p.partition_index)
                     if wanted is None or tp in wanted:
-                        rows.append((tp, p))
+                        yield tp, p
             nxt = r.next_cursor
             if nxt is None:
                 break
@@ -301,7 +306,6 @@ class KafkaAdmin:
                     f"DescribeTopicPartitions: the broker's next cursor ({topic!r}, {start}) "
                     f"does not move past ({cursor.topic_name!r}, {cursor.partition_index})"))
             cursor = _Cursor(topic_name=topic, partition_index=start)
-        return rows
 
     def _metadata_partitions(self, names: list[str] | None, wanted: set[TopicPartition] | None
                              ) -> list[tuple[TopicPartition, Any]]:
@@ -344,6 +348,33 @@ class KafkaAdmin:
                     p.leader_epoch, o.adding if o else (), o.removing if o else (),
                     sizes.get(tp), None, tuple(p.offline_replicas or ())))
             return out
+        return self._call("DescribeTopicPartitions" if paged else "Metadata", go)
+
+    def partition_counts(self) -> PartitionCounts:
+        """Counted page by page (DescribeTopicPartitions where offered), with no log sizes
+        and no row kept: a 100,000-partition cluster is never held whole."""
+        paged = self._offers(DESCRIBE_TOPIC_PARTITIONS)
+
+        def go() -> PartitionCounts:
+            r = self._send_to_controller(ListPartitionReassignmentsRequest(
+                timeout_ms=self.retry.request_timeout_ms, topics=None))
+            _check(r.error_code, r.error_message, "ListPartitionReassignments")
+            adding = {(t.name, p.partition_index): len(p.adding_replicas)
+                      for t in r.topics for p in t.partitions if p.adding_replicas}
+            del r
+            topics: set[str] = set()
+            partitions = under = offline = 0
+            rows = self._pages(None, None) if paged else iter(
+                self._metadata_partitions(None, None))
+            for tp, p in rows:
+                topics.add(tp.topic)
+                partitions += 1
+                # KIP-352, as PartitionDescription.under_replicated
+                if len(p.isr_nodes) < len(p.replica_nodes) - adding.get(tp, 0):
+                    under += 1
+                if p.leader_id < 0:
+                    offline += 1
+            return PartitionCounts(len(topics), partitions, under, offline)
         return self._call("DescribeTopicPartitions" if paged else "Metadata", go)
 
     # -- log dirs ----------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ from controller_core.admin import (
     LogDir,
     LogDirReplica,
     OngoingReassignment,
+    PartitionCounts,
     PartitionDescription,
     ReplicaStatus,
     behind,
@@ -669,6 +670,19 @@ class EmbeddedCluster:
                 int(leo * topic.message_bytes), topic.produce_bytes_per_second,
                 tuple(r for r in p.replicas if r in fenced) if fenced else ()))
         return out
+
+    def partition_counts(self) -> PartitionCounts:
+        self._require_controller()
+        topics: set[str] = set()
+        partitions = under = offline = 0
+        for tp, p in self.image.iter_partitions():
+            topics.add(tp.topic)
+            partitions += 1
+            if len(p.isr) < len(p.replicas) - len(p.adding):  # KIP-352
+                under += 1
+            if p.leader < 0:
+                offline += 1
+        return PartitionCounts(len(topics), partitions, under, offline)
 
     @gc_paused
     def alter_partition_reassignments(self, changes: Mapping[TopicPartition, Sequence[int] | None]

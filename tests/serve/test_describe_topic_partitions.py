@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka.protocol.admin import DescribeTopicPartitionsRequest
+from kafka.protocol.admin import DescribeLogDirsRequest, DescribeTopicPartitionsRequest
 from kafka.protocol.metadata import MetadataRequest
 
 from controller_core import errors
+from controller_core.admin import PartitionCounts
 from controller_core.backends.kafka_admin import KafkaAdmin, RetryPolicy, open_kafka_admin
 from controller_core.errors import KafkaApiError
 from controller_core.model import TopicPartition
@@ -276,3 +277,43 @@ def test_authorized_operations_are_those_the_principal_holds(tmp_path: Path) -> 
     assert bits(meta.authorized_operations) == mine
     assert [bits(t.topic_authorized_operations) for t in dtp.topics] == [mine]
     assert bits(dc.authorized_operations) == mine
+
+
+def counted(parts: list[Any]) -> PartitionCounts:
+    return PartitionCounts(len({d.tp.topic for d in parts}), len(parts),
+                           sum(1 for d in parts if d.under_replicated),
+                           sum(1 for d in parts if d.leader < 0))
+
+
+def test_partition_counts_are_the_described_partitions_counted(twin: ServedCluster,
+                                                               recording: Recording) -> None:
+    """A KafkaCluster's figures: counted page by page as describing every partition would
+    count them (a move in flight is not under-replicated by its added replicas, KIP-352; a
+    partition whose replicas are all fenced is offline), on both paths and on the embedded
+    cluster itself — and no log size asked for (DescribeLogDirs of every partition, and a
+    description of each held at once, were ~100 MiB a pass at 100,000 partitions)."""
+    def fence() -> None:
+        for b in (3, 4, 5):
+            twin.cluster.fail_broker(b)
+        twin.cluster.advance(60)
+    twin.call(fence)
+    # a move onto a live broker in flight: a replica on 0-2 replaces one on a fenced broker
+    d = next(d for d in recording.admin.describe_partitions()
+             if len(set(d.replicas) & {0, 1, 2}) == 2 and d.leader >= 0)
+    tp = d.tp
+    live = [r for r in d.replicas if r < 3]
+    target = [*live, *({0, 1, 2} - set(live))]
+    assert recording.admin.alter_partition_reassignments({tp: target})[tp].error.ok
+    every = recording.admin.describe_partitions()
+    expected = counted(every)
+    assert next(d for d in every if d.tp == tp).adding
+    assert expected.offline > 0 and expected.under_replicated > 0
+    recording.sent.clear()
+    assert recording.admin.partition_counts() == expected
+    assert not any(isinstance(r, DescribeLogDirsRequest) for r in recording.sent)
+    assert recording.metadata_sent() == 0
+    recording.admin._offers = lambda key: False  # type: ignore[method-assign]
+    assert recording.admin.partition_counts() == expected
+    assert recording.metadata_sent() == 1
+    assert twin.call(twin.cluster.partition_counts) == counted(
+        twin.call(twin.cluster.describe_partitions))

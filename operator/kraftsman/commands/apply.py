@@ -212,7 +212,7 @@ def known_of(c: RealCluster) -> Known:
     fenced = {b.id for b in brokers if b.fenced}
     heading = ({tp: o.target for tp, o in c.list_partition_reassignments().items()}
                if fenced else {})
-    return Known({b.id for b in brokers}, c.partition_counts(), c.quorum_node_ids(), fenced,
+    return Known({b.id for b in brokers}, c.topic_partition_counts(), c.quorum_node_ids(), fenced,
                  heading)
 
 

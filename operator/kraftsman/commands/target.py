@@ -70,7 +70,7 @@ class RealCluster(KafkaAdmin):
         time.sleep(max(0.0, self._woke + seconds - time.monotonic()))
         self._woke = time.monotonic()
 
-    def partition_counts(self) -> dict[str, int]:
+    def topic_partition_counts(self) -> dict[str, int]:
         """Partitions per topic from Metadata alone (describe_partitions would also ask every
         leader for sizes, which validation does not need)."""
         def go() -> dict[str, int]:
@@ -101,7 +101,7 @@ def cluster_id_of(c: Cluster) -> str:
 
 
 def topic_names(c: Cluster) -> list[str]:
-    return sorted(c.image.topics if isinstance(c, EmbeddedCluster) else c.partition_counts())
+    return sorted(c.image.topics if isinstance(c, EmbeddedCluster) else c.topic_partition_counts())
 
 
 def resource_store(args: argparse.Namespace, c: Cluster) -> LocalStore:
