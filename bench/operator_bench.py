@@ -291,8 +291,8 @@ async def latency(api: Api, args: argparse.Namespace, real: Any) -> None:
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(watcher, args.timeout)
     assert watch.stdin is not None
+    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)  # before it can exit
     watch.stdin.close()  # it exits when its stdin closes
-    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
     await watch.wait()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     watch_cpu = (after.ru_utime + after.ru_stime) - (reaped.ru_utime + reaped.ru_stime)
