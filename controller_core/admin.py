@@ -59,9 +59,13 @@ class PartitionDescription(NamedTuple):
 
     @property
     def under_replicated(self) -> bool:
-        """KIP-352: fewer in-sync replicas than the replica set minus the replicas being
-        added — not "ISR smaller than the temporarily enlarged R" of a move."""
-        return len(self.isr) < len(self.replicas) - len(self.adding)
+        return under_replicated(len(self.isr), len(self.replicas), len(self.adding))
+
+
+def under_replicated(isr: int, replicas: int, adding: int) -> bool:
+    """KIP-352: fewer in-sync replicas than the replica set minus the replicas being
+    added — not "ISR smaller than the temporarily enlarged R" of a move."""
+    return isr < replicas - adding
 
 
 class PartitionCounts(NamedTuple):
@@ -70,7 +74,7 @@ class PartitionCounts(NamedTuple):
 
     topics: int  # topics with at least one partition
     partitions: int
-    under_replicated: int  # KIP-352, as PartitionDescription.under_replicated
+    under_replicated: int  # KIP-352 (:func:`under_replicated`)
     offline: int  # without a leader
 
 

@@ -70,6 +70,7 @@ from controller_core.admin import (
     ReplicaStatus,
     behind,
     marker_replication_factor,
+    under_replicated,
 )
 from controller_core.backends import last_words  # noqa: F401  (a kafka-python fix, on import)
 from controller_core.backends.security import connection_settings
@@ -249,11 +250,6 @@ class KafkaAdmin:
         versions = getattr(known, "api_versions", None)
         return api_key in (versions or {})
 
-    def _partition_pages(self, names: list[str] | None, wanted: set[TopicPartition] | None
-                         ) -> list[tuple[TopicPartition, Any]]:
-        """Every row of :meth:`_pages`, in one list."""
-        return list(self._pages(names, wanted))
-
     def _pages(self, names: list[str] | None, wanted: set[TopicPartition] | None
                ) -> Iterator[tuple[TopicPartition, Any]]:
         """The partitions of ``names`` (every topic for None; only the ``wanted`` partitions,
@@ -336,7 +332,7 @@ class KafkaAdmin:
         paged = self._offers(DESCRIBE_TOPIC_PARTITIONS)
 
         def go() -> list[PartitionDescription]:
-            rows = (self._partition_pages(names, wanted) if paged
+            rows = (list(self._pages(names, wanted)) if paged
                     else self._metadata_partitions(names, wanted))
             ongoing = self._list_reassignments([tp for tp, _ in rows] if wanted else None)
             sizes = self._leader_sizes([(tp, p.leader_id) for tp, p in rows])
@@ -356,12 +352,7 @@ class KafkaAdmin:
         paged = self._offers(DESCRIBE_TOPIC_PARTITIONS)
 
         def go() -> PartitionCounts:
-            r = self._send_to_controller(ListPartitionReassignmentsRequest(
-                timeout_ms=self.retry.request_timeout_ms, topics=None))
-            _check(r.error_code, r.error_message, "ListPartitionReassignments")
-            adding = {(t.name, p.partition_index): len(p.adding_replicas)
-                      for t in r.topics for p in t.partitions if p.adding_replicas}
-            del r
+            adding = {tp: len(o.adding) for tp, o in self._list_reassignments(None).items()}
             topics: set[str] = set()
             partitions = under = offline = 0
             rows = self._pages(None, None) if paged else iter(
@@ -369,9 +360,8 @@ class KafkaAdmin:
             for tp, p in rows:
                 topics.add(tp.topic)
                 partitions += 1
-                # KIP-352, as PartitionDescription.under_replicated
-                if len(p.isr_nodes) < len(p.replica_nodes) - adding.get(tp, 0):
-                    under += 1
+                under += under_replicated(len(p.isr_nodes), len(p.replica_nodes),
+                                          adding.get(tp, 0))
                 if p.leader_id < 0:
                     offline += 1
             return PartitionCounts(len(topics), partitions, under, offline)

@@ -46,6 +46,7 @@ from controller_core.admin import (
     ReplicaStatus,
     behind,
     marker_replication_factor,
+    under_replicated,
 )
 from controller_core.config import DEFAULT_LOG_DIR, EmbeddedClusterSpec, LogDirSpec, TopicSpec
 from controller_core.errors import NOT_LEADER_OR_FOLLOWER, OK, ApiResult, KafkaApiError
@@ -678,8 +679,7 @@ class EmbeddedCluster:
         for tp, p in self.image.iter_partitions():
             topics.add(tp.topic)
             partitions += 1
-            if len(p.isr) < len(p.replicas) - len(p.adding):  # KIP-352
-                under += 1
+            under += under_replicated(len(p.isr), len(p.replicas), len(p.adding))
             if p.leader < 0:
                 offline += 1
         return PartitionCounts(len(topics), partitions, under, offline)

@@ -111,9 +111,9 @@ def on_driver(req: PlanRequest, partitions: int, machine: Machine | None = None)
         DRIVER_BASE_BYTES + partitions * DRIVER_BYTES_PER_PARTITION <= machine.memory
 
 
-def prepare(req: PlanRequest) -> tuple[Snapshot, Goal]:
+def prepare(req: PlanRequest) -> tuple[Snapshot, Goal, bool]:
     """Every check that needs no Spark: snapshot, goal, output directory, Java (when the
-    plan runs on Spark)."""
+    plan runs on Spark); also whether the rounds run on the driver (:func:`on_driver`)."""
     if req.engine not in ENGINES:
         raise GoalError([f"engine {req.engine!r}: expected one of {', '.join(ENGINES)}"])
     goal = parse_goal(req.goal, req.balance)
@@ -128,9 +128,10 @@ def prepare(req: PlanRequest) -> tuple[Snapshot, Goal]:
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not req.force:
         raise OutputError(f"--out {out}: exists and is not empty; choose a new directory or "
                           "pass --force to replace it")
-    if not on_driver(req, len(snapshot.partitions)):
+    driver = on_driver(req, len(snapshot.partitions))
+    if not driver:
         check_java()
-    return snapshot, goal
+    return snapshot, goal, driver
 
 
 @gc_paused
@@ -141,10 +142,10 @@ def run(req: PlanRequest, session: Callable[[], Any] | None = None) -> PlanOutpu
     10^6 partitions allocates tens of millions of acyclic objects (candidates, moves, rows
     of the output) beside millions that live to the end (the snapshot's and the table's
     lists), and the collections that walked them found nothing: 11.6 s of a 126 s plan."""
-    snapshot, goal = prepare(req)
+    snapshot, goal, driver = prepare(req)
     charting = _import_in_background("matplotlib.pyplot")  # for report.png, at the end
     options = PlanOptions(seed=req.seed)
-    use_spark = session is not None or not on_driver(req, len(snapshot.partitions))
+    use_spark = session is not None or not driver  # decided once: memory may change
     if use_spark:
         spark = session() if session else make_session(req.master, req.spark_conf,
                                                        partitions=len(snapshot.partitions))

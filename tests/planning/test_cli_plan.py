@@ -391,6 +391,8 @@ def test_machine_reads_cgroup_limits_and_meminfo(tmp_path: Path) -> None:
     assert usable_cores(cg) == min(2, usable_cores(tmp_path / "none"))  # 1.5 cores: 2
     (cg / "cpu.max").write_text("max 100000\n")
     assert usable_cores(cg) == usable_cores(tmp_path / "none")
+    (cg / "cpu.max").write_text("garbage\n")  # unreadable: the affinity mask
+    assert usable_cores(cg) == usable_cores(tmp_path / "none")
     # no cgroup limit: MemAvailable plus what this process already holds
     assert memory_budget(cg, meminfo, status) == (20000000 + 100000) * 1024
     (cg / "memory.max").write_text("max\n")
@@ -400,6 +402,8 @@ def test_machine_reads_cgroup_limits_and_meminfo(tmp_path: Path) -> None:
     (cg / "memory.current").write_text(f"{500 << 20}\n")
     assert memory_budget(cg, meminfo, status) == (3 << 30) - ((500 << 20) - 100000 * 1024)
     assert memory_budget(tmp_path / "none", tmp_path / "none", tmp_path / "none") is None
+    (cg / "memory.current").write_text("garbage\n")  # unreadable: MemAvailable alone
+    assert memory_budget(cg, meminfo, status) == (20000000 + 100000) * 1024
     assert [local_cores(m, 6) for m in ("local", "local[*]", "local[3]", "local[2,4]",
                                         "local[*, 3]", "yarn", "localhost")] == \
         [1, 6, 3, 2, 6, None, None]

@@ -16,7 +16,8 @@ import itertools
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -196,3 +197,18 @@ def _attach_logs(cluster: RealKafka, request: pytest.FixtureRequest) -> None:
         with contextlib.suppress(Exception):
             parts.append(f"--- node {node} ---\n{_tail(cluster.log(node), 25)}")
     request.node.add_report_section("teardown", "real kafka logs", "\n".join(parts))
+
+
+def twin_fixture(observe: Callable[[str, str], dict[str, Any]],
+                 **cluster_kw: Any) -> Any:
+    """A ``twin`` fixture: ``twin(name)`` runs ``observe(bootstrap, name)`` on an embedded
+    cluster served by ``cluster serve``'s code (``tests.helpers.cluster(**cluster_kw)``), so a
+    differential test can compare it with the same ``observe`` on the real cluster."""
+    from tests.helpers import cluster
+    from tests.serve.harness import served
+
+    @pytest.fixture
+    def twin(tmp_path: Path) -> Iterator[Callable[[str], dict[str, Any]]]:
+        with served(cluster(tmp_path / "twin", **cluster_kw), time_scale=0) as s:
+            yield lambda name: observe(s.bootstrap, name)
+    return twin

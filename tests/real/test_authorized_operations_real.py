@@ -5,17 +5,13 @@ twin: Metadata v10 (topic and cluster bits), Metadata v12 (topic bits) and Descr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-import pytest
 from kafka.protocol.admin import CreateTopicsRequest, DescribeClusterRequest
 from kafka.protocol.metadata import MetadataRequest
 
-from tests.helpers import cluster
-from tests.real.fixtures import Session
-from tests.serve.harness import served
+from tests.real.fixtures import Session, twin_fixture
 from tests.serve.raw_wire import Wire, bits
 
 _Create = CreateTopicsRequest.CreatableTopic
@@ -44,10 +40,7 @@ def observe(bootstrap: str, topic: str) -> dict[str, Any]:
         w.close()
 
 
-@pytest.fixture
-def twin(tmp_path: Path) -> Iterator[Callable[[str], dict[str, Any]]]:
-    with served(cluster(tmp_path / "twin", brokers=4, topics=[]), time_scale=0) as s:
-        yield lambda topic: observe(s.bootstrap, topic)
+twin = twin_fixture(observe, brokers=4, topics=[])
 
 
 def test_authorized_operations_are_kafkas(real_kafka: Session,

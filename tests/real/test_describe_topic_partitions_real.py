@@ -7,18 +7,14 @@ kraftsman's paged ``describe_partitions`` on each, equal to its Metadata one."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-import pytest
 from kafka.protocol.admin import CreateTopicsRequest, DescribeTopicPartitionsRequest
 
 from controller_core.backends.kafka_admin import RetryPolicy, open_kafka_admin
 from controller_core.model import TopicPartition
-from tests.helpers import cluster
-from tests.real.fixtures import Session
-from tests.serve.harness import served
+from tests.real.fixtures import Session, twin_fixture
 from tests.serve.raw_wire import Wire
 
 _Topic = DescribeTopicPartitionsRequest.TopicRequest
@@ -117,10 +113,7 @@ def observe(bootstrap: str, stem: str) -> dict[str, Any]:
     return out
 
 
-@pytest.fixture
-def twin(tmp_path: Path) -> Iterator[Callable[[str], dict[str, Any]]]:
-    with served(cluster(tmp_path / "twin", brokers=4, topics=[]), time_scale=0) as s:
-        yield lambda stem: observe(s.bootstrap, stem)
+twin = twin_fixture(observe, brokers=4, topics=[])
 
 
 def test_the_twin_pages_partitions_as_kafka_does(
@@ -138,3 +131,28 @@ def test_the_twin_pages_partitions_as_kafka_does(
     embedded = twin(stem)
     for what, answer in real.items():
         assert embedded[what] == answer, (what, embedded[what], answer)
+
+
+def test_partition_counts_on_real_kafka_are_the_described_partitions_counted(
+        real_kafka: Session) -> None:
+    """What a KafkaCluster's status shows of a real cluster, counted page by page, equals
+    the count of every partition described (the twin's side:
+    ``tests/serve/test_describe_topic_partitions.py``)."""
+    from tests.serve.test_describe_topic_partitions import counted
+
+    w = Wire(real_kafka.cluster.bootstrap())
+    try:
+        stem = real_kafka.topic("count")
+        r = w.send(CreateTopicsRequest(topics=[_Create(
+            name=stem, num_partitions=-1, replication_factor=-1, configs=[],
+            assignments=[_Create.CreatableReplicaAssignment(partition_index=i, broker_ids=rs)
+                         for i, rs in enumerate(ASSIGN["b"])])],
+            timeout_ms=10_000, validate_only=False))
+        assert [t.error_code for t in r.topics] == [0], r
+    finally:
+        w.close()
+    with real_kafka.cluster.admin() as admin:
+        admin.partition_page = 3  # several pages per topic
+        counts = admin.partition_counts()
+        assert counts == counted(admin.describe_partitions())
+    assert counts.partitions >= len(ASSIGN["b"]) and counts.topics >= 1

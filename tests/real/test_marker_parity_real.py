@@ -10,15 +10,13 @@ the marker topic is created compacted, takes keyed records only, and only on its
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from controller_core.backends.kafka_admin import RetryPolicy, open_kafka_admin
 from tests.helpers import cluster
-from tests.real.fixtures import Session
+from tests.real.fixtures import Session, twin_fixture
 from tests.serve.harness import served
 from tests.serve.raw_wire import Wire
 
@@ -62,10 +60,7 @@ def observe(bootstrap: str, scratch: str) -> dict[str, Any]:
     return out
 
 
-@pytest.fixture
-def twin(tmp_path: Path) -> Iterator[Callable[[str], dict[str, Any]]]:
-    with served(cluster(tmp_path / "twin"), time_scale=0) as s:
-        yield lambda scratch: observe(s.bootstrap, scratch)
+twin = twin_fixture(observe)
 
 
 def test_the_twin_answers_the_marker_requests_as_kafka_does(
