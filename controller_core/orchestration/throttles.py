@@ -42,24 +42,26 @@ restored like the replication rates.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import orjson
 
-from controller_core import errors
+from controller_core import bitmaps, errors
 from controller_core.admin import LEGACY_MARKER_CONFIG, ClusterAdmin
 from controller_core.errors import ApiResult, KafkaApiError
 from controller_core.metadata.controller import (
     ALTER_LOG_DIRS_RATE,
     RATE_KEYS,
     THROTTLE_RATE_KEYS,
-    format_throttled_replicas,
-    parse_throttled_replicas,
+    format_throttled_replicas_by_broker,
+    parse_throttled_replicas_by_broker,
 )
-from controller_core.model import TopicPartition, is_whole_number
+from controller_core.model import TopicPartition
+from controller_core.orchestration.throttle_entries import Entry, EntrySet, Key
+
+__all__ = ["Entry", "EntrySet", "Marker", "Move", "Synced", "placed", "sync", "wanted_entries"]
 
 LEADER_REPLICAS, FOLLOWER_REPLICAS = (
     "leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
@@ -72,46 +74,25 @@ LEGACY_MARKER_KEY = LEGACY_MARKER_CONFIG  # the broker config older versions wro
 _REFUSALS = {errors.TOPIC_AUTHORIZATION_FAILED.code, errors.CLUSTER_AUTHORIZATION_FAILED.code}
 
 
-class Entry(NamedTuple):
-    """One ``partition:broker`` item of a topic's leader (L) or follower (F) replica list."""
-
-    topic: str
-    partition: int
-    broker: int
-    side: str  # "L" | "F" | "D"
-
-    @property
-    def tp(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
-
-    def encode(self) -> str:
-        return f"{self.side}:{self.partition}:{self.topic}"
-
-    @classmethod
-    def decode(cls, text: str, broker: int) -> Entry | None:
-        side, _, rest = text.partition(":")
-        part, _, topic = rest.partition(":")
-        if side not in _RATE_KEYS or not is_whole_number(part) or not topic:
-            return None
-        # one topic name shared by its entries, not a string each (10^5 entries a marker)
-        return cls(sys.intern(topic), int(part), broker, side)
-
-
 @dataclass(slots=True)
 class Marker:
     """What kraftsman placed on one broker (its record in the marker topic)."""
 
     rate: str | None = None  # the value kraftsman wrote to the rate keys
     previous: dict[str, str | None] = field(default_factory=dict)  # their values before
-    entries: set[Entry] = field(default_factory=set)
+    entries: EntrySet = field(default_factory=EntrySet)
     # rates kraftsman wrote before ``rate`` that may still be in force: a rate change whose
     # config write has not been confirmed yet
     also: set[str] = field(default_factory=set)
     dir_rate: str | None = None  # the value kraftsman wrote to the log-dir rate key
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.entries, EntrySet):  # a set of Entry (views and tests)
+            self.entries = EntrySet.of(self.entries)
+
     def encode(self) -> str:
         doc: dict[str, object] = {"rate": self.rate, "previous": self.previous,
-                                  "replicas": sorted(e.encode() for e in self.entries)}
+                                  "replicas": self.entries.encode()}
         if self.also:
             doc["also"] = sorted(self.also)
         if self.dir_rate is not None:
@@ -124,14 +105,13 @@ class Marker:
             return None
         try:
             doc = orjson.loads(value)
-            entries = {Entry.decode(str(t), broker) for t in doc.get("replicas", [])}
+            entries = EntrySet.decode(doc.get("replicas", []), broker)
             previous = {str(k): (None if v is None else str(v))
                         for k, v in dict(doc.get("previous", {})).items()}
             rate = doc.get("rate")
             also = {str(v) for v in doc.get("also", [])}
             dir_rate = doc.get("dirRate")
-            return cls(None if rate is None else str(rate), previous,
-                       {e for e in entries if e is not None}, also,
+            return cls(None if rate is None else str(rate), previous, entries, also,
                        None if dir_rate is None else str(dir_rate))
         except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
             return None  # not ours to interpret: leave it alone
@@ -141,7 +121,7 @@ class Marker:
         return {r for r in (self.rate, self.dir_rate) if r is not None} | self.also
 
     def copy(self) -> Marker:
-        return Marker(self.rate, dict(self.previous), set(self.entries), set(self.also),
+        return Marker(self.rate, dict(self.previous), self.entries, set(self.also),
                       self.dir_rate)
 
 
@@ -165,22 +145,25 @@ class Synced(NamedTuple):
 
 
 def wanted_entries(moves: Mapping[TopicPartition, Move], *, network: bool = True,
-                   between_dirs: bool = True) -> set[Entry]:
+                   between_dirs: bool = True) -> EntrySet:
     """The entries the moves need: ``network`` the replication ones (L, F), ``between_dirs``
     the log-dir ones (D)."""
-    out: set[Entry] = set()
+    groups: dict[Key, list[int]] = {}
     for tp, move in moves.items():
+        t, p = tp.topic, tp.partition
         if network and move.adding:  # a move between directories alone copies nothing
-            out.update(Entry(tp.topic, tp.partition, r, "L") for r in move.original)
-            out.update(Entry(tp.topic, tp.partition, r, "F") for r in move.adding)
+            for r in move.original:
+                groups.setdefault((t, "L", r), []).append(p)
+            for r in move.adding:
+                groups.setdefault((t, "F", r), []).append(p)
         if between_dirs:
-            out.update(Entry(tp.topic, tp.partition, r, LOG_DIR_SIDE)
-                       for r in move.between_dirs)
-    return out
+            for r in move.between_dirs:
+                groups.setdefault((t, LOG_DIR_SIDE, r), []).append(p)
+    return EntrySet.grouped(groups)
 
 
-def _keys_needed(entries: Iterable[Entry]) -> set[str]:
-    return {k for e in entries for k in _RATE_KEYS[e.side]}
+def _keys_needed(sides: Iterable[str]) -> set[str]:
+    return {k for side in sides for k in _RATE_KEYS[side]}
 
 
 def sync(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int | None,
@@ -227,56 +210,62 @@ def _decide(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int
     if not want and not markers and not legacy:
         return Synced([])  # nothing to place, and nothing of kraftsman's in the cluster
     # Every run on the cluster shares the markers (20 runs of 5,000 moves: 480,000
-    # entries), so what is built per entry is only what goes: ``keep`` is never built.
-    owned: set[Entry] = set().union(*(m.entries for m in markers.values()))
-    elsewhere = sorted({tp for e in owned if e.side in _SIDES and (tp := e.tp) not in scope})
-    reassigning = set(admin.list_partition_reassignments(elsewhere))
-    copying = _still_copying({e for e in owned if e.side not in _SIDES and e.tp not in scope},
-                             admin)
+    # entries): they are worked on as bitmaps (EntrySet), never as an object per entry.
+    owned = EntrySet.union(m.entries for m in markers.values())
+    in_scope = _partition_bits(scope)
+    listed = owned.where(sides=_SIDES).partitions()
+    elsewhere = sorted(TopicPartition(t, p) for t, bits in listed.items()
+                       for p in bitmaps.members(bits & ~in_scope.get(t, 0)))
+    reassigning = _partition_bits(admin.list_partition_reassignments(elsewhere))
+    del elsewhere
+    copying = _still_copying(owned.where(sides=(LOG_DIR_SIDE,)).masked(
+        {t: ~bits for t, bits in in_scope.items()}, ~0), admin)
     # kept: wanted, still copying between directories, or outside the caller's plan and
     # still reassigned (by another run, or anyone)
-    drop = {e for e in owned if e not in want and e not in copying
-            and ((tp := e.tp) in scope or tp not in reassigning)}
-    new_owned = owned
-    new_owned -= drop
+    droppable = {t: in_scope.get(t, 0) | ~reassigning.get(t, 0)
+                 for t in owned.topics()}
+    drop = (owned - want - copying).masked(droppable, ~0)
+    new_owned = owned - drop
     changes: dict[tuple[str, str], dict[str, str | None]] = {}
-    drop_at, want_at = _by_list(drop), _by_list(want)
-    topics = sorted({t for t, _ in (*drop_at, *want_at)})
+    topics = sorted({k[0] for k in (*drop.keys(), *want.keys()) if k[1] in _SIDES})
     topic_cfg = admin.describe_configs([("TOPIC", t) for t in topics])
-    currents = {}
+    currents: dict[tuple[str, str], dict[int, int]] = {}
     for t in topics:
         for side, key in _SIDES.items():
-            current = parse_throttled_replicas(topic_cfg[("TOPIC", t)].get(key) or "")
-            if isinstance(current, set):  # "*" or junk written by someone else: not ours
+            current = parse_throttled_replicas_by_broker(
+                topic_cfg[("TOPIC", t)].get(key) or "")
+            if isinstance(current, dict):  # "*" or junk written by someone else: not ours
                 currents[(t, side)] = current
+    del topic_cfg
     # A broker answers DescribeConfigs from its copy of the metadata, which may not have
     # another run's latest entries yet: what the markers claim and a movement still needs is
     # written back whatever this read says, never dropped by it.
-    missing = _by_list(e for e in new_owned if (e.topic, e.side) in currents
-                       and (e.partition, e.broker) not in currents[(e.topic, e.side)])
-    nothing: frozenset[tuple[int, int]] = frozenset()
+    drop_at, want_at, owned_at = drop.by_list(), want.by_list(), new_owned.by_list()
+    nothing = EntrySet()
+    added = []  # the wanted entries the lists lack: kraftsman's once written
     for (t, side), current in currents.items():
-        key = _SIDES[side]
+        listed_now = EntrySet({(t, side, b): bits for b, bits in current.items()})
         mine_drop = drop_at.get((t, side), nothing)
         mine_want = want_at.get((t, side), nothing)
-        added = mine_want - current
-        new_owned |= {Entry(t, p, b, side) for p, b in added}
-        merged = (current - mine_drop) | mine_want | missing.get((t, side), nothing)
+        missing = owned_at.get((t, side), nothing) - listed_now
+        added.append(mine_want - listed_now)
+        merged = (listed_now - mine_drop) | mine_want | missing
         # ... and an entry to drop is written away even if the read no longer shows it:
         # skipped, a stale read on the last pass would leave it for good, unclaimed
-        if merged != current or mine_drop:
-            changes.setdefault(("TOPIC", t), {})[key] = (
-                format_throttled_replicas(merged) or None)
-    new_owned |= {e for e in want if e.side not in _SIDES}  # kept in the marker alone
+        if merged != listed_now or mine_drop:
+            changes.setdefault(("TOPIC", t), {})[_SIDES[side]] = (
+                format_throttled_replicas_by_broker({b: bits for (_, _, b), bits
+                                                     in merged.items()}) or None)
+    # the log-dir entries are kept in the marker alone
+    new_owned = EntrySet.union([new_owned, *added, want.where(sides=(LOG_DIR_SIDE,))])
     rate_str = str(rate)  # used for the wanted brokers only: with no rate, none is wanted
     dir_rate_str = str(dir_rate)
 
     def value(key: str) -> str:
         return dir_rate_str if key == ALTER_LOG_DIRS_RATE else rate_str
-    wanted_brokers = {e.broker for e in want}
-    by_broker: dict[int, set[Entry]] = {}
-    for e in new_owned:
-        by_broker.setdefault(e.broker, set()).add(e)
+    want_at_broker = want.by_broker()
+    wanted_brokers = set(want_at_broker)
+    by_broker = new_owned.by_broker()
     claim: dict[int, Marker | None] = {}  # written before the configs change
     final: dict[int, Marker | None] = {}  # written after
     registered = set(brokers)
@@ -284,7 +273,7 @@ def _decide(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int
     for b in sorted(registered | set(markers) | set(by_broker)):  # fenced ones with entries too
         cfg = broker_cfg.get(("BROKER", str(b)), {})
         cur = markers.get(b)
-        entries = by_broker.get(b, set())
+        entries = by_broker.get(b, EntrySet())
         out: dict[str, str | None] = {}
         if b in legacy:
             out[LEGACY_MARKER_KEY] = None
@@ -297,7 +286,7 @@ def _decide(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int
         # a write would be retried against a dead broker for the whole retry budget — a
         # minute of `kraftsman apply` per pass on Kafka 4.4 — and its rates before kraftsman
         # cannot be read to record them). Its replica entries are placed like any other.
-        wanted_keys = _keys_needed(e for e in want if e.broker == b)
+        wanted_keys = _keys_needed(want_at_broker.get(b, nothing).sides())
         network = any(k in wanted_keys for k in THROTTLE_RATE_KEYS)
         between = ALTER_LOG_DIRS_RATE in wanted_keys
         if b in wanted_brokers and b not in registered:
@@ -323,7 +312,7 @@ def _decide(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int
         if not entries and b not in wanted_brokers and b not in registered and m.written():
             # Nothing of ours moves through it, but the rate we wrote there can be restored
             # only once it is back: the marker, its entries gone, keeps what to restore.
-            m.entries = set()
+            m.entries = EntrySet()
             fin = m
             waiting.add(b)
         elif not entries and b not in wanted_brokers:
@@ -333,7 +322,7 @@ def _decide(admin: ClusterAdmin, moves: Mapping[TopicPartition, Move], rate: int
             fin = None
         else:
             if b in registered:  # a kind of copy that ended here: its rate goes back
-                needed = _keys_needed(entries) | wanted_keys
+                needed = _keys_needed(entries.sides()) | wanted_keys
                 _restore(m, cfg, [k for k in m.previous if k not in needed], out)
             m.entries = entries
             m.also = set()
@@ -376,25 +365,25 @@ def _apply(admin: ClusterAdmin, w: _Writes) -> Synced:
     return Synced(_write(admin, written, w.final), w.waiting)
 
 
-def _by_list(entries: Iterable[Entry]) -> dict[tuple[str, str], set[tuple[int, int]]]:
-    """(topic, side) -> its (partition, broker) items, for the topics' replica lists."""
-    out: dict[tuple[str, str], set[tuple[int, int]]] = {}
-    for e in entries:
-        if e.side in _SIDES:
-            out.setdefault((e.topic, e.side), set()).add((e.partition, e.broker))
-    return out
+def _partition_bits(tps: Iterable[TopicPartition]) -> dict[str, int]:
+    """topic -> the bitmap of its partitions among ``tps``."""
+    groups: dict[str, list[int]] = {}
+    for tp in tps:
+        groups.setdefault(tp.topic, []).append(tp.partition)
+    return {t: bitmaps.from_members(ps) for t, ps in groups.items()}
 
 
-def _still_copying(entries: Set[Entry], admin: ClusterAdmin) -> set[Entry]:
+def _still_copying(entries: EntrySet, admin: ClusterAdmin) -> EntrySet:
     """The log-dir entries (another run's) whose broker still makes a future replica of the
     partition: the others' copies ended, and so does the need for their rate."""
     if not entries:
-        return set()
-    dirs = admin.describe_log_dirs(sorted({e.broker for e in entries}),
-                                   sorted({e.tp for e in entries}))
+        return EntrySet()
+    listed = list(entries)
+    dirs = admin.describe_log_dirs(sorted({e.broker for e in listed}),
+                                   sorted({e.tp for e in listed}))
     copying = {(r.tp, b) for b, ds in dirs.items() for d in ds for r in d.replicas if r.future}
     # a broker that did not answer (down) keeps its entries: it cannot be asked
-    return {e for e in entries if (e.tp, e.broker) in copying or e.broker not in dirs}
+    return EntrySet.of(e for e in listed if (e.tp, e.broker) in copying or e.broker not in dirs)
 
 
 def _restore(m: Marker, cfg: Mapping[str, str | None], keys: Iterable[str],
