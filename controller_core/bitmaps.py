@@ -16,14 +16,23 @@ _BYTE_BITS = tuple(tuple(j for j in range(8) if v >> j & 1) for v in range(256))
 def from_members(members: Iterable[int]) -> int:
     """The bitmap of ``members`` (built in one buffer: ``bits |= 1 << m`` copies the whole
     int at each step)."""
-    ms = members if isinstance(members, (list, tuple, range)) else list(members)
-    if not ms:
-        return 0
-    buf = bytearray((max(ms) >> 3) + 1)
-    for m in ms:
-        if m < 0:
-            raise ValueError(f"a bitmap holds non-negative numbers, not {m}")
-        buf[m >> 3] |= 1 << (m & 7)
+    buf = bytearray()
+    for m in members:
+        add(buf, m)
+    return from_buffer(buf)
+
+
+def add(buf: bytearray, member: int) -> None:
+    """Set ``member``'s bit in a bitmap being built (:func:`from_buffer` reads it)."""
+    if member < 0:
+        raise ValueError(f"a bitmap holds non-negative numbers, not {member}")
+    i = member >> 3
+    if i >= len(buf):
+        buf.extend(bytes(i + 1 - len(buf)))  # amortized: a bytearray grows by a share
+    buf[i] |= 1 << (member & 7)
+
+
+def from_buffer(buf: bytearray) -> int:
     return int.from_bytes(buf, "little")
 
 

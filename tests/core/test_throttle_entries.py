@@ -147,3 +147,13 @@ def test_a_sync_with_many_runs_markers_costs_little_memory_per_entry(tmp_path: P
     after = sum(len(m.entries) for m in throttles.placed(c).values())
     assert after == owned + len(throttles.wanted_entries(moves)) > owned  # the new run's too
     assert peak / owned < 300, f"{peak / owned:.0f} bytes per marker entry at the sync's peak"
+
+
+def test_a_list_of_many_slices_reads_and_writes_as_the_tuple_forms() -> None:
+    """Longer than a formatting slice, unsorted, a partition on several brokers."""
+    pairs = {(p * 7919 % 30_011, (p * 31) % 9) for p in range(30_011)} | {(5, 0), (5, 3)}
+    text = format_throttled_replicas(pairs)
+    by_broker = parse_throttled_replicas_by_broker(text)
+    assert isinstance(by_broker, dict)
+    assert format_throttled_replicas_by_broker(by_broker) == text
+    assert {(p, b) for b, bits in by_broker.items() for p in bitmaps.members(bits)} == pairs
