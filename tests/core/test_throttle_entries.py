@@ -157,3 +157,39 @@ def test_a_list_of_many_slices_reads_and_writes_as_the_tuple_forms() -> None:
     assert isinstance(by_broker, dict)
     assert format_throttled_replicas_by_broker(by_broker) == text
     assert {(p, b) for b, bits in by_broker.items() for p in bitmaps.members(bits)} == pairs
+
+
+@pytest.mark.parametrize("slice_", [3, 10_000])
+def test_other_runs_partitions_are_asked_a_slice_at_a_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slice_: int) -> None:
+    """Another run's entries stay while its partitions are reassigned and go once they are
+    not, whichever slice of the question each partition was in."""
+    spec = EmbeddedClusterSpec.model_validate({
+        "brokers": [{"id": i, "rack": "abc"[i % 3]} for i in range(6)],
+        "topics": [{"name": n, "partitions": 20, "replicationFactor": 3,
+                    "sizeBytesPerPartition": 10_000_000} for n in ("a", "b")]})
+    c = EmbeddedCluster.open(tmp_path / "c", spec)
+    moves = [(TopicPartition(t, p), [(p + 3) % 6, (p + 4) % 6, (p + 5) % 6])
+             for t in ("a", "b") for p in range(20)]
+    other = ReassignmentExecutor(c, ReassignmentPlan.from_moves(
+        moves, limits=Limits(1000, 40))[0])
+    assert not other.start()
+    other.step()
+    moving = sorted(other.moving)
+    assert len(moving) > 10
+    stopped = set(moving[::4])
+    results = c.alter_partition_reassignments(dict.fromkeys(stopped))  # cancelled
+    assert all(r.ok for r in results.values()) and len(results) == len(stopped)
+    asked: list[int] = []
+    listing = c.list_partition_reassignments
+
+    def counted(partitions: list[TopicPartition] | None = None) -> object:
+        asked.append(len(partitions or []))
+        return listing(partitions)
+
+    monkeypatch.setattr(c, "list_partition_reassignments", counted)
+    monkeypatch.setattr(throttles, "_LIST_SLICE", slice_)
+    assert throttles.sync(c, {}, 1000, scope={TopicPartition("a", 99)}).settled
+    left = {e.tp for m in throttles.placed(c).values() for e in m.entries}
+    assert left == set(moving) - stopped
+    assert max(asked) <= slice_ and sum(asked) == len(moving)
