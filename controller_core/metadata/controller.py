@@ -260,13 +260,31 @@ class Controller:
         return OK
 
     # -- ISR (AlterPartition from partition leaders) -------------------------------------------
-    def replica_caught_up(self, tp: TopicPartition, broker: int) -> None:
-        """The leader adds a caught-up follower (its new ISR in its set's order)."""
+    def replica_caught_up(self, tp: TopicPartition, broker: int,
+                          rules_of: dict[str, pc.Rules] | None = None) -> None:
+        """The leader adds a caught-up follower (its new ISR in its set's order).
+        ``rules_of``: the topics' rules as a caller handling many catch-ups in a row keeps
+        them (see :meth:`_rules_in`): a reassignment ends with 100,000 of these."""
         p = self.image.partition(tp)
+        live = self.image.live_brokers()  # no broker record comes in between: one lookup
         if (p is None or p.leader == NO_LEADER or broker not in p.replicas or broker in p.isr
-                or not self.active(broker)):
+                or broker not in live):
             return
-        self._alter_isr(tp, p, pc.hash_order([*p.isr, broker]))
+        rules = self.rules(tp.topic) if rules_of is None else self._rules_in(rules_of, tp)
+        outcome = pc.alter_isr(tp, p, pc.hash_order([*p.isr, broker]), live.__contains__, rules)
+        if outcome is not None and not isinstance(outcome, ApiResult):
+            self._emit(outcome)
+            if rules_of and tp.partition == 0:
+                rules_of.pop(tp.topic, None)
+
+    def _rules_in(self, rules_of: dict[str, pc.Rules], tp: TopicPartition) -> pc.Rules:
+        """A topic's rules from a cache a caller keeps while it changes only partitions: they
+        read the topic's configs and partition 0's replica count, so a change of partition 0
+        drops its topic's entry."""
+        rules = rules_of.get(tp.topic)
+        if rules is None:
+            rules = rules_of[tp.topic] = self.rules(tp.topic)
+        return rules
 
     def replica_fell_behind(self, tp: TopicPartition, broker: int) -> None:
         """The leader drops a follower that lagged past replica.lag.time.max.ms."""
@@ -317,9 +335,7 @@ class Controller:
                 results[tp] = check
                 continue
             p = self.image.topics[tp.topic].partitions[tp.partition]  # validated: it exists
-            rules = rules_of.get(tp.topic)
-            if rules is None:
-                rules = rules_of[tp.topic] = self.rules(tp.topic)
+            rules = self._rules_in(rules_of, tp)
             outcome = (pc.cancel_reassignment(tp, p, self.active, rules) if target is None
                        else pc.change_reassignment(tp, p, target, self.active, rules))
             if isinstance(outcome, ApiResult):
