@@ -367,11 +367,11 @@ class EmbeddedCluster:
         self._next_event_in = 0.0
         self.data.invalidate()
         if isinstance(record, PartitionChangeRecord):  # the most frequent one first
-            before, reg = self.image.apply_change(record)
-            self.data.on_partition_change(TopicPartition(record.topic, record.partition),
-                                          before, reg, self.now)
+            tp = TopicPartition(record.topic, record.partition)  # built once for all three
+            before, reg = self.image.apply_change(record, tp)
+            self.data.on_partition_change(tp, before, reg, self.now)
             if self._multi_dir:
-                self._note_unplaced(TopicPartition(record.topic, record.partition), reg)
+                self._note_unplaced(tp, reg)
         elif isinstance(record, PartitionRecord):
             # A new (or replaced) partition: the data plane only cares about one that has no
             # leader (stalled from the start). A create of a million partitions comes here.

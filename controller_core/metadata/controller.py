@@ -41,6 +41,7 @@ from controller_core.model import (
 )
 
 Emit = Callable[[Record], None]
+_NO_BROKER: frozenset[int] = frozenset()
 
 THROTTLE_RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 # KIP-113: the bytes/s a broker copies into future replicas (another log directory of its own);
@@ -315,8 +316,10 @@ class Controller:
             return OK
         # The whole target is validated, the replicas it keeps too: a partition that keeps
         # a replica on a cordoned broker cannot be re-targeted (a cancel, above, can).
-        problem = pc.manual_assignment_problem(target, self.image.brokers,
-                                               cordoned=self.cordoned)
+        # no broker cordoned (the usual case): no rule to read per replica
+        problem = pc.manual_assignment_problem(
+            target, self.image.brokers,
+            cordoned=self.cordoned if self.image.any_cordoned() else _NO_BROKER.__contains__)
         if problem is not None:
             return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT, problem)
         return OK

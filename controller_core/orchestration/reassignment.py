@@ -309,6 +309,8 @@ def _describe(admin: ClusterAdmin,
 
 
 def _original(d: PartitionDescription) -> tuple[int, ...]:
+    if not d.adding:
+        return d.replicas  # (most partitions are not moving)
     adding = set(d.adding)
     return tuple(r for r in d.replicas if r not in adding)
 
@@ -458,7 +460,8 @@ class ReassignmentExecutor:
             named = dirs.get(tp, {})
             self.between_dirs[tp] = between = tuple(
                 b for b in original if b in named
-                and where.get((tp, b), log_dir_moves.Placement(None)).current != named[b])
+                and where.get((tp, b), log_dir_moves.Placement(None)).current != named[b]
+            ) if named else ()  # (a plan that names no directory: none, unwalked)
             self.move_bytes[tp] = (d.size_bytes or 0) * (len(adding) + len(between))
             if named and not (d.adding or d.removing) and d.replicas == target:
                 if not log_dir_moves.in_place(log_dir_moves.wanted(dirs, [tp]), where):
@@ -671,9 +674,11 @@ class ReassignmentExecutor:
         scan_limit = max(100, SCAN_FACTOR * slots)
         while self.pending and len(chosen) < slots and len(skipped) < scan_limit:
             tp = self.pending.popleft()
+            if per_broker_limit is None:  # no load to count: 100,000 moves start at once
+                chosen.append(tp)
+                continue
             touched = self._touched(tp)
-            if per_broker_limit is not None and any(
-                    load.get(b, 0) >= per_broker_limit for b in touched):
+            if any(load.get(b, 0) >= per_broker_limit for b in touched):
                 skipped.append(tp)
                 continue
             for b in touched:
@@ -921,8 +926,9 @@ class ReassignmentExecutor:
         details = [MoveDetail(tp, "failed", self.plan.moves[tp],
                               self.state.failed.get(str(tp), "failed"))
                    for tp in sorted(self.failed)[:MAX_DETAILS]]
-        details += [MoveDetail(tp, "moving", target) for tp, target in
-                    heapq.nsmallest(max(0, MAX_DETAILS - len(details)), self.moving.items())]
+        # the partitions are distinct: the smallest ones, then their targets (no pairs compared)
+        details += [MoveDetail(tp, "moving", self.moving[tp]) for tp in
+                    heapq.nsmallest(max(0, MAX_DETAILS - len(details)), self.moving)]
         return Progress(
             self.state.phase, len(self.plan.moves), len(self.done), len(self.moving),
             len(self.pending), max(len(self.failed), self.state.failed_count),
