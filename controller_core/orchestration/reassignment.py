@@ -592,6 +592,11 @@ class ReassignmentExecutor:
                       for r in (*self.adding[tp], *self.between_dirs.get(tp, ()))]
         else:  # no copy between directories (see _replica_sizes)
             wanted = self._adding_replicas()
+        if len(sizes) == len(wanted) and all(map(sizes.__contains__, wanted)):
+            # every replica answered, and only those (wanted has no repeats): ``sizes`` is the
+            # answer; copied in C, without a lookup per replica in Python
+            self._last_sizes = held = dict(sizes)
+            return held
         # sizes are ints, never None: one lookup per replica where the pass read it
         self._last_sizes = held = {
             key: size for key in wanted

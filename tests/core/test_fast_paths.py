@@ -8,6 +8,7 @@ that catch-ups share, on the one history where a stale entry would change a reco
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 from controller_core.admin import OngoingReassignment
 from controller_core.metadata import partition_change as pc
@@ -21,7 +22,13 @@ from controller_core.metadata.records import (
     TopicRecord,
 )
 from controller_core.model import TopicPartition
-from controller_core.orchestration.reassignment import _heads_to
+from controller_core.orchestration.reassignment import (
+    Limits,
+    ReassignmentExecutor,
+    ReassignmentPlan,
+    _heads_to,
+)
+from tests.helpers import cluster, tp
 
 
 def _java_hash_set_order(ids: list[int]) -> tuple[int, ...]:
@@ -102,11 +109,34 @@ def test_caught_up_replicas_sharing_topic_rules_write_the_same_records() -> None
     alone, shared = _Harness(), _Harness()
     alone.load(_history())
     shared.load(_history())
-    for tp, broker in catch_ups:
-        alone.controller.replica_caught_up(tp, broker)
+    for part, broker in catch_ups:
+        alone.controller.replica_caught_up(part, broker)
     rules_of: dict[str, pc.Rules] = {}
-    for tp, broker in catch_ups:
-        shared.controller.replica_caught_up(tp, broker, rules_of)
+    for part, broker in catch_ups:
+        shared.controller.replica_caught_up(part, broker, rules_of)
     assert len(alone.log) == 2
     assert alone.log[1].elr == ()  # the new minimum (2) is met: the ELR empties
     assert shared.log == alone.log
+
+
+def test_bytes_moved_count_a_finished_move_once_as_the_next_one_starts(tmp_path: Path) -> None:
+    """One move at a time: the pass that sees the first move end starts the second. The
+    sizes that pass read name the first move's replica only — as many replicas as the moves
+    now in flight add, but not theirs: its bytes count once (done), the new move's none yet;
+    they never count twice, and the figure never falls."""
+    c = cluster(tmp_path)
+    plan, problems = ReassignmentPlan.from_moves(
+        [(tp("orders", 0), [0, 1, 3]), (tp("orders", 1), [1, 2, 4])], limits=Limits(None, 1))
+    assert not problems
+    ex = ReassignmentExecutor(c, plan)
+    assert ex.start() == []
+    seen: list[tuple[int, int, int]] = []
+    while not (p := ex.step()).phase.terminal:
+        seen.append((p.done, p.moving, p.bytes_moved))
+        c.advance(1)
+    first = ex.move_bytes[tp("orders", 0)]
+    assert first > 0
+    assert (1, 1, first) in seen, seen  # the second move has just started
+    moved = [b for _, _, b in seen]
+    assert moved == sorted(moved), moved
+    assert p.bytes_moved == p.bytes_total == first + ex.move_bytes[tp("orders", 1)]
