@@ -46,6 +46,9 @@ class FetchPlan(NamedTuple):
     produce: float  # messages/s its leader appends (0 while stalled)
 
 
+_new_plan = tuple.__new__  # a FetchPlan without the named tuple's Python-level __new__
+
+
 @dataclass(slots=True)
 class FutureReplica:
     """KIP-113: the copy of a replica its broker makes in another of its log directories."""
@@ -239,7 +242,10 @@ class DataPlane:
                     continue
                 if p is None or p.leader == NO_LEADER or p.leader == broker or p.leader in down:
                     continue
-                throttled = self._throttled(tp, broker, p.leader, throttle_cache)
+                # a topic that throttles no replica (both lists empty) is not asked per replica
+                known = throttle_cache.get(tp.topic)
+                throttled = (known is None or bool(known[0] or known[1])) \
+                    and self._throttled(tp, broker, p.leader, throttle_cache)
                 found.append((tp, broker, lag, p.leader, throttled))
                 per_broker[broker] = per_broker.get(broker, 0) + 1
                 if throttled:
@@ -247,6 +253,9 @@ class DataPlane:
                     per_leader_throttled[p.leader] = per_leader_throttled.get(p.leader, 0) + 1
         plans = []
         share = {b: self.bandwidth(b) / n for b, n in per_broker.items()}
+        # base(), rate_msgs() and the message size inlined, the last two once per topic
+        topics, bases, topic_base = image.topics, self.bases, self.topic_base
+        per_topic: dict[str, tuple[float, int]] = {}  # topic -> (rate_msgs, message_bytes)
         for tp, broker, lag, leader, throttled in found:
             rate = share[broker]
             if throttled:
@@ -256,9 +265,16 @@ class DataPlane:
                 l_limit = self._rate(leader, "leader.replication.throttled.rate")
                 if l_limit is not None:
                     rate = min(rate, l_limit / per_leader_throttled[leader])
-            produce = 0.0 if self.base(tp).stalled else self.rate_msgs(tp.topic)
-            plans.append(FetchPlan(tp, broker, lag, rate / image.topics[tp.topic].message_bytes,
-                                   produce))
+            b = bases.get(tp)
+            if b is None:
+                b = topic_base[tp.topic]
+            sizes = per_topic.get(tp.topic)
+            if sizes is None:
+                t = topics[tp.topic]
+                sizes = per_topic[tp.topic] = (t.produce_bytes_per_second / t.message_bytes,
+                                               t.message_bytes)
+            plans.append(_new_plan(FetchPlan, (tp, broker, lag, rate / sizes[1],
+                                               0.0 if b.stalled else sizes[0])))
         return plans
 
     def fetch(self, dt: float, now: float) -> tuple[list[tuple[TopicPartition, int]], float]:
