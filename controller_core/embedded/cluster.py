@@ -53,7 +53,7 @@ from controller_core.errors import NOT_LEADER_OR_FOLLOWER, OK, ApiResult, KafkaA
 from controller_core.gc_pause import gc_paused
 from controller_core.metadata.controller import Controller, is_sensitive_config
 from controller_core.metadata.image import MetadataImage
-from controller_core.metadata.partition_change import ControllerFault
+from controller_core.metadata.partition_change import ControllerFault, Rules
 from controller_core.metadata.records import (
     ClusterRecord,
     PartitionChangeRecord,
@@ -366,19 +366,19 @@ class EmbeddedCluster:
         self._pending_change = True  # rates may have changed: recompute the next event
         self._next_event_in = 0.0
         self.data.invalidate()
-        if isinstance(record, PartitionRecord):
+        if isinstance(record, PartitionChangeRecord):  # the most frequent one first
+            tp = TopicPartition(record.topic, record.partition)  # built once for all three
+            before, reg = self.image.apply_change(record, tp)
+            self.data.on_partition_change(tp, before, reg, self.now)
+            if self._multi_dir:
+                self._note_unplaced(tp, reg)
+        elif isinstance(record, PartitionRecord):
             # A new (or replaced) partition: the data plane only cares about one that has no
             # leader (stalled from the start). A create of a million partitions comes here.
             reg = self.image.apply_partition_record(record)
             if reg.leader == NO_LEADER:
                 self.data.on_partition_change(TopicPartition(record.topic, record.partition),
                                               None, reg, self.now)
-            if self._multi_dir:
-                self._note_unplaced(TopicPartition(record.topic, record.partition), reg)
-        elif isinstance(record, PartitionChangeRecord):
-            before, reg = self.image.apply_change(record)
-            self.data.on_partition_change(TopicPartition(record.topic, record.partition),
-                                          before, reg, self.now)
             if self._multi_dir:
                 self._note_unplaced(TopicPartition(record.topic, record.partition), reg)
         else:
@@ -533,21 +533,23 @@ class EmbeddedCluster:
             # (a caught-up replica stays listed and is noticed again once a leader is back).
             self._next_event_in = QUORUM_POLL
             return
+        rules_of: dict[str, Rules] = {}  # only partitions change in this loop
         for tp, broker in caught_up:
             self.data.caught_up_now(tp, broker)
-            self.controller.replica_caught_up(tp, broker)
+            self.controller.replica_caught_up(tp, broker, rules_of)
         if copied:
             self._swap_in_futures(copied)
         lag_max = self.spec.replica_lag_time_max_ms / 1000.0
         next_timer = float("inf")
         behind_too_long = []
-        for tp, broker, lag in self.data.fetchers():
-            if lag.in_isr:
-                expires = lag.caught_up_at + lag_max
-                if now > expires:
-                    behind_too_long.append((tp, broker))
-                else:
-                    next_timer = min(next_timer, expires)
+        for tp, replicas in self.data.lagging.items():  # DataPlane.fetchers, without a generator
+            for broker, lag in replicas.items():
+                if lag.in_isr:
+                    expires = lag.caught_up_at + lag_max
+                    if now > expires:
+                        behind_too_long.append((tp, broker))
+                    else:
+                        next_timer = min(next_timer, expires)
         for tp, broker in behind_too_long:
             self.controller.replica_fell_behind(tp, broker)
         session = self.spec.broker_session_timeout_ms / 1000.0
@@ -696,13 +698,14 @@ class EmbeddedCluster:
     def list_partition_reassignments(self, partitions: Iterable[TopicPartition] | None = None
                                      ) -> dict[TopicPartition, OngoingReassignment]:
         self._require_controller()
-        tps = sorted(self.image.reassigning) if partitions is None else [
-            tp for tp in partitions if tp in self.image.reassigning]
+        reassigning, topics = self.image.reassigning, self.image.topics
         out = {}
-        for tp in tps:
-            p = self.image.partition(tp)
-            assert p is not None
-            out[tp] = OngoingReassignment(p.replicas, p.adding, p.removing)
+        # an executor's pass asks this of every move in flight (100,000): one loop, no
+        # lookup through image.partition, the named tuple built by tuple.__new__
+        for tp in sorted(reassigning) if partitions is None else partitions:
+            if tp in reassigning:
+                p = topics[tp.topic].partitions[tp.partition]  # a moving partition exists
+                out[tp] = _new_ongoing(OngoingReassignment, (p.replicas, p.adding, p.removing))
         return out
 
     @gc_paused
@@ -748,17 +751,31 @@ class EmbeddedCluster:
         self._require_controller()
         out: dict[tuple[TopicPartition, int], int] = {}
         lagging, topics, now = self.data.lagging, self.image.topics, self.now
+        bases, topic_base = self.data.bases, self.data.topic_base
         down = self.data.down  # asked of the broker itself, which is dead: no answer
-        for tp, broker in replicas:
+        # a pass of the executor asks this of every replica in flight (100,000): lookups
+        # and DataPlane.leader_leo inlined, the same arithmetic
+        for key in replicas:
+            tp, broker = key
             if broker in down:
                 continue
             topic = topics.get(tp.topic)
-            p = self.image.partition(tp)
-            if topic is None or p is None or broker not in p.replicas:
+            if topic is None:
                 continue
-            lag = lagging.get(tp, {}).get(broker)
-            leo = lag.leo if lag is not None else self.data.leader_leo(tp, now)
-            out[(tp, broker)] = int(leo * topic.message_bytes)
+            regs, i = topic.partitions, tp.partition
+            if not 0 <= i < len(regs) or broker not in regs[i].replicas:
+                continue
+            fetching = lagging.get(tp)
+            lag = fetching.get(broker) if fetching is not None else None
+            if lag is not None:
+                leo = lag.leo
+            else:
+                b = bases.get(tp)
+                if b is None:
+                    b = topic_base[tp.topic]
+                leo = b.offset if b.stalled else b.offset + (
+                    topic.produce_bytes_per_second / topic.message_bytes) * (now - b.time)
+            out[key] = int(leo * topic.message_bytes)
         return out
 
     @gc_paused
@@ -1103,6 +1120,9 @@ class EmbeddedCluster:
             raise KeyError(str(tp))
         return int(self.data.high_watermark(tp, p, self.now))
 
+
+
+_new_ongoing = tuple.__new__  # the named tuple without its Python-level __new__
 
 
 def _payloads(rows: list[Any]) -> list[bytes]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from controller_core.metadata.controller import ALTER_LOG_DIRS_RATE, parse_throttled_replicas
 from controller_core.metadata.image import MetadataImage
@@ -36,13 +36,17 @@ class Lagging:
     in_isr: bool = False  # an ISR member that fell behind (subject to replica.lag.time.max)
 
 
-@dataclass(frozen=True, slots=True)
-class FetchPlan:
+class FetchPlan(NamedTuple):
+    """(A named tuple: a frozen dataclass' __init__ cost as much as planning the fetch.)"""
+
     tp: TopicPartition
     broker: int
     lag: Lagging
     rate: float  # messages/s this replica fetches
     produce: float  # messages/s its leader appends (0 while stalled)
+
+
+_new_plan = tuple.__new__  # a FetchPlan without the named tuple's Python-level __new__
 
 
 @dataclass(slots=True)
@@ -136,13 +140,14 @@ class DataPlane:
     # -- reacting to metadata changes -----------------------------------------------------------
     def on_partition_change(self, tp: TopicPartition, before: PartitionRegistration | None,
                             after: PartitionRegistration, now: float) -> None:
-        old_replicas = set(before.replicas) if before else set()
-        for r in after.replicas:
-            if r not in old_replicas and before is not None:
-                self._lag(tp, r, 0.0, now)  # a new replica starts with an empty log
-        for r in old_replicas - set(after.replicas):
-            self._unlag(tp, r)  # a removed replica stops; its log is deleted
-            self.futures.pop((tp, r), None)  # ... and its future replica with it
+        if before is not None and before.replicas != after.replicas:  # most changes keep them
+            old_replicas = set(before.replicas)
+            for r in after.replicas:
+                if r not in old_replicas:
+                    self._lag(tp, r, 0.0, now)  # a new replica starts with an empty log
+            for r in old_replicas - set(after.replicas):
+                self._unlag(tp, r)  # a removed replica stops; its log is deleted
+                self.futures.pop((tp, r), None)  # ... and its future replica with it
         if before is None:
             if after.leader == NO_LEADER:
                 self._freeze(tp, now, stalled=True)
@@ -227,20 +232,30 @@ class DataPlane:
         per_broker_throttled: dict[int, int] = {}
         per_leader_throttled: dict[int, int] = {}
         throttle_cache: dict[str, tuple[Any, Any]] = {}
-        for tp, broker, lag in self.fetchers():
-            if broker in self.down:
-                continue
+        down = self.down
+        # every lagging replica (100,000 in a big reassignment): its partition looked up
+        # once for all its fetching replicas, in fetchers()' order
+        for tp, replicas in self.lagging.items():
             p = image.partition(tp)
-            if p is None or p.leader == NO_LEADER or p.leader == broker or p.leader in self.down:
-                continue
-            throttled = self._throttled(tp, broker, p.leader, throttle_cache)
-            found.append((tp, broker, lag, p.leader, throttled))
-            per_broker[broker] = per_broker.get(broker, 0) + 1
-            if throttled:
-                per_broker_throttled[broker] = per_broker_throttled.get(broker, 0) + 1
-                per_leader_throttled[p.leader] = per_leader_throttled.get(p.leader, 0) + 1
+            for broker, lag in replicas.items():
+                if broker in down:
+                    continue
+                if p is None or p.leader == NO_LEADER or p.leader == broker or p.leader in down:
+                    continue
+                # a topic that throttles no replica (both lists empty) is not asked per replica
+                known = throttle_cache.get(tp.topic)
+                throttled = (known is None or bool(known[0] or known[1])) \
+                    and self._throttled(tp, broker, p.leader, throttle_cache)
+                found.append((tp, broker, lag, p.leader, throttled))
+                per_broker[broker] = per_broker.get(broker, 0) + 1
+                if throttled:
+                    per_broker_throttled[broker] = per_broker_throttled.get(broker, 0) + 1
+                    per_leader_throttled[p.leader] = per_leader_throttled.get(p.leader, 0) + 1
         plans = []
         share = {b: self.bandwidth(b) / n for b, n in per_broker.items()}
+        # base(), rate_msgs() and the message size inlined, the last two once per topic
+        topics, bases, topic_base = image.topics, self.bases, self.topic_base
+        per_topic: dict[str, tuple[float, int]] = {}  # topic -> (rate_msgs, message_bytes)
         for tp, broker, lag, leader, throttled in found:
             rate = share[broker]
             if throttled:
@@ -250,9 +265,16 @@ class DataPlane:
                 l_limit = self._rate(leader, "leader.replication.throttled.rate")
                 if l_limit is not None:
                     rate = min(rate, l_limit / per_leader_throttled[leader])
-            produce = 0.0 if self.base(tp).stalled else self.rate_msgs(tp.topic)
-            plans.append(FetchPlan(tp, broker, lag, rate / image.topics[tp.topic].message_bytes,
-                                   produce))
+            b = bases.get(tp)
+            if b is None:
+                b = topic_base[tp.topic]
+            sizes = per_topic.get(tp.topic)
+            if sizes is None:
+                t = topics[tp.topic]
+                sizes = per_topic[tp.topic] = (t.produce_bytes_per_second / t.message_bytes,
+                                               t.message_bytes)
+            plans.append(_new_plan(FetchPlan, (tp, broker, lag, rate / sizes[1],
+                                               0.0 if b.stalled else sizes[0])))
         return plans
 
     def fetch(self, dt: float, now: float) -> tuple[list[tuple[TopicPartition, int]], float]:
@@ -264,18 +286,26 @@ class DataPlane:
             self._plans = self._plan_fetches()
         caught_up: list[tuple[TopicPartition, int]] = []
         next_eta = float("inf")
-        for plan in self._plans:
-            lag = plan.lag
-            target = self.leader_leo(plan.tp, now) if plan.produce else self.base(plan.tp).offset
-            leo = lag.leo + plan.rate * dt
+        bases, topic_base = self.bases, self.topic_base
+        # every fetching replica, every step (100,000 in a big reassignment): base() and
+        # leader_leo() inlined; plan.produce is rate_msgs() of the topic unless stalled
+        for tp, broker, lag, rate, produce in self._plans:  # (unpacked: no attribute reads)
+            b = bases.get(tp)
+            if b is None:
+                b = topic_base[tp.topic]
+            target = b.offset if b.stalled or not produce else \
+                b.offset + self.rate_msgs(tp.topic) * (now - b.time)
+            leo = lag.leo + rate * dt
             if leo >= target - 1e-9:
                 lag.leo = target
-                caught_up.append((plan.tp, plan.broker))
+                caught_up.append((tp, broker))
             else:
                 lag.leo = leo
-                gain = plan.rate - plan.produce
+                gain = rate - produce
                 if gain > 0:
-                    next_eta = min(next_eta, (target - leo) / gain)
+                    eta = (target - leo) / gain
+                    if eta < next_eta:
+                        next_eta = eta
         return caught_up, next_eta
 
     # -- future replicas (KIP-113) -------------------------------------------------------------

@@ -42,6 +42,7 @@ from controller_core.model import (
 )
 
 Emit = Callable[[Record], None]
+_NO_BROKER: frozenset[int] = frozenset()
 
 THROTTLE_RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 # KIP-113: the bytes/s a broker copies into future replicas (another log directory of its own);
@@ -261,13 +262,31 @@ class Controller:
         return OK
 
     # -- ISR (AlterPartition from partition leaders) -------------------------------------------
-    def replica_caught_up(self, tp: TopicPartition, broker: int) -> None:
-        """The leader adds a caught-up follower (its new ISR in its set's order)."""
+    def replica_caught_up(self, tp: TopicPartition, broker: int,
+                          rules_of: dict[str, pc.Rules] | None = None) -> None:
+        """The leader adds a caught-up follower (its new ISR in its set's order).
+        ``rules_of``: the topics' rules as a caller handling many catch-ups in a row keeps
+        them (see :meth:`_rules_in`): a reassignment ends with 100,000 of these."""
         p = self.image.partition(tp)
+        live = self.image.live_brokers()  # no broker record comes in between: one lookup
         if (p is None or p.leader == NO_LEADER or broker not in p.replicas or broker in p.isr
-                or not self.active(broker)):
+                or broker not in live):
             return
-        self._alter_isr(tp, p, pc.hash_order([*p.isr, broker]))
+        rules = self.rules(tp.topic) if rules_of is None else self._rules_in(rules_of, tp)
+        outcome = pc.alter_isr(tp, p, pc.hash_order([*p.isr, broker]), live.__contains__, rules)
+        if outcome is not None and not isinstance(outcome, ApiResult):
+            self._emit(outcome)
+            if rules_of and tp.partition == 0:
+                rules_of.pop(tp.topic, None)
+
+    def _rules_in(self, rules_of: dict[str, pc.Rules], tp: TopicPartition) -> pc.Rules:
+        """A topic's rules from a cache a caller keeps while it changes only partitions: they
+        read the topic's configs and partition 0's replica count, so a change of partition 0
+        drops its topic's entry."""
+        rules = rules_of.get(tp.topic)
+        if rules is None:
+            rules = rules_of[tp.topic] = self.rules(tp.topic)
+        return rules
 
     def replica_fell_behind(self, tp: TopicPartition, broker: int) -> None:
         """The leader drops a follower that lagged past replica.lag.time.max.ms."""
@@ -298,8 +317,10 @@ class Controller:
             return OK
         # The whole target is validated, the replicas it keeps too: a partition that keeps
         # a replica on a cordoned broker cannot be re-targeted (a cancel, above, can).
-        problem = pc.manual_assignment_problem(target, self.image.brokers,
-                                               cordoned=self.cordoned)
+        # no broker cordoned (the usual case): no rule to read per replica
+        problem = pc.manual_assignment_problem(
+            target, self.image.brokers,
+            cordoned=self.cordoned if self.image.any_cordoned() else _NO_BROKER.__contains__)
         if problem is not None:
             return ApiResult(errors.INVALID_REPLICA_ASSIGNMENT, problem)
         return OK
@@ -318,9 +339,7 @@ class Controller:
                 results[tp] = check
                 continue
             p = self.image.topics[tp.topic].partitions[tp.partition]  # validated: it exists
-            rules = rules_of.get(tp.topic)
-            if rules is None:
-                rules = rules_of[tp.topic] = self.rules(tp.topic)
+            rules = self._rules_in(rules_of, tp)
             outcome = (pc.cancel_reassignment(tp, p, self.active, rules) if target is None
                        else pc.change_reassignment(tp, p, target, self.active, rules))
             if isinstance(outcome, ApiResult):

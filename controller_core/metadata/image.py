@@ -78,16 +78,23 @@ class MetadataImage:
             self._live = frozenset(b.id for b in self.brokers.values() if not b.fenced)
         return self._live
 
+    def any_cordoned(self) -> bool:
+        """Some broker has ``cordoned.log.dirs`` set (see :meth:`cordoned`)."""
+        return bool(self._cordoned_brokers())
+
     def cordoned(self, broker: int) -> bool:
         """Every log directory of ``broker`` is cordoned (KIP-1066): its ``cordoned.log.dirs``
         lists any. A twin broker has one log directory, so any entry ("*" is the one the twin
         takes) cordons all of it; an empty value cordons none, as in Kafka."""
+        return broker in self._cordoned_brokers()
+
+    def _cordoned_brokers(self) -> frozenset[int]:
         if self._cordoned is None:  # asked per target replica: 300,000 times for 100,000 moves
             self._cordoned = frozenset(
                 int(name) for (kind, name), entries in self.configs.items()
                 if kind == "BROKER" and name.isdigit()
                 and entries.get(CORDONED_LOG_DIRS, "").strip())
-        return broker in self._cordoned
+        return self._cordoned
 
     def iter_partitions(self) -> Iterator[tuple[TopicPartition, PartitionRegistration]]:
         for name, topic in self.topics.items():
@@ -201,18 +208,19 @@ class MetadataImage:
         self.next_offset += 1
         return reg
 
-    def apply_change(self, c: PartitionChangeRecord
+    def apply_change(self, c: PartitionChangeRecord, tp: TopicPartition | None = None
                      ) -> tuple[PartitionRegistration, PartitionRegistration]:
         """Apply a PartitionChangeRecord; (before, after): what the data plane reacts to,
-        without looking the partition up three times per change."""
+        without looking the partition up three times per change. ``tp``: the record's
+        partition, when the caller has built it already."""
         partitions = self.topics[c.topic].partitions
         before = partitions[c.partition]
         reg = after(before, c)
         partitions[c.partition] = reg
         if reg.adding or reg.removing:
-            self.reassigning.add(TopicPartition(c.topic, c.partition))
+            self.reassigning.add(tp or TopicPartition(c.topic, c.partition))
         elif self.reassigning:
-            self.reassigning.discard(TopicPartition(c.topic, c.partition))
+            self.reassigning.discard(tp or TopicPartition(c.topic, c.partition))
         self.next_offset += 1
         return before, reg
 

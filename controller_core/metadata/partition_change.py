@@ -79,7 +79,8 @@ class Rules:
 
 def after(p: PartitionRegistration, c: PartitionChangeRecord) -> PartitionRegistration:
     """The registration once ``c`` is applied (the partition epoch always bumps)."""
-    return PartitionRegistration(
+    # tuple.__new__ skips the named tuple's Python-level __new__: one per partition change
+    return _new_registration(PartitionRegistration, (
         p.replicas if c.replicas is None else c.replicas,
         p.isr if c.isr is None else c.isr,
         p.leader if c.leader is None else c.leader,
@@ -90,7 +91,11 @@ def after(p: PartitionRegistration, c: PartitionChangeRecord) -> PartitionRegist
         p.elr if c.elr is None else c.elr,
         p.last_known_elr if c.last_known_elr is None else c.last_known_elr,
         _directories(p, c),
-    )
+    ))
+
+
+_new_registration = tuple.__new__
+_new_record = tuple.__new__
 
 
 def _directories(p: PartitionRegistration, c: PartitionChangeRecord) -> tuple[str, ...]:
@@ -113,6 +118,15 @@ def hash_order(ids: Iterable[int]) -> tuple[int, ...]:
     from a set), and the controller fills the ELR from one, so the ISR a describe shows
     after a follower rejoins is, for ids below 16, ascending — not the order it joined in."""
     unique = list(dict.fromkeys(ids))
+    if len(unique) < 12 and unique and min(unique) >= 0 and max(unique) < 0x10000:
+        # the common case: 16 buckets and ids below 2^16, whose h is the id itself; each
+        # (bucket, h) packed into one int, sorted, unpacked (one per ISR change)
+        return tuple([i & 0xFFFF for i in sorted([(i & 15) << 16 | i for i in unique])])
+    return _hash_set_order(unique)
+
+
+def _hash_set_order(unique: list[int]) -> tuple[int, ...]:
+    """:func:`hash_order` of distinct ids, any of them, the long way."""
     size = 16
     while len(unique) >= size * 3 // 4:
         size *= 2
@@ -132,11 +146,12 @@ def build(tp: TopicPartition, p: PartitionRegistration, acceptable: Acceptable, 
           ) -> PartitionChangeRecord | None:
     """The record that moves ``p`` to the given targets (None: nothing changes)."""
     acceptable = _assigned_only(p, acceptable)
-    t_isr = list(p.isr if isr is None else isr)
-    t_replicas = list(p.replicas if replicas is None else replicas)
-    t_adding = list(p.adding if adding is None else adding)
-    t_removing = list(p.removing if removing is None else removing)
-    t_elr = list(p.elr)
+    # read, never changed in place: no copies (a reassignment builds 200,000 records)
+    t_isr: Sequence[int] = p.isr if isr is None else isr
+    t_replicas: Sequence[int] = p.replicas if replicas is None else replicas
+    t_adding: Sequence[int] = p.adding if adding is None else adding
+    t_removing: Sequence[int] = p.removing if removing is None else removing
+    t_elr: Sequence[int] = p.elr
 
     # completeReassignmentIfNeeded
     if t_adding or t_removing:
@@ -157,7 +172,7 @@ def build(tp: TopicPartition, p: PartitionRegistration, acceptable: Acceptable, 
     # tryElection
     leader, unclean = _elect(p, acceptable, rules, election, t_isr, t_replicas, t_elr)
     new_leader: int | None = None
-    new_isr: list[int] | None = None
+    new_isr: Sequence[int] | None = None
     if leader != p.leader:
         if leader in t_elr:
             t_isr = [leader]
@@ -167,15 +182,19 @@ def build(tp: TopicPartition, p: PartitionRegistration, acceptable: Acceptable, 
             new_isr = [leader]
 
     # triggerLeaderEpochBumpForReplicaReassignmentIfNeeded: a replica that leaves is fenced
-    if new_leader is None and not set(p.replicas) <= set(t_replicas):
+    replicas_now = tuple(t_replicas)
+    if new_leader is None and replicas_now != p.replicas \
+            and not set(p.replicas) <= set(replicas_now):
         new_leader = p.leader
 
     # maybeUpdateRecordElr
     if new_isr is not None or not rules.elr:
         t_elr = []
-    new_elr = tuple(t_elr) if tuple(t_elr) != p.elr else None
+    elr_now = tuple(t_elr)
+    new_elr = elr_now if elr_now != p.elr else None
 
-    if new_isr is None and (t_isr or rules.elr) and tuple(t_isr) != p.isr:
+    isr_now = tuple(t_isr)
+    if new_isr is None and (t_isr or rules.elr) and isr_now != p.isr:
         new_isr = t_isr
 
     # maybeUpdateLastKnownLeader (the last known leader, not the last ELR, is kept)
@@ -186,18 +205,20 @@ def build(tp: TopicPartition, p: PartitionRegistration, acceptable: Acceptable, 
         elif new_leader is not None and new_leader >= 0 and p.last_known_elr:
             new_last = ()
 
-    change = PartitionChangeRecord(
-        tp.topic, tp.partition,
-        replicas=tuple(t_replicas) if t_replicas and tuple(t_replicas) != p.replicas else None,
-        isr=None if new_isr is None else tuple(new_isr),
-        leader=new_leader,
-        leader_epoch=None if new_leader is None else p.leader_epoch + 1,
-        adding=tuple(t_adding) if tuple(t_adding) != p.adding else None,
-        removing=tuple(t_removing) if tuple(t_removing) != p.removing else None,
-        elr=new_elr, last_known_elr=new_last)
-    if change[2:] == (None,) * (len(change) - 2):
+    adding_now, removing_now = tuple(t_adding), tuple(t_removing)
+    new_replicas = replicas_now if replicas_now and replicas_now != p.replicas else None
+    new_adding = adding_now if adding_now != p.adding else None
+    new_removing = removing_now if removing_now != p.removing else None
+    if (new_replicas is None and new_isr is None and new_leader is None and new_adding is None
+            and new_removing is None and new_elr is None and new_last is None):
         return None
-    return change
+    # tuple.__new__ skips the named tuple's Python-level __new__ (one per partition change);
+    # the fields in PartitionChangeRecord's order, ``directories`` left None
+    return _new_record(PartitionChangeRecord, (
+        tp.topic, tp.partition, new_replicas,
+        None if new_isr is None else tuple(new_isr),
+        new_leader, None if new_leader is None else p.leader_epoch + 1,
+        new_adding, new_removing, new_elr, new_last, None))
 
 
 def _assigned_only(p: PartitionRegistration, acceptable: Acceptable) -> Acceptable:
@@ -217,8 +238,8 @@ def _assigned_only(p: PartitionRegistration, acceptable: Acceptable) -> Acceptab
     return check
 
 
-def _completed(replicas: list[int], isr: list[int], adding: list[int], removing: list[int]
-               ) -> tuple[list[int], list[int]] | None:
+def _completed(replicas: Sequence[int], isr: Sequence[int], adding: Sequence[int],
+               removing: Sequence[int]) -> tuple[Sequence[int], Sequence[int]] | None:
     """PartitionReassignmentReplicas.maybeCompleteReassignment (4.4): the replicas and ISR
     once the move completes, or None while it must wait."""
     new_isr, new_replicas = isr, replicas
@@ -237,9 +258,13 @@ def _completed(replicas: list[int], isr: list[int], adding: list[int], removing:
 
 
 def _elect(p: PartitionRegistration, acceptable: Acceptable, rules: Rules, election: Election,
-           isr: list[int], replicas: list[int], elr: list[int]) -> tuple[int, bool]:
+           isr: Sequence[int], replicas: Sequence[int], elr: Sequence[int]
+           ) -> tuple[int, bool]:
     """PartitionChangeBuilder.electLeader: (leader, unclean)."""
-    in_isr, eligible = set(isr), set(elr)
+    in_isr = set(isr)
+    if election is not Election.PREFERRED and p.leader in in_isr and acceptable(p.leader):
+        return p.leader, False  # valid(p.leader) below, the usual answer, without closures
+    eligible = set(elr)
 
     def valid(r: int) -> bool:  # short-circuits as Kafka's does: only members are looked up
         return (r in in_isr or (not in_isr and r in eligible)) and acceptable(r)
@@ -401,13 +426,14 @@ def alter_isr(tp: TopicPartition, p: PartitionRegistration, new_isr: Sequence[in
     follower, or shrunk by a lagging one), validated as the controller validates it."""
     if p.leader == NO_LEADER:
         return ApiResult(errors.INVALID_REQUEST, f"{tp} has no leader to alter its ISR")
-    if not set(new_isr) <= set(p.replicas) or len(set(new_isr)) != len(new_isr):
+    members = set(new_isr)
+    if not members <= set(p.replicas) or len(members) != len(new_isr):
         return ApiResult(errors.INVALID_REQUEST, f"{tp}: invalid ISR {list(new_isr)}")
     if p.leader not in new_isr:
         return ApiResult(errors.INVALID_REQUEST,
                          f"{tp}: the new ISR {list(new_isr)} does not include the leader")
-    ineligible = [r for r in new_isr if not active(r)]
-    if ineligible:
+    if not all(map(active, new_isr)):
+        ineligible = [r for r in new_isr if not active(r)]
         return ApiResult(errors.INELIGIBLE_REPLICA,
                          f"{tp}: ineligible replicas {ineligible} in the new ISR")
     return build(tp, p, active, rules, election=rules.election, isr=new_isr)
