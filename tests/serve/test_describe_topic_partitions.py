@@ -16,6 +16,7 @@ from kafka.protocol.metadata import MetadataRequest
 
 from controller_core import errors
 from controller_core.admin import PartitionCounts
+from controller_core.backends import kafka_admin
 from controller_core.backends.kafka_admin import KafkaAdmin, RetryPolicy, open_kafka_admin
 from controller_core.errors import KafkaApiError
 from controller_core.model import TopicPartition
@@ -317,3 +318,35 @@ def test_partition_counts_are_the_described_partitions_counted(twin: ServedClust
     assert recording.metadata_sent() == 1
     assert twin.call(twin.cluster.partition_counts) == counted(
         twin.call(twin.cluster.describe_partitions))
+
+
+def test_partition_counts_ask_for_the_moves_of_short_partitions_a_slice_at_a_time(
+        twin: ServedCluster, recording: Recording, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the partitions with fewer in-sync replicas than replicas are looked up among the
+    moves, a slice at a time, and a move in any slice still keeps its partition from counting
+    as under-replicated."""
+    def fence() -> None:
+        twin.cluster.fail_broker(5)
+        twin.cluster.advance(60)
+    twin.call(fence)
+    every = recording.admin.describe_partitions()
+    moved = [d for d in every if 5 not in d.replicas and len(d.isr) == len(d.replicas)][:3]
+    assert len(moved) == 3
+    for d in moved:  # a move in flight: an added replica not in sync yet (broker 5 is down)
+        target = [*d.replicas[1:], 5]
+        assert recording.admin.alter_partition_reassignments({d.tp: target})[d.tp].error.ok
+    every = recording.admin.describe_partitions()
+    expected = counted(every)
+    short = [d for d in every if len(d.isr) < len(d.replicas)]
+    assert len(short) > expected.under_replicated > 0  # the moves' partitions are not under
+    monkeypatch.setattr(kafka_admin, "REASSIGNMENT_SLICE", 2)
+    asked: list[list[TopicPartition] | None] = []
+    listing = recording.admin._list_reassignments
+
+    def counted_listing(partitions: list[TopicPartition] | None) -> Any:
+        asked.append(None if partitions is None else list(partitions))
+        return listing(partitions)
+    monkeypatch.setattr(recording.admin, "_list_reassignments", counted_listing)
+    assert recording.admin.partition_counts() == expected
+    assert all(a is not None and 0 < len(a) <= 2 for a in asked)
+    assert sorted(tp for a in asked for tp in a or ()) == sorted(d.tp for d in short)
