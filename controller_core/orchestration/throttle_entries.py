@@ -36,14 +36,6 @@ class Entry(NamedTuple):
     def encode(self) -> str:
         return f"{self.side}:{self.partition}:{self.topic}"
 
-    @classmethod
-    def decode(cls, text: str, broker: int) -> Entry | None:
-        side, _, rest = text.partition(":")
-        part, _, topic = rest.partition(":")
-        if side not in SIDES or not is_whole_number(part) or not topic:
-            return None
-        return cls(topic, int(part), broker, side)
-
 
 class EntrySet:
     """An immutable set of :class:`Entry`, one bitmap of partitions per (topic, side,
@@ -70,7 +62,7 @@ class EntrySet:
         """A marker's ``replicas`` (``side:partition:topic``); an item that is not one is not
         ours to interpret, and is left out."""
         groups: dict[tuple[str, str], list[int]] = {}
-        for text in texts:  # Entry.decode's rule, inline: a marker holds 10^5 of them
+        for text in texts:  # a marker holds 10^5 of them: no Entry made for each
             side, _, rest = str(text).partition(":")
             part, _, topic = rest.partition(":")
             if side in SIDES and topic and is_whole_number(part):
@@ -91,9 +83,6 @@ class EntrySet:
     def items(self) -> Iterable[tuple[Key, int]]:
         return self._bits.items()
 
-    def bits(self, key: Key) -> int:
-        return self._bits.get(key, 0)
-
     def sides(self) -> set[str]:
         return {side for _, side, _ in self._bits}
 
@@ -103,14 +92,10 @@ class EntrySet:
     def brokers(self) -> set[int]:
         return {b for _, _, b in self._bits}
 
-    def where(self, *, sides: Iterable[str] | None = None, broker: int | None = None,
-              topic: str | None = None) -> EntrySet:
-        """The entries of the given sides, broker and topic (None: any)."""
-        wanted = None if sides is None else set(sides)
-        return EntrySet({k: v for k, v in self._bits.items()
-                         if (wanted is None or k[1] in wanted)
-                         and (broker is None or k[2] == broker)
-                         and (topic is None or k[0] == topic)})
+    def where(self, *, sides: Iterable[str]) -> EntrySet:
+        """The entries of the given sides."""
+        wanted = set(sides)
+        return EntrySet({k: v for k, v in self._bits.items() if k[1] in wanted})
 
     def by_broker(self) -> dict[int, EntrySet]:
         out: dict[int, dict[Key, int]] = {}

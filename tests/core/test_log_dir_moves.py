@@ -183,18 +183,23 @@ def test_log_dirs_not_one_per_replica_is_a_plan_problem() -> None:
     assert "log_dirs has 2 entries for 3 replicas" in problem.message
 
 
-def test_another_runs_log_dir_entry_stays_while_its_broker_copies(tmp_path: Path) -> None:
+@pytest.mark.parametrize("second_topic", ["orders", "audit"])
+def test_another_runs_log_dir_entry_stays_while_its_broker_copies(
+        tmp_path: Path, second_topic: str) -> None:
     """Two runs: one copies orders-0 between directories of broker 0, the other moves
-    orders-1 over the network; the second ending must not take the first one's log-dir rate
-    away — and once the first ends, nothing of either is left."""
-    c = jbod(tmp_path)
+    partition 1 of the same topic or of another over the network; the second ending must
+    not take the first one's log-dir rate away — and once the first ends, nothing of either
+    is left."""
+    c = jbod(tmp_path, topics=[
+        {"name": t, "partitions": 6, "replicationFactor": 3, "sizeBytesPerPartition": 10 * MB,
+         "assignment": [[0, 1, 2], [1, 2, 0], [2, 0, 1]] * 2} for t in ("orders", "audit")])
     first = ReassignmentExecutor(c, plan({T0: ([0, 1, 2], [other_dir(c, 0, T0), "any",
                                                            "any"])}, 200_000))
     assert first.start() == []
     first.step()
     # unthrottled, the second ends long before the first (10 MB at 1 MB/s, not 200 kB/s)
-    second_plan, _ = ReassignmentPlan.from_moves([(T1, [1, 2, 3])], limits=Limits(None, 10),
-                                                 additional=True)
+    second_plan, _ = ReassignmentPlan.from_moves([(tp(second_topic, 1), [1, 2, 3])],
+                                                 limits=Limits(None, 10), additional=True)
     second = ReassignmentExecutor(c, second_plan)
     assert second.start() == []
     for _ in range(100):

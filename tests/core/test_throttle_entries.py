@@ -62,7 +62,7 @@ def test_entry_sets_behave_as_sets_of_entries(a: frozenset[Entry], b: frozenset[
         e.broker: {f for f in a if f.broker == e.broker} for e in a}
     assert {k: set(s) for k, s in x.by_list().items()} == {
         (e.topic, e.side): {f for f in a if (f.topic, f.side) == (e.topic, e.side)} for e in a}
-    assert set(x.where(sides=["L"], broker=3)) == {e for e in a if e.side == "L" and e.broker == 3}
+    assert set(x.where(sides=["L", "D"])) == {e for e in a if e.side in "LD"}
     assert x.topics() == {e.topic for e in a} and x.sides() == {e.side for e in a}
     keep = {"a": bitmaps.from_members(range(0, 700, 3))}
     assert set(x.masked(keep, 0)) == {e for e in a if e.topic == "a" and e.partition % 3 == 0}
@@ -72,6 +72,20 @@ def test_entry_sets_behave_as_sets_of_entries(a: frozenset[Entry], b: frozenset[
     for broker, s in by_broker.items():
         assert s.encode() == sorted(e.encode() for e in s)
         assert EntrySet.decode(s.encode(), broker) == s
+
+
+def test_entry_sets_at_their_edges() -> None:
+    """What random sets rarely hit: partition 0 alone, equal sizes with other members,
+    something that is not an Entry, a key the other set lacks."""
+    x = EntrySet.of([Entry("t", 5, 1, "L"), Entry("t", 9, 1, "L")])
+    same_size = {Entry("t", 5, 1, "L"), Entry("t", 9, 2, "L")}
+    assert x != same_size and x != EntrySet.of(same_size)
+    assert ("t", 5, 1, "L") not in x and 7 not in x
+    assert x.partitions() == {"t": (1 << 5) | (1 << 9)}
+    assert EntrySet.of([Entry("t", 1, 1, "L")]).partitions() == {"t": 2}
+    assert not EntrySet.of([Entry("t", 0, 1, "L")]) <= EntrySet.of([Entry("t", 0, 2, "L")])
+    assert EntrySet.of([Entry("t", 0, 1, "L")]) <= x | EntrySet.of([Entry("t", 0, 1, "L")])
+    assert EntrySet.of([Entry("u", 3, 1, "F")]) <= EntrySet.of([Entry("u", 3, 1, "F")])
 
 
 def test_a_marker_item_that_is_not_an_entry_is_left_out() -> None:
