@@ -567,7 +567,11 @@ def parse_throttled_replicas_by_broker(value: str) -> dict[int, int] | str | Non
     if _PLAIN_LIST.fullmatch(value):  # as kraftsman writes it
         bufs: dict[int, bytearray] = {}
         for item in _PAIR.finditer(value):
-            bitmaps.add(bufs.setdefault(int(item[2]), bytearray()), int(item[1]))
+            broker = int(item[2])
+            buf = bufs.get(broker)
+            if buf is None:  # not setdefault: that builds a bytearray for every item
+                buf = bufs[broker] = bytearray()
+            bitmaps.add(buf, int(item[1]))
         return {b: bitmaps.from_buffer(buf) for b, buf in bufs.items()}
     pairs = _throttled_pairs(value)
     if pairs is None or isinstance(pairs, str):

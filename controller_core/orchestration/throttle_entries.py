@@ -89,9 +89,6 @@ class EntrySet:
     def topics(self) -> set[str]:
         return {topic for topic, _, _ in self._bits}
 
-    def brokers(self) -> set[int]:
-        return {b for _, _, b in self._bits}
-
     def where(self, *, sides: Iterable[str]) -> EntrySet:
         """The entries of the given sides."""
         wanted = set(sides)
